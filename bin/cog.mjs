@@ -1,0 +1,48 @@
+#!/usr/bin/env node
+// Bootstrap for `npm start` and the `cog` CLI, in plain JavaScript so it runs on a fresh clone:
+// installs dependencies when node_modules is missing or older than the lockfile, generates the
+// Prisma client when the schema changed, then loads the TypeScript CLI (bin/cog.ts) through tsx.
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const say = (msg) => process.stderr.write(`cog: ${msg}\n`);
+
+function ensureInstalled() {
+  const marker = path.join(root, 'node_modules', '.package-lock.json');
+  const lock = path.join(root, 'package-lock.json');
+  const stale = !fs.existsSync(marker) || (fs.existsSync(lock) && fs.statSync(lock).mtimeMs > fs.statSync(marker).mtimeMs + 1000);
+  if (!stale) return;
+  say('installing dependencies (npm ci) ...');
+  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+  execFileSync(npm, [fs.existsSync(lock) ? 'ci' : 'install', '--no-audit', '--no-fund'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+}
+
+export function ensureGenerated() {
+  const schema = fs.readFileSync(path.join(root, 'prisma', 'schema.prisma'));
+  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'node_modules', 'prisma', 'package.json'), 'utf8'));
+  const hash = createHash('sha256').update(schema).update(pkg.version).digest('hex');
+  const stamp = path.join(root, 'generated', '.schema-hash');
+  if (fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === hash && fs.existsSync(path.join(root, 'generated', 'prisma', 'client.ts'))) return;
+  say('generating the Prisma client ...');
+  // `prisma generate` needs no schema engine, but the CLI looks for one: point it at any file so it
+  // does not try to download it (this machine has no internet).
+  execFileSync(process.execPath, [path.join(root, 'node_modules', 'prisma', 'build', 'index.js'), 'generate'], {
+    cwd: root,
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, PRISMA_SCHEMA_ENGINE_BINARY: process.env.PRISMA_SCHEMA_ENGINE_BINARY || process.execPath, PRISMA_HIDE_UPDATE_MESSAGE: '1' },
+  });
+  fs.writeFileSync(stamp, hash);
+}
+
+const args = process.argv.slice(2);
+ensureInstalled();
+ensureGenerated();
+if (args[0] === 'generate') process.exit(0);
+const { register } = await import('tsx/esm/api');
+register();
+const cli = await import(pathToFileURL(path.join(root, 'bin', 'cog.ts')).href);
+await cli.main(args);

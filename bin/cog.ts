@@ -1,0 +1,114 @@
+// The `cog` CLI (loaded by bin/cog.mjs through tsx):
+//   cog start               every service in one process on embedded defaults (npm start)
+//   cog service <name>      one service per process (distributed); `cog services` lists names
+//   cog up --distributed    every service as its own supervised process on real infrastructure
+//   cog deploy              deploy the Cortex contract suite (idempotent)
+import { loadConfig, ConfigError, type Config } from '../lib/config.ts';
+import { createLogger } from '../lib/log.ts';
+import { openPlatform, closePlatform, type Platform } from '../lib/platform.ts';
+import { startEventRelay } from '../lib/events.ts';
+import type { RunningService } from '../lib/service.ts';
+import { SERVICES } from './services.ts';
+
+const USAGE = `usage: cog <command>
+  start                 run the whole platform in one process (embedded defaults)
+  service <name>        run one service (see: cog services)
+  services              list service names
+  up --distributed      run every service as its own process against DATABASE_URL, NATS_URL, REDIS_URL
+  deploy                deploy the Cortex contract suite and write deployments/<chainId>.json
+  help                  this text`;
+
+function fail(msg: string): never {
+  process.stderr.write(`cog: ${msg}\n`);
+  process.exit(1);
+}
+
+function config(): Config {
+  try {
+    return loadConfig();
+  } catch (e) {
+    if (e instanceof ConfigError) fail(`bad configuration: ${e.message}`);
+    throw e;
+  }
+}
+
+/** Starts the named services in registry order on one platform; stops them all on a signal. */
+async function run(names: string[], banner: boolean): Promise<void> {
+  const cfg = config();
+  const log = createLogger({ level: cfg.logLevel, name: 'cog' });
+  const t0 = Date.now();
+  let platform: Platform;
+  try {
+    platform = await openPlatform(cfg, { log });
+  } catch (e) {
+    fail(`could not open the platform's stores: ${(e as Error).message}`);
+  }
+  const relay = startEventRelay(platform);
+  const running: RunningService[] = [];
+  let stopping = false;
+  const stop = async (code: number) => {
+    if (stopping) return;
+    stopping = true;
+    log.info('stopping');
+    for (const s of [...running].reverse()) {
+      await s.close().catch((e) => log.warn({ service: s.name, err: (e as Error).message }, 'close failed'));
+    }
+    await relay.close();
+    await closePlatform(platform);
+    process.exit(code);
+  };
+  process.once('SIGINT', () => void stop(0));
+  process.once('SIGTERM', () => void stop(0));
+  for (const entry of SERVICES.filter((s) => names.includes(s.name))) {
+    try {
+      const start = await entry.load();
+      const svc = await start(platform);
+      running.push(svc);
+      platform.local.set(entry.name, svc);
+    } catch (e) {
+      process.stderr.write(`cog: ${entry.name} failed to start: ${(e as Error).message}\n`);
+      await stop(1);
+      return;
+    }
+  }
+  if (banner) {
+    const lines = running.map((s) => `  ${s.name.padEnd(15)} ${s.url ?? '(no HTTP endpoint)'}`);
+    process.stdout.write(
+      `\nCognitive Agent Platform v3 — up in ${((Date.now() - t0) / 1000).toFixed(1)} s (data: ${cfg.dataDir})\n${lines.join('\n')}\n` +
+        `  GraphQL         ${cfg.urls.base}/graphql\n  REST            ${cfg.urls.base}/v1\n  events (WS)     ws://127.0.0.1:${cfg.ports.gateway}/v1/events\n\nCtrl-C stops it.\n`,
+    );
+  }
+}
+
+export async function main(args: string[]): Promise<void> {
+  const [cmd, ...rest] = args;
+  switch (cmd ?? 'help') {
+    case 'start':
+      return run(SERVICES.map((s) => s.name), true);
+    case 'service': {
+      const name = rest[0];
+      if (!name || !SERVICES.some((s) => s.name === name)) fail(`unknown service "${name ?? ''}"; one of: ${SERVICES.map((s) => s.name).join(', ')}`);
+      return run([name], false);
+    }
+    case 'services':
+      for (const s of SERVICES) process.stdout.write(`${s.name.padEnd(15)} ${s.describe}\n`);
+      return;
+    case 'up': {
+      if (!rest.includes('--distributed')) fail('usage: cog up --distributed');
+      const { upDistributed } = await import('./up.ts');
+      return upDistributed(config());
+    }
+    case 'deploy': {
+      const { deployCommand } = await import('../subgraphs/chains/cortex/deploy.ts');
+      await deployCommand(config());
+      return;
+    }
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(USAGE + '\n');
+      return;
+    default:
+      fail(`unknown command "${cmd}"\n${USAGE}`);
+  }
+}

@@ -1,0 +1,170 @@
+// Configuration: every constant of the spec with its environment override, read and validated
+// once at start. A bad value throws a ConfigError naming the variable, and the start stops.
+import path from 'node:path';
+
+export class ConfigError extends Error {
+  constructor(public readonly variable: string, message: string) {
+    super(`${variable}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function int(env: Env, name: string, def: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return def;
+  if (!/^-?\d+$/.test(raw.trim())) throw new ConfigError(name, `must be an integer, got "${raw}"`);
+  const v = Number(raw);
+  if (v < min || v > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${v}`);
+  return v;
+}
+
+function num(env: Env, name: string, def: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return def;
+  const v = Number(raw);
+  if (!Number.isFinite(v)) throw new ConfigError(name, `must be a number, got "${raw}"`);
+  if (v < min || v > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${v}`);
+  return v;
+}
+
+function url(env: Env, name: string, def?: string): string | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return def;
+  try {
+    new URL(raw);
+  } catch {
+    throw new ConfigError(name, `must be a URL, got "${raw}"`);
+  }
+  return raw.replace(/\/+$/, '');
+}
+
+function list(env: Env, name: string): string[] {
+  const raw = env[name];
+  if (!raw) return [];
+  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const item of items) {
+    try {
+      new URL(item);
+    } catch {
+      throw new ConfigError(name, `must be a comma-separated list of URLs, got "${item}"`);
+    }
+  }
+  return items.map((s) => s.replace(/\/+$/, ''));
+}
+
+function oneOf<T extends string>(env: Env, name: string, def: T, allowed: readonly T[]): T {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return def;
+  if (!(allowed as readonly string[]).includes(raw)) {
+    throw new ConfigError(name, `must be one of ${allowed.join(', ')}, got "${raw}"`);
+  }
+  return raw as T;
+}
+
+export interface Config {
+  /** The spec's constants. */
+  epochIntervalMs: number;
+  driftMax: number;
+  fidelityMin: number;
+  /** Open residues expire after this many epochs (ARCHITECTURE.md). */
+  residueExpiryEpochs: number;
+  /** Unpinned memory nodes older than this many epochs are pruned. */
+  retentionEpochs: number;
+  faucetCooldownMs: number;
+  ports: {
+    gateway: number;
+    needlecast: number;
+    thalamus: number;
+    dhf: number;
+    treasury: number;
+    faucet: number;
+    medulla: number;
+    hippocampus: number;
+    cortex: number;
+  };
+  /** Interface services bind to. */
+  host: string;
+  dataDir: string;
+  /** Real engines; undefined selects the embedded adapter. */
+  databaseUrl?: string;
+  natsUrl?: string;
+  redisUrl?: string;
+  s3: { endpoint?: string; bucket: string; region: string; accessKeyId?: string; secretAccessKey?: string };
+  cortexRpcUrl?: string;
+  medullaPeers: string[];
+  hippocampusPeers: string[];
+  /** Where services find each other (spec's *_URL variables). */
+  urls: {
+    base: string;
+    medulla: string;
+    hippocampus: string;
+    cortex: string;
+    thalamus: string;
+    dhf: string;
+    needlecast: string;
+    treasury: string;
+    faucet: string;
+  };
+  auth: 'off' | 'required';
+  internalToken?: string;
+  logLevel: string;
+  graphqlIntrospection: boolean;
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const ports = {
+    gateway: int(env, 'GATEWAY_PORT', 7070, 0, 65535),
+    needlecast: int(env, 'NEEDLECAST_PORT', 7071, 0, 65535),
+    thalamus: int(env, 'THALAMUS_PORT', 7072, 0, 65535),
+    dhf: int(env, 'DHF_PORT', 7073, 0, 65535),
+    treasury: int(env, 'TREASURY_PORT', 7074, 0, 65535),
+    faucet: int(env, 'FAUCET_PORT', 7075, 0, 65535),
+    medulla: int(env, 'MEDULLA_PORT', 8332, 0, 65535),
+    hippocampus: int(env, 'HIPPOCAMPUS_PORT', 5001, 0, 65535),
+    cortex: int(env, 'CORTEX_PORT', 8545, 0, 65535),
+  };
+  const host = env.COG_HOST || '127.0.0.1';
+  const local = (port: number) => `http://127.0.0.1:${port}`;
+  const cfg: Config = {
+    epochIntervalMs: int(env, 'COG_EPOCH_INTERVAL_MS', 4000, 50, 3_600_000),
+    driftMax: num(env, 'COG_DRIFT_MAX', 15, 0, 1e9),
+    fidelityMin: num(env, 'COG_FIDELITY_MIN', 0.6, 0, 1),
+    residueExpiryEpochs: int(env, 'COG_RESIDUE_EXPIRY_EPOCHS', 100, 1, 1e9),
+    retentionEpochs: int(env, 'COG_RETENTION_EPOCHS', 1000, 3, 1e9),
+    faucetCooldownMs: int(env, 'COG_FAUCET_COOLDOWN_MS', 60_000, 0, 86_400_000),
+    ports,
+    host,
+    dataDir: path.resolve(env.COG_DATA_DIR || './.cog'),
+    databaseUrl: url(env, 'DATABASE_URL'),
+    natsUrl: url(env, 'NATS_URL'),
+    redisUrl: url(env, 'REDIS_URL'),
+    s3: {
+      endpoint: url(env, 'S3_ENDPOINT'),
+      bucket: env.S3_BUCKET || 'cog-shards',
+      region: env.S3_REGION || 'us-east-1',
+      accessKeyId: env.S3_ACCESS_KEY_ID || env.AWS_ACCESS_KEY_ID,
+      secretAccessKey: env.S3_SECRET_ACCESS_KEY || env.AWS_SECRET_ACCESS_KEY,
+    },
+    cortexRpcUrl: url(env, 'CORTEX_RPC_URL'),
+    medullaPeers: list(env, 'MEDULLA_PEERS'),
+    hippocampusPeers: list(env, 'HIPPOCAMPUS_PEERS'),
+    urls: {
+      base: url(env, 'BASE_URL', local(ports.gateway))!,
+      medulla: url(env, 'MEDULLA_URL', local(ports.medulla))!,
+      hippocampus: url(env, 'HIPPOCAMPUS_URL', local(ports.hippocampus))!,
+      cortex: url(env, 'CORTEX_URL', url(env, 'CORTEX_RPC_URL') ?? local(ports.cortex))!,
+      thalamus: url(env, 'THALAMUS_URL', local(ports.thalamus))!,
+      dhf: url(env, 'DHF_URL', local(ports.dhf))!,
+      needlecast: url(env, 'NEEDLECAST_URL', local(ports.needlecast))!,
+      treasury: url(env, 'TREASURY_URL', local(ports.treasury))!,
+      faucet: url(env, 'FAUCET_URL', local(ports.faucet))!,
+    },
+    auth: oneOf(env, 'COG_AUTH', 'off', ['off', 'required'] as const),
+    internalToken: env.COG_INTERNAL_TOKEN || undefined,
+    logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
+    graphqlIntrospection: oneOf(env, 'COG_GRAPHQL_INTROSPECTION', 'on', ['on', 'off'] as const) === 'on',
+  };
+  return cfg;
+}

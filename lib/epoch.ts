@@ -1,0 +1,53 @@
+// The current epoch, as every context sees it. Medulla owns it (each mined block advances it by
+// one) and publishes `cog.epoch.advanced`; everyone else follows that event, seeded from Medulla's
+// `getinfo` at start. The same code runs embedded (in-process bus) and distributed (JetStream).
+import type { Bus, Subscription } from './bus/port.ts';
+
+export interface EpochInfo {
+  epoch: number;
+  height: number;
+  tip: string;
+}
+
+export interface EpochSource {
+  current(): number;
+  info(): EpochInfo;
+  /** Called after each advance; returns an unsubscribe function. */
+  onAdvance(cb: (info: EpochInfo) => void): () => void;
+  close(): Promise<void>;
+}
+
+/** Follows Medulla through the bus; `seed` reads the chain's current info (getinfo). */
+export async function followEpochs(bus: Bus, seed: () => Promise<EpochInfo>): Promise<EpochSource> {
+  let info: EpochInfo = { epoch: 0, height: 0, tip: '0'.repeat(64) };
+  const listeners = new Set<(i: EpochInfo) => void>();
+  const apply = (next: EpochInfo) => {
+    if (next.height < info.height && next.epoch <= info.epoch) return;
+    info = next;
+    for (const l of listeners) {
+      try {
+        l(info);
+      } catch {
+        /* a listener's failure is its own */
+      }
+    }
+  };
+  const sub: Subscription = await bus.subscribe({ subjects: ['cog.epoch.advanced'] }, (d) => {
+    const { epoch, height, tip } = d.data as Partial<EpochInfo>;
+    if (typeof epoch === 'number' && typeof height === 'number' && typeof tip === 'string') apply({ epoch, height, tip });
+  });
+  try {
+    apply(await seed());
+  } catch {
+    /* Medulla not reachable yet: the first advance event fills it in */
+  }
+  return {
+    current: () => info.epoch,
+    info: () => info,
+    onAdvance(cb) {
+      listeners.add(cb);
+      return () => listeners.delete(cb);
+    },
+    close: () => sub.close(),
+  };
+}

@@ -1,0 +1,63 @@
+// The problem+json error model (RFC 9457) of ARCHITECTURE.md. Domain code throws these; the HTTP
+// layer renders them as application/problem+json and GraphQL as errors with extensions.code.
+
+export interface FieldProblem {
+  path: string;
+  message: string;
+}
+
+export class Problem extends Error {
+  constructor(
+    public readonly status: number,
+    public readonly code: string,
+    public readonly title: string,
+    public readonly detail?: string,
+    public readonly extra: Record<string, unknown> = {},
+    public readonly headers: Record<string, string> = {},
+  ) {
+    super(detail ?? title);
+    this.name = 'Problem';
+  }
+
+  toJSON(): Record<string, unknown> {
+    return {
+      type: `https://cog.dev/problems/${this.code.toLowerCase().replace(/_/g, '-')}`,
+      title: this.title,
+      status: this.status,
+      detail: this.detail ?? this.title,
+      code: this.code,
+      ...this.extra,
+    };
+  }
+}
+
+export const badRequest = (detail: string, errors?: FieldProblem[]) =>
+  new Problem(400, 'BAD_REQUEST', 'Bad request', detail, errors ? { errors } : {});
+
+export const notFound = (what: string, id: string) =>
+  new Problem(404, 'NOT_FOUND', `${what} not found`, `No ${what.toLowerCase()} with id ${JSON.stringify(id)}`);
+
+export const conflict = (detail: string, code = 'CONFLICT') => new Problem(409, code, 'Conflict', detail);
+
+export const insufficientTokens = (token: string, required: number, available: number) =>
+  new Problem(402, 'INSUFFICIENT_TOKENS', 'Not enough tokens', `Needs ${required} ${token}, has ${available}`, {
+    token,
+    required,
+    available,
+  });
+
+export const tooManyRequests = (detail: string, retryAfterSeconds: number) =>
+  new Problem(429, 'RATE_LIMITED', 'Too many requests', detail, { retryAfter: retryAfterSeconds }, {
+    'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),
+  });
+
+export const unauthorized = (detail: string) => new Problem(401, 'UNAUTHORIZED', 'Unauthorized', detail);
+
+export const payloadTooLarge = (limit: number) =>
+  new Problem(413, 'PAYLOAD_TOO_LARGE', 'Payload too large', `Request bodies are limited to ${limit} bytes`);
+
+/** A dependency (database, bus, chain) is down: retryable, and the only 5xx we send. */
+export const unavailable = (detail: string, retryAfterSeconds = 1) =>
+  new Problem(503, 'UNAVAILABLE', 'Service unavailable', detail, {}, { 'retry-after': String(retryAfterSeconds) });
+
+export const isProblem = (e: unknown): e is Problem => e instanceof Problem;

@@ -1,0 +1,75 @@
+// Transactional event outbox: a change and the event announcing it commit together
+// (EventOutbox row in the same transaction); the relay publishes to the bus with the row's msgId
+// (JetStream de-duplicates a re-publish after a crash) and deletes the row. If the bus is down the
+// rows wait and flow when it returns.
+import { randomUUID } from 'node:crypto';
+import type { Tx } from './db/index.ts';
+import type { Platform } from './platform.ts';
+
+export interface EventRecord {
+  subject: string;
+  type: string;
+  data: Record<string, unknown>;
+  msgId?: string;
+}
+
+/** Writes the event in the caller's transaction. Payloads must never carry secrets. */
+export async function recordEvent(tx: Tx, ev: EventRecord): Promise<void> {
+  await tx.eventOutbox.create({
+    data: { subject: ev.subject, msgId: ev.msgId ?? randomUUID(), data: { type: ev.type, ts: Date.now(), ...ev.data } as never },
+  });
+  relayNudge?.();
+}
+
+let relayNudge: (() => void) | undefined;
+
+/** Publishes outbox rows in order; nudged after each recordEvent, and polls as a fallback. */
+export function startEventRelay(p: Platform, opts: { pollMs?: number } = {}): { close(): Promise<void>; flush(): Promise<void> } {
+  let running: Promise<void> | null = null;
+  let again = false;
+  let closed = false;
+  const drain = async () => {
+    for (;;) {
+      const rows = await p.db.prisma.eventOutbox.findMany({ orderBy: { id: 'asc' }, take: 200 });
+      if (!rows.length) return;
+      for (const row of rows) {
+        await p.bus.publish(row.subject, row.data as Record<string, unknown>, { msgId: row.msgId });
+        await p.db.prisma.eventOutbox.deleteMany({ where: { id: row.id } });
+      }
+    }
+  };
+  const kick = (): Promise<void> => {
+    if (closed) return Promise.resolve();
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = (async () => {
+      do {
+        again = false;
+        try {
+          await drain();
+        } catch (e) {
+          p.log.warn({ err: (e as Error).message }, 'event relay: publish failed, will retry');
+          return;
+        }
+      } while (again);
+    })().finally(() => {
+      running = null;
+    });
+    return running;
+  };
+  relayNudge = () => void setImmediate(kick);
+  const timer = setInterval(kick, opts.pollMs ?? 500);
+  timer.unref();
+  void kick();
+  return {
+    flush: kick,
+    async close() {
+      closed = true;
+      clearInterval(timer);
+      relayNudge = undefined;
+      await running;
+    },
+  };
+}

@@ -1,0 +1,55 @@
+// Shared pieces of the GraphQL subgraphs: the per-request context, DataLoader registry (one loader
+// per name per request, so entity fields batch into one query), and Problem -> GraphQLError with
+// the same code as the problem+json error in extensions.code.
+import DataLoader from 'dataloader';
+import { GraphQLError } from 'graphql';
+import type { Platform } from './platform.ts';
+import { isProblem } from './errors.ts';
+
+export interface GqlContext {
+  platform: Platform;
+  loaders: Map<string, DataLoader<unknown, unknown>>;
+}
+
+export function newContext(platform: Platform): GqlContext {
+  return { platform, loaders: new Map() };
+}
+
+/** The request's loader named `name`, created on first use from a batch function. */
+export function loader<K, V>(ctx: GqlContext, name: string, batch: (keys: readonly K[]) => Promise<(V | Error)[]>): DataLoader<K, V> {
+  let l = ctx.loaders.get(name) as DataLoader<K, V> | undefined;
+  if (!l) {
+    l = new DataLoader<K, V>(batch, { maxBatchSize: 1000 });
+    ctx.loaders.set(name, l as DataLoader<unknown, unknown>);
+  }
+  return l;
+}
+
+/** Orders batch results by key; missing keys resolve to null. */
+export function byKey<K, V>(keys: readonly K[], rows: V[], keyOf: (v: V) => K): (V | null)[] {
+  const m = new Map<K, V>();
+  for (const r of rows) m.set(keyOf(r), r);
+  return keys.map((k) => m.get(k) ?? null);
+}
+
+export function toGraphQLError(e: unknown): GraphQLError {
+  if (e instanceof GraphQLError) return e;
+  if (isProblem(e)) {
+    const body = e.toJSON();
+    return new GraphQLError(String(body.detail), { extensions: { ...body, code: e.code, http: { status: e.status } } });
+  }
+  return new GraphQLError('Internal error', { extensions: { code: 'INTERNAL' } });
+}
+
+/** Wraps a resolver so Problems surface as GraphQL errors carrying their code. */
+export function guarded<A extends unknown[], R>(fn: (...args: A) => Promise<R> | R): (...args: A) => Promise<R> {
+  return async (...args: A) => {
+    try {
+      return await fn(...args);
+    } catch (e) {
+      throw toGraphQLError(e);
+    }
+  };
+}
+
+export const health = (name: string) => () => ({ ok: true, name });

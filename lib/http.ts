@@ -1,0 +1,121 @@
+// The HTTP foundation every service stands on: fastify with schema-validated bodies, the
+// problem+json error model, a 1 MiB body limit, and one pino log line per request.
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
+import { Ajv } from 'ajv';
+import addFormatsImport from 'ajv-formats';
+import type { Logger } from './log.ts';
+import { Problem, badRequest, isProblem, payloadTooLarge, type FieldProblem } from './errors.ts';
+
+export const BODY_LIMIT = 1024 * 1024;
+const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
+
+// Bodies are validated strictly (a wrong type is a 400, never coerced); query strings and path
+// params arrive as text, so those are coerced.
+const ajvBody = addFormats(new Ajv({ coerceTypes: false, useDefaults: true, removeAdditional: false, allErrors: true, strict: false }));
+const ajvQuery = addFormats(new Ajv({ coerceTypes: true, useDefaults: true, removeAdditional: false, allErrors: true, strict: false }));
+
+export interface HttpOptions {
+  name: string;
+  log: Logger;
+  /** Bearer token required on every route except health (internal services off loopback). */
+  internalToken?: string;
+}
+
+export function sendProblem(reply: FastifyReply, p: Problem): FastifyReply {
+  for (const [k, v] of Object.entries(p.headers)) reply.header(k, v);
+  return reply.code(p.status).type('application/problem+json').send(p.toJSON());
+}
+
+function validationProblem(err: FastifyError): Problem {
+  const errors: FieldProblem[] = (err.validation ?? []).map((v) => {
+    const missing = (v.params as { missingProperty?: string })?.missingProperty;
+    const at = (v.instancePath || '').replace(/^\//, '').replace(/\//g, '.');
+    const pathName = missing ? (at ? `${at}.${missing}` : missing) : at || (err.validationContext ?? 'body');
+    return { path: pathName, message: v.message ?? 'is invalid' };
+  });
+  const where = err.validationContext ?? 'body';
+  const detail = errors.length ? `Invalid ${where}: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}` : `Invalid ${where}`;
+  return badRequest(detail, errors);
+}
+
+/** Maps any error to a problem; client-caused ones are 4xx, the rest a 500 that leaks nothing. */
+export function toProblem(err: unknown): Problem {
+  if (isProblem(err)) return err;
+  const e = err as FastifyError & { type?: string };
+  if (e?.validation) return validationProblem(e);
+  if (e?.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || e?.statusCode === 413 || e?.type === 'entity.too.large') return payloadTooLarge(BODY_LIMIT);
+  if (e?.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return new Problem(415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported media type', 'Send JSON bodies as application/json');
+  if (e?.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') return badRequest('Content-Length does not match the body');
+  if (e instanceof SyntaxError || e?.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return badRequest(`Malformed JSON body: ${e.message}`);
+  if (typeof e?.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
+    return new Problem(e.statusCode, e.code ?? 'BAD_REQUEST', 'Bad request', e.message);
+  }
+  return new Problem(500, 'INTERNAL', 'Internal error', 'The server failed to handle the request; it has been logged');
+}
+
+export function createHttp(opts: HttpOptions): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: opts.log.child({ service: opts.name }) as unknown as FastifyBaseLogger,
+    // Our own onResponse hook writes the one line per request.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: BODY_LIMIT,
+    return503OnClosing: true,
+    forceCloseConnections: true,
+    ajv: undefined,
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+  });
+
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? ajvBody : ajvQuery).compile(schema));
+
+  // JSON for any content type (spec clients are not always careful with headers); an empty body is
+  // "no body", so bodiless POSTs like /sync work with or without a Content-Type.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
+    const text = (body as string).trim();
+    if (text === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch (e) {
+      done(badRequest(`Malformed JSON body: ${(e as Error).message}`) as never, undefined);
+    }
+  });
+
+  if (opts.internalToken) {
+    const expected = `Bearer ${opts.internalToken}`;
+    app.addHook('onRequest', async (req, reply) => {
+      if (req.url.startsWith('/health')) return;
+      if (req.headers.authorization !== expected) {
+        return sendProblem(reply, new Problem(401, 'UNAUTHORIZED', 'Unauthorized', 'This internal service needs its bearer token'));
+      }
+    });
+  }
+
+  app.addHook('onResponse', async (req: FastifyRequest, reply: FastifyReply) => {
+    req.log.info({ method: req.method, path: req.routeOptions.url ?? req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+  });
+
+  app.setErrorHandler((err, req, reply) => {
+    const p = toProblem(err);
+    if (p.status >= 500 && p.status !== 503) req.log.error({ err }, 'unhandled error');
+    return sendProblem(reply, p);
+  });
+
+  app.setNotFoundHandler((req, reply) =>
+    sendProblem(reply, new Problem(404, 'ROUTE_NOT_FOUND', 'Not found', `No route ${req.method} ${req.url.split('?')[0]}`)),
+  );
+
+  return app;
+}
+
+/** Listens on host:port; a port in use becomes an error naming it. */
+export async function listen(app: FastifyInstance, name: string, host: string, port: number): Promise<number> {
+  try {
+    await app.listen({ host, port });
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    if (err.code === 'EADDRINUSE') throw new Error(`${name}: port ${port} is already in use (set its *_PORT variable or stop the other process)`);
+    throw e;
+  }
+  const addr = app.server.address();
+  return typeof addr === 'object' && addr ? addr.port : port;
+}

@@ -1,0 +1,76 @@
+// The platform context handed to every service: config, logger and the ports with whichever
+// adapters the environment selects. Business code never asks which mode it is in.
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Config } from './config.ts';
+import { createLogger, type Logger } from './log.ts';
+import { openDatabase, type Database } from './db/index.ts';
+import type { Bus } from './bus/port.ts';
+import type { Cache } from './cache/port.ts';
+import type { ObjectStore } from './objects/port.ts';
+import { createBus } from './bus/index.ts';
+import { createCache } from './cache/index.ts';
+import { createObjectStore } from './objects/index.ts';
+import { followEpochs, type EpochInfo, type EpochSource } from './epoch.ts';
+import { fromHex, randomSecret, toHex } from './crypto.ts';
+
+export interface Platform {
+  config: Config;
+  log: Logger;
+  db: Database;
+  bus: Bus;
+  cache: Cache;
+  objects: ObjectStore;
+  epochs: EpochSource;
+  /** Key-encryption key that seals stack master secrets at rest. */
+  masterKey: Uint8Array;
+  /** Services started in this process, by name (embedded mode holds them all). */
+  local: Map<string, unknown>;
+}
+
+/** COG_MASTER_KEY (64 hex) or a key file under the data dir, created once with mode 0600. */
+export function loadMasterKey(config: Config, env = process.env): Uint8Array {
+  if (env.COG_MASTER_KEY) {
+    if (!/^[0-9a-fA-F]{64}$/.test(env.COG_MASTER_KEY)) throw new Error('COG_MASTER_KEY: must be 64 hex characters (32 bytes)');
+    return fromHex(env.COG_MASTER_KEY);
+  }
+  const file = path.join(config.dataDir, 'master.key');
+  if (fs.existsSync(file)) return fromHex(fs.readFileSync(file, 'utf8').trim());
+  fs.mkdirSync(config.dataDir, { recursive: true });
+  const key = randomSecret(32);
+  fs.writeFileSync(file, toHex(key) + '\n', { mode: 0o600 });
+  return key;
+}
+
+/** Medulla's getinfo over its RPC endpoint; seeds the epoch source. */
+export async function medullaInfo(medullaUrl: string): Promise<EpochInfo> {
+  const res = await fetch(`${medullaUrl}/rpc`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getinfo', params: [] }),
+    signal: AbortSignal.timeout(2000),
+  });
+  const body = (await res.json()) as { result?: { epoch: number; height: number; tip: string } };
+  if (!body.result) throw new Error('medulla getinfo failed');
+  return { epoch: body.result.epoch, height: body.result.height, tip: body.result.tip };
+}
+
+export async function openPlatform(config: Config, opts: { log?: Logger; name?: string } = {}): Promise<Platform> {
+  const log = opts.log ?? createLogger({ level: config.logLevel, name: opts.name ?? 'cog' });
+  fs.mkdirSync(config.dataDir, { recursive: true });
+  const masterKey = loadMasterKey(config);
+  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const bus = await createBus({ natsUrl: config.natsUrl });
+  const cache = await createCache({ redisUrl: config.redisUrl });
+  const objects = await createObjectStore({ s3: config.s3.endpoint ? { ...config.s3, endpoint: config.s3.endpoint } : undefined, dir: path.join(config.dataDir, 'objects') });
+  const epochs = await followEpochs(bus, () => medullaInfo(config.urls.medulla));
+  return { config, log, db, bus, cache, objects, epochs, masterKey, local: new Map() };
+}
+
+export async function closePlatform(p: Platform): Promise<void> {
+  await p.epochs.close().catch(() => {});
+  await p.bus.close().catch(() => {});
+  await p.cache.close().catch(() => {});
+  await p.objects.close().catch(() => {});
+  await p.db.close().catch(() => {});
+}

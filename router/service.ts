@@ -1,0 +1,29 @@
+// Gateway :7070 — the single external entry point: GET /healthz, the GraphQL router at /graphql,
+// the /v1 REST shim, and (router/events.ts) the WebSocket event streams.
+import { createHttp, listen } from '../lib/http.ts';
+import type { ServiceStarter } from '../lib/service.ts';
+import { registerRest } from '../compat-rest/index.ts';
+import { createGateway, mountGraphql } from './gateway.ts';
+import { createEventStream } from './events.ts';
+
+export const startGateway: ServiceStarter = async (p) => {
+  const app = createHttp({ name: 'gateway', log: p.log });
+  app.get('/healthz', async () => ({ ok: true, name: 'cog-gateway', ts: Date.now() }));
+  await registerRest(app, p);
+  const gql = await createGateway(p, { remote: process.env.COG_SUBGRAPHS === 'remote' });
+  mountGraphql(app, gql, p);
+  const events = createEventStream(p);
+  app.server.on('upgrade', (req, socket, head) => {
+    if (!events.handleUpgrade(req, socket, head)) socket.destroy();
+  });
+  const port = await listen(app, 'gateway', p.config.host, p.config.ports.gateway);
+  return {
+    name: 'gateway',
+    url: `http://${p.config.host}:${port}`,
+    async close() {
+      await events.close();
+      await app.close();
+      await gql.stop();
+    },
+  };
+};

@@ -1,0 +1,41 @@
+// The six subgraphs as executable schemas (@apollo/subgraph, Federation 2), read from
+// supergraph.yaml so the router, `npm run compose` and `cog service subgraph-<name>` agree.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
+import { parse, type GraphQLSchema } from 'graphql';
+import { buildSubgraphSchema } from '@apollo/subgraph';
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+export interface SubgraphConfig {
+  name: string;
+  routingUrl: string;
+  schemaFile: string;
+  sdl: string;
+}
+
+export function readSupergraphConfig(file = path.join(root, 'supergraph.yaml')): SubgraphConfig[] {
+  const doc = parseYaml(fs.readFileSync(file, 'utf8')) as { subgraphs: Record<string, { routing_url: string; schema: { file: string } }> };
+  return Object.entries(doc.subgraphs).map(([name, s]) => {
+    const schemaFile = path.resolve(root, s.schema.file);
+    return { name, routingUrl: s.routing_url, schemaFile, sdl: fs.readFileSync(schemaFile, 'utf8') };
+  });
+}
+
+const resolverModules: Record<string, () => Promise<{ resolvers: Record<string, unknown> }>> = {
+  stacks: () => import('../subgraphs/stacks/resolvers.ts'),
+  sleeves: () => import('../subgraphs/sleeves/resolvers.ts'),
+  memory: () => import('../subgraphs/memory/resolvers.ts'),
+  chains: () => import('../subgraphs/chains/resolvers.ts'),
+  economy: () => import('../subgraphs/economy/resolvers.ts'),
+  residues: () => import('../subgraphs/residues/resolvers.ts'),
+};
+
+export async function buildSubgraph(cfg: SubgraphConfig): Promise<GraphQLSchema> {
+  const load = resolverModules[cfg.name];
+  if (!load) throw new Error(`no resolvers registered for subgraph ${cfg.name}`);
+  const { resolvers } = await load();
+  return buildSubgraphSchema([{ typeDefs: parse(cfg.sdl), resolvers: resolvers as never }]);
+}

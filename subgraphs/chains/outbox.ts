@@ -1,0 +1,24 @@
+// Cortex transaction intents. A context that mirrors a change on-chain calls enqueueChainTx inside
+// the same database transaction as the change; the Cortex submitter (cortex/submitter.ts) sends,
+// confirms and re-sends them, so a 4 s block never stalls a request.
+import type { Tx } from '../../lib/db/index.ts';
+
+export type ChainTxKind =
+  | 'mintIdentity'
+  | 'updateStack'
+  | 'spawnSleeve'
+  | 'decommissionSleeve'
+  | 'mint'
+  | 'burn'
+  | 'anchor'
+  | 'route'
+  | 'openResidue'
+  | 'claimResidue'
+  | 'emission';
+
+export async function enqueueChainTx(
+  tx: Tx,
+  intent: { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number },
+): Promise<void> {
+  await tx.chainOutbox.create({ data: { kind: intent.kind, ref: intent.ref, payload: intent.payload as never, epoch: intent.epoch } });
+}

@@ -1,0 +1,127 @@
+// The double-entry ledger for the five tokens. Every mint, burn, transfer, grant and slash is a
+// set of entries that sums to zero per token, in integer milli-units, written in the caller's
+// transaction beside the change it pays for. Balances are materialised in the Balance table in the
+// same transaction (sum of entries, checked by tests); debits are a conditional UPDATE, so two
+// concurrent spends can never take a balance below zero.
+import { randomUUID } from 'node:crypto';
+import type { Db, Tx } from '../../lib/db/index.ts';
+import { insufficientTokens } from '../../lib/errors.ts';
+import { enqueueChainTx } from '../chains/outbox.ts';
+
+export const TOKENS = ['compute', 'memory', 'sync', 'routing', 'residue'] as const;
+export type Token = (typeof TOKENS)[number];
+export const CORE_TOKENS = ['compute', 'memory', 'sync', 'routing'] as const;
+export type TokenAmounts = Record<Token, number>;
+
+/** System accounts may go negative (they are where tokens come from and go to). */
+export const SYSTEM = { treasury: 'treasury', faucet: 'faucet', burn: 'burn', bounty: 'bounty' } as const;
+const isSystem = (account: string) => (Object.values(SYSTEM) as string[]).includes(account);
+
+export const sleeveAccount = (sleeveId: string) => `sleeve:${sleeveId}`;
+export const poolAccount = (stackId: string) => `pool:${stackId}`;
+export const claimableAccount = (stackId: string) => `claimable:${stackId}`;
+
+export const toMilli = (units: number): bigint => BigInt(Math.round(units * 1000));
+export const fromMilli = (milli: bigint | number): number => Number(milli) / 1000;
+export const zeroAmounts = (): TokenAmounts => ({ compute: 0, memory: 0, sync: 0, routing: 0, residue: 0 });
+
+export interface Leg {
+  account: string;
+  token: Token;
+  /** Signed: negative debits the account. */
+  milli: bigint;
+}
+
+export interface Posting {
+  reason: string;
+  ref?: string;
+  epoch: number;
+  legs: Leg[];
+  txId?: string;
+}
+
+/** Writes one balanced posting. Throws a 402 Problem (and the caller's transaction rolls back)
+ * when a non-system account would go below zero. */
+export async function post(tx: Tx, p: Posting): Promise<string> {
+  const sums = new Map<string, bigint>();
+  for (const l of p.legs) sums.set(l.token, (sums.get(l.token) ?? 0n) + l.milli);
+  for (const [token, sum] of sums) if (sum !== 0n) throw new Error(`unbalanced posting for ${token}: ${sum}`);
+  const txId = p.txId ?? randomUUID();
+  // Debits first, in a stable order, so concurrent postings lock rows in the same order.
+  const legs = [...p.legs].filter((l) => l.milli !== 0n).sort((a, b) => (a.milli < b.milli ? -1 : 1) || a.account.localeCompare(b.account));
+  for (const l of legs) {
+    if (l.milli < 0n && !isSystem(l.account)) {
+      const need = -l.milli;
+      const updated = await tx.$executeRaw`UPDATE "Balance" SET milli = milli - ${need} WHERE account = ${l.account} AND token = ${l.token} AND milli >= ${need}`;
+      if (updated === 0) {
+        const row = await tx.balance.findUnique({ where: { account_token: { account: l.account, token: l.token } } });
+        throw insufficientTokens(l.token, fromMilli(need), fromMilli(row?.milli ?? 0n));
+      }
+    } else {
+      await tx.$executeRaw`INSERT INTO "Balance" (account, token, milli) VALUES (${l.account}, ${l.token}, ${l.milli})
+        ON CONFLICT (account, token) DO UPDATE SET milli = "Balance".milli + EXCLUDED.milli`;
+    }
+  }
+  await tx.ledgerEntry.createMany({
+    data: legs.map((l) => ({ txId, account: l.account, token: l.token, milli: l.milli, reason: p.reason, ref: p.ref, epoch: p.epoch })),
+  });
+  return txId;
+}
+
+export interface Move {
+  token: Token;
+  milli: bigint;
+}
+
+/** Moves amounts from one account to another in one posting. */
+export function transfer(tx: Tx, from: string, to: string, moves: Move[], meta: { reason: string; ref?: string; epoch: number }) {
+  return post(tx, {
+    ...meta,
+    legs: moves.flatMap((m) => [
+      { account: from, token: m.token, milli: -m.milli },
+      { account: to, token: m.token, milli: m.milli },
+    ]),
+  });
+}
+
+/** New tokens from the treasury, mirrored as a BandwidthToken mint for the stack. */
+export async function mint(tx: Tx, to: string, moves: Move[], meta: { reason: string; ref?: string; epoch: number; stackId: string; from?: string }) {
+  const txId = await transfer(tx, meta.from ?? SYSTEM.treasury, to, moves, meta);
+  const amounts = moves.filter((m) => m.milli > 0n).map((m) => ({ token: m.token, milli: m.milli.toString() }));
+  if (amounts.length) await enqueueChainTx(tx, { kind: 'mint', ref: `ledger:${txId}`, payload: { stackId: meta.stackId, amounts }, epoch: meta.epoch });
+  return txId;
+}
+
+/** Tokens consumed by an operation: burned, mirrored as a BandwidthToken burn. */
+export async function burn(tx: Tx, from: string, moves: Move[], meta: { reason: string; ref?: string; epoch: number; stackId: string }) {
+  const txId = await transfer(tx, from, SYSTEM.burn, moves, meta);
+  const amounts = moves.filter((m) => m.milli > 0n).map((m) => ({ token: m.token, milli: m.milli.toString() }));
+  if (amounts.length) await enqueueChainTx(tx, { kind: 'burn', ref: `ledger:${txId}`, payload: { stackId: meta.stackId, amounts }, epoch: meta.epoch });
+  return txId;
+}
+
+/** Balances (units) of several accounts in one query. */
+export async function balancesOf(db: Db | Tx, accounts: string[]): Promise<Map<string, TokenAmounts>> {
+  const out = new Map<string, TokenAmounts>(accounts.map((a) => [a, zeroAmounts()]));
+  if (!accounts.length) return out;
+  const rows = await db.balance.findMany({ where: { account: { in: accounts } } });
+  for (const r of rows) {
+    const a = out.get(r.account)!;
+    if ((TOKENS as readonly string[]).includes(r.token)) a[r.token as Token] = fromMilli(r.milli);
+  }
+  return out;
+}
+
+export async function balanceOf(db: Db | Tx, account: string): Promise<TokenAmounts> {
+  return (await balancesOf(db, [account])).get(account)!;
+}
+
+/** Moves everything an account holds to another (decommission returns a sleeve's tokens to the pool). */
+export async function sweep(tx: Tx, from: string, to: string, meta: { reason: string; ref?: string; epoch: number }): Promise<TokenAmounts> {
+  const rows = await tx.balance.findMany({ where: { account: from } });
+  const moves = rows.filter((r) => r.milli > 0n && (TOKENS as readonly string[]).includes(r.token)).map((r) => ({ token: r.token as Token, milli: r.milli }));
+  if (moves.length) await transfer(tx, from, to, moves, meta);
+  const moved = zeroAmounts();
+  for (const m of moves) moved[m.token] = fromMilli(m.milli);
+  return moved;
+}

@@ -1,0 +1,101 @@
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { Type } from '@sinclair/typebox';
+import { createHttp } from '../../lib/http.ts';
+import { createLogger } from '../../lib/log.ts';
+import { notFound, insufficientTokens, tooManyRequests } from '../../lib/errors.ts';
+
+const app = createHttp({ name: 'test', log: createLogger({ level: 'silent' }) });
+let writes = 0;
+
+beforeAll(async () => {
+  app.post('/things', { schema: { body: Type.Object({ name: Type.String({ minLength: 1 }), count: Type.Optional(Type.Integer({ minimum: 0 })) }) } }, async (req) => {
+    writes++;
+    return { got: req.body };
+  });
+  app.post('/empty', async (req) => ({ body: req.body ?? null }));
+  app.get('/missing', async () => { throw notFound('Stack', 'stack:x'); });
+  app.get('/broke', async () => { throw insufficientTokens('compute', 0.5, 0.25); });
+  app.get('/slow-down', async () => { throw tooManyRequests('cooldown', 42); });
+  app.get('/boom', async () => { throw new Error('secret=abc internal detail'); });
+  app.get('/q', { schema: { querystring: Type.Object({ depth: Type.Integer({ minimum: 1 }) }) } }, async (req) => req.query);
+  await app.ready();
+});
+afterAll(() => app.close());
+
+const problem = (r: { headers: Record<string, unknown>; json(): unknown }) => {
+  expect(String(r.headers['content-type'])).toContain('application/problem+json');
+  const b = r.json() as Record<string, unknown>;
+  for (const k of ['type', 'title', 'status', 'detail', 'code']) expect(b).toHaveProperty(k);
+  return b;
+};
+
+describe('HTTP foundation', () => {
+  it('malformed JSON is a 400 problem and changes nothing', async () => {
+    const r = await app.inject({ method: 'POST', url: '/things', headers: { 'content-type': 'application/json' }, payload: '{"name":' });
+    expect(r.statusCode).toBe(400);
+    expect(problem(r).code).toBe('BAD_REQUEST');
+    expect(writes).toBe(0);
+  });
+
+  it('a wrong type is a 400 with field errors, never coerced', async () => {
+    const r = await app.inject({ method: 'POST', url: '/things', payload: { name: 123, count: '5' } });
+    expect(r.statusCode).toBe(400);
+    const b = problem(r);
+    const paths = (b.errors as { path: string }[]).map((e) => e.path);
+    expect(paths).toEqual(expect.arrayContaining(['name', 'count']));
+    expect(writes).toBe(0);
+  });
+
+  it('a missing field names it', async () => {
+    const r = await app.inject({ method: 'POST', url: '/things', payload: {} });
+    expect(r.statusCode).toBe(400);
+    expect((problem(r).errors as { path: string }[])[0].path).toBe('name');
+  });
+
+  it('accepts valid bodies with or without a content type', async () => {
+    const r = await app.inject({ method: 'POST', url: '/things', headers: { 'content-type': 'text/plain' }, payload: '{"name":"a"}' });
+    expect(r.statusCode).toBe(200);
+    expect(r.json()).toEqual({ got: { name: 'a' } });
+  });
+
+  it('an empty body is no body', async () => {
+    const r = await app.inject({ method: 'POST', url: '/empty', headers: { 'content-type': 'application/json' }, payload: '' });
+    expect(r.statusCode).toBe(200);
+    expect(r.json()).toEqual({ body: null });
+  });
+
+  it('bodies over 1 MiB are a 413 problem', async () => {
+    const r = await app.inject({ method: 'POST', url: '/things', payload: JSON.stringify({ name: 'x'.repeat(1024 * 1024 + 10) }), headers: { 'content-type': 'application/json' } });
+    expect(r.statusCode).toBe(413);
+    expect(problem(r).code).toBe('PAYLOAD_TOO_LARGE');
+  });
+
+  it('domain problems keep their status and extra fields', async () => {
+    const nf = await app.inject({ method: 'GET', url: '/missing' });
+    expect(nf.statusCode).toBe(404);
+    expect(problem(nf).code).toBe('NOT_FOUND');
+    const pay = await app.inject({ method: 'GET', url: '/broke' });
+    expect(pay.statusCode).toBe(402);
+    expect(problem(pay)).toMatchObject({ token: 'compute', required: 0.5, available: 0.25 });
+    const slow = await app.inject({ method: 'GET', url: '/slow-down' });
+    expect(slow.statusCode).toBe(429);
+    expect(slow.headers['retry-after']).toBe('42');
+  });
+
+  it('unknown routes are 404 problems', async () => {
+    const r = await app.inject({ method: 'GET', url: '/nope' });
+    expect(r.statusCode).toBe(404);
+    problem(r);
+  });
+
+  it('an internal failure leaks no detail', async () => {
+    const r = await app.inject({ method: 'GET', url: '/boom' });
+    expect(r.statusCode).toBe(500);
+    expect(r.body).not.toContain('secret');
+  });
+
+  it('query strings are coerced and validated', async () => {
+    expect((await app.inject({ method: 'GET', url: '/q?depth=3' })).json()).toEqual({ depth: 3 });
+    expect((await app.inject({ method: 'GET', url: '/q?depth=zero' })).statusCode).toBe(400);
+  });
+});

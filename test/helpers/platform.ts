@@ -1,0 +1,61 @@
+// A Platform for tests: in-memory PGlite (migrated), memory bus and cache, file objects under a
+// temp dir, and an epoch source the test can advance by hand (no Medulla needed).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig, type Config } from '../../lib/config.ts';
+import { createLogger } from '../../lib/log.ts';
+import { openDatabase } from '../../lib/db/index.ts';
+import { createBus } from '../../lib/bus/index.ts';
+import { createCache } from '../../lib/cache/index.ts';
+import { createObjectStore } from '../../lib/objects/index.ts';
+import type { EpochInfo, EpochSource } from '../../lib/epoch.ts';
+import { randomSecret } from '../../lib/crypto.ts';
+import type { Platform } from '../../lib/platform.ts';
+
+export interface TestPlatform extends Platform {
+  /** Sets the current epoch (and notifies onAdvance listeners). */
+  setEpoch(epoch: number): void;
+  cleanup(): Promise<void>;
+}
+
+export function manualEpochs(start = 0): EpochSource & { set(epoch: number): void } {
+  let info: EpochInfo = { epoch: start, height: start, tip: '0'.repeat(64) };
+  const listeners = new Set<(i: EpochInfo) => void>();
+  return {
+    current: () => info.epoch,
+    info: () => info,
+    onAdvance(cb) {
+      listeners.add(cb);
+      return () => listeners.delete(cb);
+    },
+    set(epoch: number) {
+      info = { epoch, height: epoch, tip: epoch.toString(16).padStart(64, '0') };
+      for (const l of listeners) l(info);
+    },
+    close: async () => {},
+  };
+}
+
+export async function testPlatform(env: Record<string, string> = {}): Promise<TestPlatform> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-test-'));
+  const config: Config = loadConfig({ COG_DATA_DIR: dataDir, LOG_LEVEL: 'silent', ...env });
+  const log = createLogger({ level: env.LOG_LEVEL ?? 'silent' });
+  const db = await openDatabase({ dataDir, inMemory: true });
+  const bus = await createBus({});
+  const cache = await createCache({});
+  const objects = await createObjectStore({ dir: path.join(dataDir, 'objects') });
+  const epochs = manualEpochs();
+  const p: TestPlatform = {
+    config, log, db, bus, cache, objects, epochs, masterKey: randomSecret(32), local: new Map(),
+    setEpoch: (e) => epochs.set(e),
+    async cleanup() {
+      await bus.close().catch(() => {});
+      await cache.close().catch(() => {});
+      await objects.close().catch(() => {});
+      await db.close().catch(() => {});
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  return p;
+}
