@@ -84,7 +84,7 @@ export async function main(args: string[]): Promise<void> {
   const [cmd, ...rest] = args;
   switch (cmd ?? 'help') {
     case 'start':
-      return run(SERVICES.map((s) => s.name), true);
+      return run(SERVICES.filter((s) => !s.distributedOnly).map((s) => s.name), true);
     case 'service': {
       const name = rest[0];
       if (!name || !SERVICES.some((s) => s.name === name)) fail(`unknown service "${name ?? ''}"; one of: ${SERVICES.map((s) => s.name).join(', ')}`);

@@ -5,6 +5,8 @@ import type { ServiceStarter } from '../lib/service.ts';
 export interface ServiceEntry {
   name: string;
   describe: string;
+  /** Not started by `cog start` (embedded mode runs it in-process elsewhere). */
+  distributedOnly?: boolean;
   load: () => Promise<ServiceStarter>;
 }
 
@@ -19,5 +21,11 @@ export const SERVICES: ServiceEntry[] = [
   { name: 'needlecast', describe: 'Needlecast router :7071', load: async () => (await import('../subgraphs/sleeves/needlecast/service.ts')).startNeedlecast },
   { name: 'sleeve-runtime', describe: 'Sleeve runtime (tick loops, /identity per sleeve)', load: async () => (await import('../subgraphs/sleeves/runtime/service.ts')).startSleeveRuntime },
   { name: 'worker', describe: 'Worker runner (six passes per epoch)', load: async () => (await import('../subgraphs/residues/worker/service.ts')).startWorker },
+  ...['stacks', 'sleeves', 'memory', 'chains', 'economy', 'residues'].map((sg) => ({
+    name: `subgraph-${sg}`,
+    describe: `GraphQL subgraph ${sg} (distributed mode only; embedded runs it inside the gateway)`,
+    distributedOnly: true,
+    load: async () => (await import('../router/subgraph-service.ts')).subgraphService(sg),
+  })),
   { name: 'gateway', describe: 'Gateway :7070 (GraphQL router, /v1 REST, events)', load: async () => (await import('../router/service.ts')).startGateway },
 ];

@@ -2,40 +2,54 @@
 // mounted on the gateway's fastify. Embedded mode executes each subgraph in-process
 // (LocalGraphQLDataSource: no HTTP hop); distributed mode reaches each over HTTP with keep-alive.
 import fs from 'node:fs';
-import http from 'node:http';
 import { ApolloServer, HeaderMap } from '@apollo/server';
+import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
 import { ApolloGateway, LocalGraphQLDataSource, RemoteGraphQLDataSource } from '@apollo/gateway';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { GraphQLSchema } from 'graphql';
 import type { Platform } from '../lib/platform.ts';
 import { newContext, type GqlContext } from '../lib/graphql.ts';
 import { buildSubgraph, readSupergraphConfig } from './subgraphs.ts';
 import { supergraphFile } from './compose.ts';
 
-const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 64 });
+// @apollo/gateway reports usage data to Apollo and probes cloud metadata endpoints unless told not
+// to; the platform sends nothing off the machine.
+process.env.APOLLO_TELEMETRY_DISABLED = 'true';
 
 export interface GraphqlOptions {
   /** Reach subgraphs over HTTP at their routing URLs (distributed) instead of in-process. */
   remote?: boolean;
 }
 
-export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Promise<ApolloServer<GqlContext>> {
+export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Promise<{ server: ApolloServer<GqlContext>; apiSchema: () => GraphQLSchema }> {
   const subgraphs = readSupergraphConfig();
   const local = new Map<string, LocalGraphQLDataSource>();
   if (!opts.remote) for (const s of subgraphs) local.set(s.name, new LocalGraphQLDataSource(await buildSubgraph(s)));
   const gateway = new ApolloGateway({
     supergraphSdl: fs.readFileSync(supergraphFile, 'utf8'),
-    buildService: ({ name, url }) =>
-      local.get(name) ?? new RemoteGraphQLDataSource({ url, fetcher: ((u: string, init: RequestInit) => fetch(u, { ...init, keepalive: true })) as never }),
+    buildService: ({ name, url }) => {
+      const inProcess = local.get(name);
+      if (inProcess) return inProcess;
+      const token = p.config.internalToken;
+      return new RemoteGraphQLDataSource({
+        url: process.env[`SUBGRAPH_${name.toUpperCase()}_URL`] ?? url,
+        willSendRequest: ({ request }) => {
+          if (token) request.http?.headers.set('authorization', `Bearer ${token}`);
+        },
+      });
+    },
   });
-  void keepAlive;
   const server = new ApolloServer<GqlContext>({
     gateway,
     introspection: p.config.graphqlIntrospection,
     includeStacktraceInErrorResponses: false,
     csrfPrevention: true,
+    plugins: [ApolloServerPluginLandingPageDisabled()],
   });
   await server.start();
-  return server;
+  // The API schema the gateway serves (supergraph minus federation internals).
+  const apiSchema = () => (gateway as unknown as { schema: GraphQLSchema }).schema;
+  return { server, apiSchema };
 }
 
 /** Mounts an Apollo Server on a fastify route (GET and POST). */

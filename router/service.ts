@@ -5,16 +5,18 @@ import type { ServiceStarter } from '../lib/service.ts';
 import { registerRest } from '../compat-rest/index.ts';
 import { createGateway, mountGraphql } from './gateway.ts';
 import { createEventStream } from './events.ts';
+import { createGraphqlWs } from './ws.ts';
 
 export const startGateway: ServiceStarter = async (p) => {
   const app = createHttp({ name: 'gateway', log: p.log });
   app.get('/healthz', async () => ({ ok: true, name: 'cog-gateway', ts: Date.now() }));
   await registerRest(app, p);
-  const gql = await createGateway(p, { remote: process.env.COG_SUBGRAPHS === 'remote' });
+  const { server: gql, apiSchema } = await createGateway(p, { remote: process.env.COG_SUBGRAPHS === 'remote' });
   mountGraphql(app, gql, p);
   const events = createEventStream(p);
+  const gqlWs = createGraphqlWs(p, gql, apiSchema);
   app.server.on('upgrade', (req, socket, head) => {
-    if (!events.handleUpgrade(req, socket, head)) socket.destroy();
+    if (!events.handleUpgrade(req, socket, head) && !gqlWs.handleUpgrade(req, socket, head)) socket.destroy();
   });
   const port = await listen(app, 'gateway', p.config.host, p.config.ports.gateway);
   return {
@@ -22,6 +24,7 @@ export const startGateway: ServiceStarter = async (p) => {
     url: `http://${p.config.host}:${port}`,
     async close() {
       await events.close();
+      await gqlWs.close();
       await app.close();
       await gql.stop();
     },

@@ -1,0 +1,90 @@
+// `cog up --distributed`: every service as its own process (`cog service <name>`) against real
+// infrastructure (DATABASE_URL, NATS_URL, REDIS_URL; S3_ENDPOINT when set), supervised: a process
+// that exits is restarted with backoff. Two Medulla and two Hippocampus nodes peer with each other;
+// the gateway, faucet and worker run twice behind their shared state. deploy/Procfile and
+// deploy/compose.yaml describe the same topology for real hosts.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Config } from '../lib/config.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+export interface ProcessSpec {
+  name: string;
+  service: string;
+  env: Record<string, string>;
+}
+
+/** The distributed topology; every URL on loopback. */
+export function topology(cfg: Config): ProcessSpec[] {
+  const p = cfg.ports;
+  const m2 = p.medulla + 1;
+  const h2 = p.hippocampus + 1;
+  const local = (port: number) => `http://127.0.0.1:${port}`;
+  const specs: ProcessSpec[] = [
+    { name: 'cortex', service: 'cortex', env: {} },
+    { name: 'medulla-1', service: 'medulla', env: { MEDULLA_NODE_ID: 'medulla-1', MEDULLA_PEERS: local(m2) } },
+    { name: 'medulla-2', service: 'medulla', env: { MEDULLA_NODE_ID: 'medulla-2', MEDULLA_PORT: String(m2), MEDULLA_PEERS: local(p.medulla), MEDULLA_MINE: 'off' } },
+    { name: 'hippocampus-1', service: 'hippocampus', env: { HIPPOCAMPUS_NODE_ID: 'hippocampus-1', HIPPOCAMPUS_PEERS: local(h2) } },
+    { name: 'hippocampus-2', service: 'hippocampus', env: { HIPPOCAMPUS_NODE_ID: 'hippocampus-2', HIPPOCAMPUS_PORT: String(h2), HIPPOCAMPUS_PEERS: local(p.hippocampus) } },
+    { name: 'thalamus', service: 'thalamus', env: {} },
+    { name: 'dhf', service: 'dhf', env: {} },
+    { name: 'treasury', service: 'treasury', env: {} },
+    { name: 'faucet-1', service: 'faucet', env: {} },
+    { name: 'faucet-2', service: 'faucet', env: { FAUCET_PORT: String(p.faucet + 100) } },
+    { name: 'needlecast', service: 'needlecast', env: {} },
+    { name: 'sleeve-runtime', service: 'sleeve-runtime', env: {} },
+    { name: 'worker-1', service: 'worker', env: { COG_RUNNER_ID: 'worker-1' } },
+    { name: 'worker-2', service: 'worker', env: { COG_RUNNER_ID: 'worker-2' } },
+    ...['stacks', 'sleeves', 'memory', 'chains', 'economy', 'residues'].map((sg) => ({ name: `subgraph-${sg}`, service: `subgraph-${sg}`, env: {} })),
+    { name: 'gateway-1', service: 'gateway', env: { COG_SUBGRAPHS: 'remote' } },
+    { name: 'gateway-2', service: 'gateway', env: { COG_SUBGRAPHS: 'remote', GATEWAY_PORT: String(p.gateway + 100) } },
+  ];
+  return specs;
+}
+
+export async function upDistributed(cfg: Config): Promise<void> {
+  const missing = (['DATABASE_URL', 'NATS_URL', 'REDIS_URL'] as const).filter((v) => !process.env[v]);
+  if (missing.length) {
+    process.stderr.write(`cog up --distributed needs real infrastructure: set ${missing.join(', ')} (for example DATABASE_URL=postgresql://postgres@127.0.0.1:5432/cog NATS_URL=nats://127.0.0.1:4222 REDIS_URL=redis://127.0.0.1:6379)\n`);
+    process.exit(1);
+  }
+  if (!process.env.COG_MASTER_KEY) {
+    process.stderr.write('cog up --distributed: COG_MASTER_KEY unset; every process reads the key file under COG_DATA_DIR, so they must share that directory\n');
+  }
+  const children = new Map<string, ChildProcess>();
+  let stopping = false;
+  const start = (spec: ProcessSpec, attempt = 0) => {
+    const child = spawn(process.execPath, [path.join(root, 'bin', 'cog.mjs'), 'service', spec.service], {
+      cwd: root,
+      env: { ...process.env, ...spec.env, COG_DATA_DIR: cfg.dataDir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.set(spec.name, child);
+    const prefix = (chunk: Buffer) =>
+      chunk.toString().split('\n').filter(Boolean).map((l) => `[${spec.name}] ${l}\n`).join('');
+    child.stdout!.on('data', (c: Buffer) => process.stdout.write(prefix(c)));
+    child.stderr!.on('data', (c: Buffer) => process.stderr.write(prefix(c)));
+    const startedAt = Date.now();
+    child.on('exit', (code, signal) => {
+      if (stopping) return;
+      const next = Date.now() - startedAt > 30_000 ? 0 : attempt + 1;
+      const delay = Math.min(30_000, 250 * 2 ** Math.min(next, 7));
+      process.stderr.write(`[up] ${spec.name} exited (${signal ?? code}); restarting in ${delay} ms\n`);
+      setTimeout(() => start(spec, next), delay).unref();
+    });
+  };
+  for (const spec of topology(cfg)) start(spec);
+  const stop = () => {
+    stopping = true;
+    for (const c of children.values()) c.kill('SIGTERM');
+    setTimeout(() => process.exit(0), 5000).unref();
+    let left = children.size;
+    for (const c of children.values()) c.once('exit', () => --left === 0 && process.exit(0));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  process.stdout.write(`[up] started ${children.size} processes; gateway ${cfg.urls.base}, second gateway http://127.0.0.1:${cfg.ports.gateway + 100}\n`);
+  await new Promise(() => {});
+}

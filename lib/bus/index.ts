@@ -1,0 +1,32 @@
+// Chooses the bus adapter: JetStream when a NATS URL is configured, in-process otherwise.
+import type { Bus } from './port.ts';
+import { MemoryBus, type MemoryBusOptions } from './memory.ts';
+import { NatsBus } from './nats.ts';
+import type { HandlerErrorReporter } from './common.ts';
+
+export type { Bus, BusEvent, Delivery, PublishResult, SubscribeOptions, Subscription } from './port.ts';
+export { subjectMatches } from './port.ts';
+export { MemoryBus, type MemoryBusOptions } from './memory.ts';
+export { NatsBus, type NatsBusOptions } from './nats.ts';
+export type { HandlerErrorReporter } from './common.ts';
+
+export interface CreateBusOptions {
+  natsUrl?: string;
+  stream?: string;
+  subjectPrefix?: string;
+  onHandlerError?: HandlerErrorReporter;
+  /** Only for the in-process bus. */
+  memory?: Omit<MemoryBusOptions, 'onHandlerError'>;
+}
+
+export async function createBus(opts: CreateBusOptions = {}): Promise<Bus> {
+  if (opts.natsUrl) {
+    return NatsBus.connect({
+      servers: opts.natsUrl,
+      stream: opts.stream,
+      subjectPrefix: opts.subjectPrefix,
+      onHandlerError: opts.onHandlerError,
+    });
+  }
+  return new MemoryBus({ ...opts.memory, onHandlerError: opts.onHandlerError });
+}

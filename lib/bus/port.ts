@@ -1,0 +1,70 @@
+// The event bus port. Subjects are `cog.<context>.<event>[.<stackId>]`; payloads are JSON objects
+// `{type, ts, ...}`. Two adapters implement it with the same semantics: NATS JetStream (nats.ts)
+// and in-process (memory.ts). One stream holds every `cog.>` subject.
+
+export interface BusEvent {
+  /** Subject, e.g. `cog.perceive.stack:human:1:abcdef012345`. */
+  subject: string;
+  /** Stream sequence, strictly increasing, starting at 1. */
+  seq: number;
+  /** Publish time, Unix ms. */
+  ts: number;
+  data: Record<string, unknown>;
+}
+
+export interface Delivery extends BusEvent {
+  /** 1 on first delivery, more on redelivery. */
+  deliveryCount: number;
+  ack(): void;
+  /** Ask for redelivery (optionally after a delay). */
+  nak(delayMs?: number): void;
+}
+
+export interface PublishResult {
+  seq: number;
+  /** True when the message id was already seen within the de-duplication window. */
+  duplicate: boolean;
+}
+
+export interface SubscribeOptions {
+  /** Subject filters; NATS wildcards `*` (one token) and `>` (the rest). */
+  subjects: string[];
+  /**
+   * Durable consumer name: its position survives restarts of the subscriber, messages not acked
+   * are redelivered (at-least-once). Without a name the consumer is ephemeral.
+   */
+  durable?: string;
+  /** Start at this stream sequence (inclusive). Default: only new messages (or the durable's position). */
+  startSeq?: number;
+  /** Redeliver an unacked message after this long (ms). Default 30 s. */
+  ackWaitMs?: number;
+  /** At most this many unacked messages in flight to the handler. Default 64. */
+  maxInFlight?: number;
+  /** Auto-ack after the handler resolves (default true). When false the handler must ack. */
+  autoAck?: boolean;
+}
+
+export interface Subscription {
+  /** Stops delivery and releases the consumer (an ephemeral consumer is deleted). */
+  close(): Promise<void>;
+}
+
+export interface Bus {
+  publish(subject: string, data: Record<string, unknown>, opts?: { msgId?: string }): Promise<PublishResult>;
+  subscribe(opts: SubscribeOptions, handler: (d: Delivery) => void | Promise<void>): Promise<Subscription>;
+  /** Highest sequence in the stream (0 when empty). */
+  lastSeq(): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** True when `subject` matches the NATS-style `filter`. */
+export function subjectMatches(filter: string, subject: string): boolean {
+  const f = filter.split('.');
+  const s = subject.split('.');
+  for (let i = 0; i < f.length; i++) {
+    if (f[i] === '>') return s.length > i;
+    if (i >= s.length) return false;
+    if (f[i] !== '*' && f[i] !== s[i]) return false;
+  }
+  return f.length === s.length;
+}

@@ -1,0 +1,30 @@
+// One subgraph as its own HTTP service (distributed mode: `cog service subgraph-<name>`), served
+// by Apollo Server on fastify at /graphql. The router reaches it at its supergraph.yaml routing_url.
+import { ApolloServer } from '@apollo/server';
+import { createHttp, listen } from '../lib/http.ts';
+import type { ServiceStarter } from '../lib/service.ts';
+import type { GqlContext } from '../lib/graphql.ts';
+import { buildSubgraph, readSupergraphConfig } from './subgraphs.ts';
+import { mountGraphql } from './gateway.ts';
+
+export function subgraphService(name: string): ServiceStarter {
+  return async (p) => {
+    const cfg = readSupergraphConfig().find((s) => s.name === name);
+    if (!cfg) throw new Error(`unknown subgraph ${name}`);
+    const server = new ApolloServer<GqlContext>({ schema: await buildSubgraph(cfg), introspection: true, csrfPrevention: false });
+    await server.start();
+    const app = createHttp({ name: `subgraph-${name}`, log: p.log, internalToken: p.config.internalToken });
+    app.get('/health', async () => ({ ok: true, name: `subgraph-${name}` }));
+    mountGraphql(app, server, p);
+    const envPort = process.env[`SUBGRAPH_${name.toUpperCase()}_PORT`];
+    const port = await listen(app, `subgraph-${name}`, p.config.host, envPort !== undefined ? Number(envPort) : Number(new URL(cfg.routingUrl).port));
+    return {
+      name: `subgraph-${name}`,
+      url: `http://${p.config.host}:${port}`,
+      async close() {
+        await app.close();
+        await server.stop();
+      },
+    };
+  };
+}

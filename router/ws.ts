@@ -1,0 +1,49 @@
+// graphql-ws on /graphql: subscriptions from the router's subscription schema; queries and
+// mutations sent over the socket go through the gateway like HTTP ones. Protocol close codes are
+// graphql-ws's own (4408 init timeout, 4401 subscribe before ack, 4409 duplicate id, 4400 bad message).
+import { WebSocketServer } from 'ws';
+import { useServer } from 'graphql-ws/use/ws';
+import { getOperationAST, print, printSchema, type ExecutionArgs } from 'graphql';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { ApolloServer } from '@apollo/server';
+import type { Platform } from '../lib/platform.ts';
+import { newContext, type GqlContext } from '../lib/graphql.ts';
+import { buildSubscriptionSchema } from './subscriptions.ts';
+import type { GraphQLSchema } from 'graphql';
+
+export function createGraphqlWs(p: Platform, server: ApolloServer<GqlContext>, apiSchema: () => GraphQLSchema, opts: { initTimeoutMs?: number } = {}) {
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
+  let schema: GraphQLSchema | undefined;
+  const subscriptionSchema = () => (schema ??= buildSubscriptionSchema(printSchema(apiSchema()), p, () => server));
+  const disposable = useServer(
+    {
+      schema: () => subscriptionSchema(),
+      connectionInitWaitTimeout: opts.initTimeoutMs ?? 3000,
+      context: () => newContext(p),
+      execute: (async (args: ExecutionArgs) => {
+        const op = getOperationAST(args.document, args.operationName);
+        const res = await server.executeOperation(
+          { query: print(args.document), variables: args.variableValues ?? undefined, operationName: args.operationName ?? undefined },
+          { contextValue: newContext(p) },
+        );
+        void op;
+        return res.body.kind === 'single' ? res.body.singleResult : { errors: [{ message: 'incremental delivery is not supported over WebSocket' }] };
+      }) as never,
+    },
+    wss,
+  );
+  return {
+    handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
+      const path = (req.url ?? '/').split('?')[0];
+      if (path !== '/graphql') return false;
+      wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
+      return true;
+    },
+    async close() {
+      for (const c of wss.clients) c.terminate();
+      await disposable.dispose();
+      await new Promise<void>((r) => wss.close(() => r()));
+    },
+  };
+}

@@ -1,0 +1,144 @@
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import WebSocket from 'ws';
+import { createClient, type Client } from 'graphql-ws';
+import { testPlatform, type TestPlatform } from '../helpers/platform.ts';
+import { startGateway } from '../../router/service.ts';
+import type { RunningService } from '../../lib/service.ts';
+
+let p: TestPlatform;
+let gw: RunningService;
+let wsUrl: string;
+
+beforeAll(async () => {
+  p = await testPlatform({ GATEWAY_PORT: '0' });
+  gw = await startGateway(p);
+  wsUrl = gw.url!.replace('http', 'ws');
+  await p.db.prisma.stack.create({
+    data: { id: 'stack:human:1:aaaaaaaaaaaa', name: 'Ada', kind: 'human', shape: 'A', pubKey: 'ab'.repeat(32), syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1, residueCoeff: 1, routingCoeff: 1, masterSecret: 'sealed' },
+  });
+});
+afterAll(async () => {
+  await gw?.close();
+  await p?.cleanup();
+});
+
+function client(): Client {
+  return createClient({ url: `${wsUrl}/graphql`, webSocketImpl: WebSocket, lazy: true, retryAttempts: 0 });
+}
+
+/** Collects `n` results of a subscription. */
+function take<T>(c: Client, query: string, n: number): { done: Promise<T[]>; ready: Promise<void> } {
+  const got: T[] = [];
+  let ready!: () => void;
+  const readyP = new Promise<void>((r) => (ready = r));
+  const done = new Promise<T[]>((resolve, reject) => {
+    const stop = c.subscribe<T>({ query }, {
+      next: (v) => {
+        got.push(v.data as T);
+        if (got.length === n) {
+          stop();
+          resolve(got);
+        }
+      },
+      error: reject,
+      complete: () => resolve(got),
+    });
+    c.on('connected', () => setTimeout(ready, 100));
+  });
+  return { done, ready: readyP };
+}
+
+describe('GraphQL subscriptions through the router', () => {
+  it('epochAdvanced streams bus events with cursors, and resumes after a cursor without gaps', async () => {
+    const c = client();
+    const sub = take<{ epochAdvanced: { cursor: string; epoch: number } }>(c, 'subscription { epochAdvanced { cursor epoch height tip } }', 3);
+    await sub.ready;
+    for (const e of [1, 2, 3]) await p.bus.publish('cog.epoch.advanced', { type: 'epoch.advanced', ts: Date.now(), epoch: e, height: e, tip: 'ab'.repeat(32) });
+    const events = await sub.done;
+    expect(events.map((e) => e.epochAdvanced.epoch)).toEqual([1, 2, 3]);
+    const first = events[0].epochAdvanced.cursor;
+    const resumed = take<{ epochAdvanced: { epoch: number } }>(c, `subscription { epochAdvanced(after: "${first}") { epoch } }`, 2);
+    expect((await resumed.done).map((e) => e.epochAdvanced.epoch)).toEqual([2, 3]);
+    await c.dispose();
+  });
+
+  it('perceived(stackId) filters by stack and resolves entity fields through the gateway', async () => {
+    const c = client();
+    const sub = take<{ perceived: { cid: string; stack: { name: string; tokenId: number } } }>(
+      c, 'subscription { perceived(stackId: "stack:human:1:aaaaaaaaaaaa") { cid epoch stack { name tokenId } } }', 1);
+    await sub.ready;
+    await p.bus.publish('cog.perceive.stack:other', { type: 'perceive', stackId: 'stack:other', sleeveId: 's', cid: 'cog://x@1', epoch: 1 });
+    await p.bus.publish('cog.perceive.stack:human:1:aaaaaaaaaaaa', { type: 'perceive', stackId: 'stack:human:1:aaaaaaaaaaaa', sleeveId: 's', cid: 'cog://y@1', epoch: 1 });
+    const [ev] = await sub.done;
+    expect(ev.perceived.cid).toBe('cog://y@1');
+    expect(ev.perceived.stack).toEqual({ name: 'Ada', tokenId: expect.any(Number) });
+    await c.dispose();
+  });
+
+  it('queries work over the socket too', async () => {
+    const c = client();
+    const r = await new Promise<unknown>((resolve, reject) => {
+      c.subscribe({ query: '{ stacksHealth { ok name } }' }, { next: (v) => resolve(v.data), error: reject, complete: () => {} });
+    });
+    expect(r).toEqual({ stacksHealth: { ok: true, name: 'stacks' } });
+    await c.dispose();
+  });
+
+  it('closes with 4408 when the client never sends connection_init', async () => {
+    const ws = new WebSocket(`${wsUrl}/graphql`, 'graphql-transport-ws');
+    const code = await new Promise<number>((r) => ws.on('close', (c) => r(c)));
+    expect(code).toBe(4408);
+  }, 10_000);
+
+  it('closes with 4401 on subscribe before ack, 4409 on a duplicate id', async () => {
+    const early = new WebSocket(`${wsUrl}/graphql`, 'graphql-transport-ws');
+    await new Promise((r) => early.on('open', r));
+    early.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: 'subscription { epochAdvanced { epoch } }' } }));
+    expect(await new Promise<number>((r) => early.on('close', (c) => r(c)))).toBe(4401);
+
+    const dup = new WebSocket(`${wsUrl}/graphql`, 'graphql-transport-ws');
+    await new Promise((r) => dup.on('open', r));
+    dup.send(JSON.stringify({ type: 'connection_init' }));
+    await new Promise((r) => dup.once('message', r));
+    const msg = { id: 'a', type: 'subscribe', payload: { query: 'subscription { epochAdvanced { epoch } }' } };
+    dup.send(JSON.stringify(msg));
+    dup.send(JSON.stringify(msg));
+    expect(await new Promise<number>((r) => dup.on('close', (c) => r(c)))).toBe(4409);
+  });
+});
+
+describe('REST event stream /v1/events', () => {
+  it('streams {subject, type, ts, data} filtered by subjects, and resumes with since', async () => {
+    const ws = new WebSocket(`${wsUrl}/v1/events?subjects=cog.residue.*`);
+    const msgs: { subject: string; type: string; ts: number; data: Record<string, unknown>; seq: number }[] = [];
+    const ready = new Promise<void>((r) => ws.on('message', (m) => {
+      const v = JSON.parse(String(m));
+      if (v.subject === 'cog.stream.ready') r();
+      else msgs.push(v);
+    }));
+    await ready;
+    await p.bus.publish('cog.epoch.advanced', { type: 'epoch.advanced', epoch: 9 });
+    await p.bus.publish('cog.residue.opened', { type: 'residue.opened', ts: 1, residue: { id: 'r1' } });
+    await p.bus.publish('cog.residue.changed', { type: 'residue.changed', ts: 2, residue: { id: 'r1' } });
+    await expect.poll(() => msgs.length).toBe(2);
+    expect(msgs.map((m) => m.subject)).toEqual(['cog.residue.opened', 'cog.residue.changed']);
+    expect(msgs[0]).toMatchObject({ type: 'residue.opened', data: { residue: { id: 'r1' } } });
+    ws.close();
+
+    const again = new WebSocket(`${wsUrl}/v1/events?subjects=cog.residue.*&since=${msgs[0].seq}`);
+    const replay: string[] = [];
+    await new Promise<void>((r) => again.on('message', (m) => {
+      const v = JSON.parse(String(m));
+      if (v.subject !== 'cog.stream.ready') replay.push(v.subject);
+      if (replay.length === 1) r();
+    }));
+    expect(replay).toEqual(['cog.residue.changed']);
+    again.close();
+  });
+
+  it('refuses a malformed subject filter with a 400', async () => {
+    const ws = new WebSocket(`${wsUrl}/v1/events?subjects=${encodeURIComponent('bad subject!')}`);
+    const status = await new Promise<number>((r) => ws.on('unexpected-response', (_req, res) => r(res.statusCode ?? 0)));
+    expect(status).toBe(400);
+  });
+});
