@@ -111,6 +111,7 @@ export interface Config {
   internalToken?: string;
   logLevel: string;
   graphqlIntrospection: boolean;
+  graphqlLimits: { maxDepth: number; maxAliases: number; maxRootFields: number; maxTokens: number; maxCost: number };
 }
 
 export function loadConfig(env: Env = process.env): Config {
@@ -165,6 +166,13 @@ export function loadConfig(env: Env = process.env): Config {
     internalToken: env.COG_INTERNAL_TOKEN || undefined,
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     graphqlIntrospection: oneOf(env, 'COG_GRAPHQL_INTROSPECTION', 'on', ['on', 'off'] as const) === 'on',
+    graphqlLimits: {
+      maxDepth: int(env, 'COG_GRAPHQL_MAX_DEPTH', 12, 1, 1000),
+      maxAliases: int(env, 'COG_GRAPHQL_MAX_ALIASES', 30, 0, 10_000),
+      maxRootFields: int(env, 'COG_GRAPHQL_MAX_ROOT_FIELDS', 20, 1, 10_000),
+      maxTokens: int(env, 'COG_GRAPHQL_MAX_TOKENS', 5000, 10, 1_000_000),
+      maxCost: int(env, 'COG_GRAPHQL_MAX_COST', 20_000, 1, 1e9),
+    },
   };
   return cfg;
 }

@@ -11,6 +11,7 @@ import type { Platform } from '../lib/platform.ts';
 import { newContext, type GqlContext } from '../lib/graphql.ts';
 import { buildSubgraph, readSupergraphConfig } from './subgraphs.ts';
 import { supergraphFile } from './compose.ts';
+import { limitRules } from './limits.ts';
 
 // @apollo/gateway reports usage data to Apollo and probes cloud metadata endpoints unless told not
 // to; the platform sends nothing off the machine.
@@ -45,6 +46,12 @@ export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Pro
     includeStacktraceInErrorResponses: false,
     csrfPrevention: true,
     plugins: [ApolloServerPluginLandingPageDisabled()],
+    validationRules: limitRules(p.config.graphqlLimits),
+    parseOptions: { maxTokens: p.config.graphqlLimits.maxTokens },
+    formatError: (formatted) => {
+      const limit = formatted.extensions?.limit;
+      return typeof limit === 'string' ? { ...formatted, extensions: { ...formatted.extensions, code: limit } } : formatted;
+    },
   });
   await server.start();
   // The API schema the gateway serves (supergraph minus federation internals).

@@ -1,0 +1,77 @@
+// Operation limits for /graphql, as validation rules: they run before any subgraph is asked, and
+// each refusal is a GraphQL error with a code in extensions. Token count is enforced by the parser
+// (parseOptions.maxTokens). Every limit has an environment override (lib/config.ts).
+import { GraphQLError, Kind, type ASTVisitor, type FieldNode, type FragmentDefinitionNode, type SelectionSetNode, type ValidationContext, type ValidationRule } from 'graphql';
+
+export interface GraphqlLimits {
+  maxDepth: number;
+  maxAliases: number;
+  maxRootFields: number;
+  maxTokens: number;
+  maxCost: number;
+}
+
+
+// Apollo Server re-codes validation errors as GRAPHQL_VALIDATION_FAILED; `limit` carries ours through
+// and the router's formatError restores it (router/gateway.ts).
+const limitError = (code: string, message: string) => new GraphQLError(message, { extensions: { code, limit: code } });
+
+type Walk = (set: SelectionSetNode, visit: (field: FieldNode, depth: number, multiplier: number) => void, depth: number, multiplier: number, seen?: Set<string>) => void;
+
+/** Walks fields through inline fragments and named fragments (each named fragment once per path). */
+function walker(ctx: ValidationContext): Walk {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const d of ctx.getDocument().definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
+  const walk: Walk = (set, visit, depth, multiplier, seen: Set<string> = new Set()) => {
+    for (const sel of set.selections) {
+      if (sel.kind === Kind.FIELD) {
+        visit(sel, depth, multiplier);
+        if (sel.selectionSet) walk(sel.selectionSet, visit, depth + 1, multiplier * listFactor(sel), seen);
+      } else if (sel.kind === Kind.INLINE_FRAGMENT) {
+        walk(sel.selectionSet, visit, depth, multiplier, seen);
+      } else {
+        const f = fragments.get(sel.name.value);
+        if (f && !seen.has(f.name.value)) walk(f.selectionSet, visit, depth, multiplier, new Set([...seen, f.name.value]));
+      }
+    }
+  };
+  return walk as Walk;
+}
+
+/** How many items a field may return: its `first` argument when literal, else 10 for list-like names. */
+function listFactor(field: FieldNode): number {
+  const first = field.arguments?.find((a) => a.name.value === 'first');
+  if (first?.value.kind === Kind.INT) return Math.max(1, Math.min(1000, Number(first.value.value)));
+  return 1;
+}
+
+export function limitRules(limits: GraphqlLimits): ValidationRule[] {
+  const perOperation = (check: (ctx: ValidationContext, set: SelectionSetNode, walk: Walk) => GraphQLError | null): ValidationRule =>
+    (ctx: ValidationContext): ASTVisitor => ({
+      OperationDefinition(node) {
+        const err = check(ctx, node.selectionSet, walker(ctx));
+        if (err) ctx.reportError(err);
+      },
+    });
+  return [
+    perOperation((_ctx, set, walk) => {
+      let deepest = 0;
+      walk(set, (_f, d) => void (deepest = Math.max(deepest, d + 1)), 0, 1);
+      return deepest > limits.maxDepth ? limitError('QUERY_TOO_DEEP', `Query depth ${deepest} exceeds the limit of ${limits.maxDepth}`) : null;
+    }),
+    perOperation((_ctx, set, walk) => {
+      let aliases = 0;
+      walk(set, (f) => void (f.alias && aliases++), 0, 1);
+      return aliases > limits.maxAliases ? limitError('TOO_MANY_ALIASES', `${aliases} aliases exceed the limit of ${limits.maxAliases}`) : null;
+    }),
+    perOperation((_ctx, set) => {
+      const roots = set.selections.length;
+      return roots > limits.maxRootFields ? limitError('TOO_MANY_ROOT_FIELDS', `${roots} root fields exceed the limit of ${limits.maxRootFields}`) : null;
+    }),
+    perOperation((_ctx, set, walk) => {
+      let cost = 0;
+      walk(set, (f, _d, m) => void (cost += m * listFactor(f)), 0, 1);
+      return cost > limits.maxCost ? limitError('QUERY_TOO_COSTLY', `Query cost ${cost} exceeds the limit of ${limits.maxCost}`) : null;
+    }),
+  ];
+}
