@@ -6,6 +6,7 @@ import { registerRest } from '../compat-rest/index.ts';
 import { createGateway, mountGraphql } from './gateway.ts';
 import { createEventStream } from './events.ts';
 import { createGraphqlWs } from './ws.ts';
+import { mountGraphiql } from './graphiql.ts';
 
 export const startGateway: ServiceStarter = async (p) => {
   const app = createHttp({ name: 'gateway', log: p.log });
@@ -13,6 +14,7 @@ export const startGateway: ServiceStarter = async (p) => {
   await registerRest(app, p);
   const { server: gql, apiSchema } = await createGateway(p, { remote: process.env.COG_SUBGRAPHS === 'remote' });
   mountGraphql(app, gql, p);
+  if (p.config.graphqlIntrospection) mountGraphiql(app);
   const events = createEventStream(p);
   const gqlWs = createGraphqlWs(p, gql, apiSchema);
   app.server.on('upgrade', (req, socket, head) => {

@@ -42,3 +42,16 @@ describe('gateway', () => {
     expect(r.headers.get('content-type')).toContain('application/problem+json');
   });
 });
+
+describe('GraphiQL', () => {
+  it('is served locally with its assets (no CDN)', async () => {
+    const page = await (await fetch(`${gw.url}/graphiql`)).text();
+    expect(page).toContain('/graphiql/assets/graphiql.js');
+    expect(page).not.toMatch(/https?:\/\/(?!127\.0\.0\.1)/);
+    for (const a of ['react.js', 'react-dom.js', 'graphiql.js', 'graphiql.css']) {
+      const r = await fetch(`${gw.url}/graphiql/assets/${a}`);
+      expect(r.status).toBe(200);
+      expect((await r.arrayBuffer()).byteLength).toBeGreaterThan(1000);
+    }
+  });
+});
