@@ -60,7 +60,7 @@ export async function openPlatform(config: Config, opts: { log?: Logger; name?: 
   fs.mkdirSync(config.dataDir, { recursive: true });
   const masterKey = loadMasterKey(config);
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
-  const bus = await createBus({ natsUrl: config.natsUrl });
+  const bus = await createBus({ natsUrl: config.natsUrl, memory: { journalDir: path.join(config.dataDir, 'bus') } });
   const cache = await createCache({ redisUrl: config.redisUrl });
   const objects = await createObjectStore({ s3: config.s3.endpoint ? { ...config.s3, endpoint: config.s3.endpoint } : undefined, dir: path.join(config.dataDir, 'objects') });
   const epochs = await followEpochs(bus, () => medullaInfo(config.urls.medulla));

@@ -2,6 +2,8 @@
 // de-duplication within a window, filtered consumers that replay from a sequence, durable
 // consumers whose position survives close/re-subscribe, explicit acks with redelivery after
 // ackWait, nak, and maxInFlight (max_ack_pending). Retention is bounded to the last N messages.
+import fs from 'node:fs';
+import path from 'node:path';
 import type { Bus, BusEvent, Delivery, PublishResult, SubscribeOptions, Subscription } from './port.ts';
 import { subjectMatches } from './port.ts';
 import {
@@ -21,6 +23,11 @@ export interface MemoryBusOptions {
   /** Message-id de-duplication window. Default 2 minutes, as the JetStream stream. */
   duplicateWindowMs?: number;
   onHandlerError?: HandlerErrorReporter;
+  /**
+   * Keep the log and the durable consumers' positions in this directory, so that an embedded
+   * platform's events (and resume cursors) survive a restart. Without it the bus lives in memory.
+   */
+  journalDir?: string;
 }
 
 interface Stored {
@@ -53,6 +60,13 @@ class Log {
       this.head = 0;
     }
     return m;
+  }
+
+  /** Puts back a message loaded from the journal (in sequence order). */
+  restore(m: Stored): void {
+    this.items.push({ seq: m.seq, subject: m.subject, ts: m.ts, json: m.json });
+    this.lastSeq = m.seq;
+    while (this.items.length - this.head > this.max) this.items[this.head++] = undefined;
   }
 
   get(seq: number): Stored | undefined {
@@ -204,6 +218,69 @@ class Worker implements Subscription {
   }
 }
 
+/** Append-only JSONL journal of the log plus a positions file for durable consumers. */
+class Journal {
+  private readonly logFile: string;
+  private readonly posFile: string;
+  private fd: number;
+  private lines = 0;
+
+  constructor(dir: string, private readonly max: number) {
+    fs.mkdirSync(dir, { recursive: true });
+    this.logFile = path.join(dir, 'bus.jsonl');
+    this.posFile = path.join(dir, 'bus-durables.json');
+    this.fd = fs.openSync(this.logFile, 'a');
+  }
+
+  /** Stored messages (oldest first, at most `max`) and their message ids. */
+  load(): { items: (Stored & { msgId?: string })[]; positions: Record<string, number> } {
+    const items: (Stored & { msgId?: string })[] = [];
+    const text = fs.readFileSync(this.logFile, 'utf8');
+    for (const line of text.split('\n')) {
+      if (!line) continue;
+      try {
+        items.push(JSON.parse(line));
+      } catch {
+        /* a torn last line from a crash */
+      }
+    }
+    this.lines = items.length;
+    let positions: Record<string, number> = {};
+    try {
+      positions = JSON.parse(fs.readFileSync(this.posFile, 'utf8'));
+    } catch {
+      /* none yet */
+    }
+    return { items: items.slice(-this.max), positions };
+  }
+
+  append(m: Stored, msgId?: string): void {
+    fs.writeSync(this.fd, JSON.stringify({ ...m, msgId }) + '\n');
+    if (++this.lines > this.max * 2) this.compact();
+  }
+
+  /** Rewrites the journal with only the retained tail. */
+  private compact(): void {
+    const { items } = this.load();
+    const tmp = this.logFile + '.tmp';
+    fs.writeFileSync(tmp, items.map((i) => JSON.stringify(i)).join('\n') + (items.length ? '\n' : ''));
+    fs.closeSync(this.fd);
+    fs.renameSync(tmp, this.logFile);
+    this.fd = fs.openSync(this.logFile, 'a');
+    this.lines = items.length;
+  }
+
+  savePositions(positions: Record<string, number>): void {
+    const tmp = this.posFile + '.tmp';
+    fs.writeFileSync(tmp, JSON.stringify(positions));
+    fs.renameSync(tmp, this.posFile);
+  }
+
+  close(): void {
+    fs.closeSync(this.fd);
+  }
+}
+
 export class MemoryBus implements Bus {
   private readonly log: Log;
   private readonly duplicateWindowMs: number;
@@ -214,6 +291,9 @@ export class MemoryBus implements Bus {
   private readonly workers = new Set<Worker>();
   private ephemeralSerial = 0;
   private closed = false;
+  private readonly journal?: Journal;
+  private positions: Record<string, number> = {};
+  private positionTimer?: NodeJS.Timeout;
 
   constructor(opts: MemoryBusOptions = {}) {
     const max = opts.maxMessages ?? 100_000;
@@ -221,6 +301,29 @@ export class MemoryBus implements Bus {
     this.log = new Log(max);
     this.duplicateWindowMs = opts.duplicateWindowMs ?? DEFAULT_DUPLICATE_WINDOW_MS;
     this.report = opts.onHandlerError ?? reportToStderr;
+    if (opts.journalDir) {
+      this.journal = new Journal(opts.journalDir, max);
+      const { items, positions } = this.journal.load();
+      const now = Date.now();
+      for (const m of items) {
+        this.log.restore(m);
+        if (m.msgId && m.ts > now - this.duplicateWindowMs) this.seen.set(m.msgId, { seq: m.seq, at: m.ts });
+      }
+      this.positions = positions;
+      this.positionTimer = setInterval(() => this.savePositions(), 1000);
+      this.positionTimer.unref();
+    }
+  }
+
+  /** Each durable's first unacked sequence. */
+  private savePositions(): void {
+    if (!this.journal) return;
+    for (const [name, c] of this.durables) {
+      let floor = c.cursor;
+      for (const seq of c.pending.keys()) floor = Math.min(floor, seq);
+      this.positions[name] = floor;
+    }
+    this.journal.savePositions(this.positions);
   }
 
   async publish(subject: string, data: Record<string, unknown>, opts?: { msgId?: string }): Promise<PublishResult> {
@@ -239,6 +342,7 @@ export class MemoryBus implements Bus {
       if (s) return { seq: s.seq, duplicate: true };
     }
     const m = this.log.append(subject, json);
+    this.journal?.append(m, msgId);
     if (msgId) this.seen.set(msgId, { seq: m.seq, at: now });
     for (const c of this.active) c.wake();
     return { seq: m.seq, duplicate: false };
@@ -257,7 +361,8 @@ export class MemoryBus implements Bus {
         existing.maxInFlight = o.maxInFlight;
         consumer = existing;
       } else {
-        consumer = new Consumer(o.durable, this.log, o.subjects, o.ackWaitMs, o.maxInFlight, o.startSeq ?? this.log.lastSeq + 1);
+        const start = this.positions[o.durable] ?? o.startSeq ?? this.log.lastSeq + 1;
+        consumer = new Consumer(o.durable, this.log, o.subjects, o.ackWaitMs, o.maxInFlight, start);
         this.durables.set(o.durable, consumer);
       }
     } else {
@@ -281,5 +386,8 @@ export class MemoryBus implements Bus {
     if (this.closed) return;
     this.closed = true;
     await Promise.all([...this.workers].map((w) => w.close()));
+    if (this.positionTimer) clearInterval(this.positionTimer);
+    this.savePositions();
+    this.journal?.close();
   }
 }
