@@ -7,10 +7,12 @@ import { createGateway, mountGraphql } from './gateway.ts';
 import { createEventStream } from './events.ts';
 import { createGraphqlWs } from './ws.ts';
 import { mountGraphiql } from './graphiql.ts';
+import { installGuards } from './auth.ts';
 
 export const startGateway: ServiceStarter = async (p) => {
   const app = createHttp({ name: 'gateway', log: p.log });
   app.get('/healthz', async () => ({ ok: true, name: 'cog-gateway', ts: Date.now() }));
+  installGuards(app, p);
   await registerRest(app, p);
   const { server: gql, apiSchema } = await createGateway(p, { remote: process.env.COG_SUBGRAPHS === 'remote' });
   mountGraphql(app, gql, p);
