@@ -3,6 +3,9 @@
 //   cog service <name>      one service per process (distributed); `cog services` lists names
 //   cog up --distributed    every service as its own supervised process on real infrastructure
 //   cog deploy              deploy the Cortex contract suite (idempotent)
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
 import { loadConfig, ConfigError, type Config } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
 import { openPlatform, closePlatform, type Platform } from '../lib/platform.ts';
@@ -32,11 +35,47 @@ function config(): Config {
   }
 }
 
+/** Resolves when the port can be bound on the host, rejects naming it otherwise. */
+function portFree(host: string, port: number, name: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', (e: NodeJS.ErrnoException) =>
+      reject(new Error(e.code === 'EADDRINUSE' ? `${name}: port ${port} is already in use (set its *_PORT variable or stop the other process)` : `${name}: cannot listen on ${host}:${port}: ${e.message}`)),
+    );
+    srv.listen({ host, port, exclusive: true }, () => srv.close(() => resolve()));
+  });
+}
+
+/** One platform process per embedded data dir: PGlite must not be opened twice. */
+function lockDataDir(cfg: Config): () => void {
+  if (cfg.databaseUrl) return () => {};
+  fs.mkdirSync(cfg.dataDir, { recursive: true });
+  const file = path.join(cfg.dataDir, 'LOCK');
+  try {
+    const pid = Number(fs.readFileSync(file, 'utf8'));
+    if (pid && pid !== process.pid) {
+      process.kill(pid, 0); // throws when that process is gone
+      fail(`data dir ${cfg.dataDir} is in use by process ${pid}; stop it or set COG_DATA_DIR`);
+    }
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT' && (e as NodeJS.ErrnoException).code !== 'ESRCH') throw e;
+  }
+  fs.writeFileSync(file, String(process.pid));
+  return () => fs.rmSync(file, { force: true });
+}
+
 /** Starts the named services in registry order on one platform; stops them all on a signal. */
 async function run(names: string[], banner: boolean): Promise<void> {
   const cfg = config();
   const log = createLogger({ level: cfg.logLevel, name: 'cog' });
   const t0 = Date.now();
+  const entries = SERVICES.filter((s) => names.includes(s.name));
+  try {
+    for (const e of entries) if (e.port && e.port(cfg) !== 0) await portFree(cfg.host, e.port(cfg), e.name);
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  const unlock = lockDataDir(cfg);
   let platform: Platform;
   try {
     platform = await openPlatform(cfg, { log });
@@ -55,11 +94,12 @@ async function run(names: string[], banner: boolean): Promise<void> {
     }
     await relay.close();
     await closePlatform(platform);
+    unlock();
     process.exit(code);
   };
   process.once('SIGINT', () => void stop(0));
   process.once('SIGTERM', () => void stop(0));
-  for (const entry of SERVICES.filter((s) => names.includes(s.name))) {
+  for (const entry of entries) {
     try {
       const start = await entry.load();
       const svc = await start(platform);

@@ -1,24 +1,27 @@
 // Every runnable service, by the name `cog service <name>` takes, in embedded start order
 // (chains first, gateway last). Modules load lazily so one service per process loads only its own.
 import type { ServiceStarter } from '../lib/service.ts';
+import type { Config } from '../lib/config.ts';
 
 export interface ServiceEntry {
   name: string;
   describe: string;
   /** Not started by `cog start` (embedded mode runs it in-process elsewhere). */
   distributedOnly?: boolean;
+  /** The port it listens on, checked free before anything starts. */
+  port?: (c: Config) => number;
   load: () => Promise<ServiceStarter>;
 }
 
 export const SERVICES: ServiceEntry[] = [
-  { name: 'cortex', describe: 'Cortex EVM (anvil child, contract deploy, transaction submitter)', load: async () => (await import('../subgraphs/chains/cortex/service.ts')).startCortex },
-  { name: 'medulla', describe: 'Medulla proof-of-work chain :8332', load: async () => (await import('../subgraphs/chains/medulla/service.ts')).startMedulla },
-  { name: 'hippocampus', describe: 'Hippocampus DAG store :5001', load: async () => (await import('../subgraphs/memory/hippocampus/service.ts')).startHippocampus },
-  { name: 'thalamus', describe: 'Thalamus router (coherence root) :7072', load: async () => (await import('../subgraphs/chains/thalamus/service.ts')).startThalamus },
-  { name: 'dhf', describe: 'DHF compositor :7073', load: async () => (await import('../subgraphs/memory/dhf/service.ts')).startDhf },
-  { name: 'treasury', describe: 'Treasury :7074', load: async () => (await import('../subgraphs/economy/treasury/service.ts')).startTreasury },
-  { name: 'faucet', describe: 'Bandwidth faucet :7075', load: async () => (await import('../subgraphs/economy/faucet/service.ts')).startFaucet },
-  { name: 'needlecast', describe: 'Needlecast router :7071', load: async () => (await import('../subgraphs/sleeves/needlecast/service.ts')).startNeedlecast },
+  { name: 'cortex', port: (c) => c.ports.cortex, describe: 'Cortex EVM (anvil child, contract deploy, transaction submitter)', load: async () => (await import('../subgraphs/chains/cortex/service.ts')).startCortex },
+  { name: 'medulla', port: (c) => c.ports.medulla, describe: 'Medulla proof-of-work chain :8332', load: async () => (await import('../subgraphs/chains/medulla/service.ts')).startMedulla },
+  { name: 'hippocampus', port: (c) => c.ports.hippocampus, describe: 'Hippocampus DAG store :5001', load: async () => (await import('../subgraphs/memory/hippocampus/service.ts')).startHippocampus },
+  { name: 'thalamus', port: (c) => c.ports.thalamus, describe: 'Thalamus router (coherence root) :7072', load: async () => (await import('../subgraphs/chains/thalamus/service.ts')).startThalamus },
+  { name: 'dhf', port: (c) => c.ports.dhf, describe: 'DHF compositor :7073', load: async () => (await import('../subgraphs/memory/dhf/service.ts')).startDhf },
+  { name: 'treasury', port: (c) => c.ports.treasury, describe: 'Treasury :7074', load: async () => (await import('../subgraphs/economy/treasury/service.ts')).startTreasury },
+  { name: 'faucet', port: (c) => c.ports.faucet, describe: 'Bandwidth faucet :7075', load: async () => (await import('../subgraphs/economy/faucet/service.ts')).startFaucet },
+  { name: 'needlecast', port: (c) => c.ports.needlecast, describe: 'Needlecast router :7071', load: async () => (await import('../subgraphs/sleeves/needlecast/service.ts')).startNeedlecast },
   { name: 'sleeve-runtime', describe: 'Sleeve runtime (tick loops, /identity per sleeve)', load: async () => (await import('../subgraphs/sleeves/runtime/service.ts')).startSleeveRuntime },
   { name: 'worker', describe: 'Worker runner (six passes per epoch)', load: async () => (await import('../subgraphs/residues/worker/service.ts')).startWorker },
   ...['stacks', 'sleeves', 'memory', 'chains', 'economy', 'residues'].map((sg) => ({
@@ -27,5 +30,5 @@ export const SERVICES: ServiceEntry[] = [
     distributedOnly: true,
     load: async () => (await import('../router/subgraph-service.ts')).subgraphService(sg),
   })),
-  { name: 'gateway', describe: 'Gateway :7070 (GraphQL router, /v1 REST, events)', load: async () => (await import('../router/service.ts')).startGateway },
+  { name: 'gateway', port: (c) => c.ports.gateway, describe: 'Gateway :7070 (GraphQL router, /v1 REST, events)', load: async () => (await import('../router/service.ts')).startGateway },
 ];
