@@ -1,6 +1,7 @@
 // One subgraph as its own HTTP service (distributed mode: `cog service subgraph-<name>`), served
 // by Apollo Server on fastify at /graphql. The router reaches it at its supergraph.yaml routing_url.
 import { ApolloServer } from '@apollo/server';
+import { ApolloServerPluginInlineTraceDisabled } from '@apollo/server/plugin/disabled';
 import { createHttp, listen } from '../lib/http.ts';
 import type { ServiceStarter } from '../lib/service.ts';
 import type { GqlContext } from '../lib/graphql.ts';
@@ -11,7 +12,7 @@ export function subgraphService(name: string): ServiceStarter {
   return async (p) => {
     const cfg = readSupergraphConfig().find((s) => s.name === name);
     if (!cfg) throw new Error(`unknown subgraph ${name}`);
-    const server = new ApolloServer<GqlContext>({ schema: await buildSubgraph(cfg), introspection: true, csrfPrevention: false });
+    const server = new ApolloServer<GqlContext>({ schema: await buildSubgraph(cfg), introspection: true, csrfPrevention: false, plugins: [ApolloServerPluginInlineTraceDisabled()] });
     await server.start();
     const app = createHttp({ name: `subgraph-${name}`, log: p.log, internalToken: p.config.internalToken });
     app.get('/health', async () => ({ ok: true, name: `subgraph-${name}` }));

@@ -3,12 +3,24 @@ import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
 
 type NodeRow = NonNullable<Awaited<ReturnType<GqlContext['platform']['db']['prisma']['memoryNode']['findUnique']>>>;
-const gqlNode = (r: NodeRow) => ({ cid: r.cid, stackId: r.stackId, epoch: r.epoch, links: r.links, kind: r.kind, pinned: r.pinned });
+type NodeMeta = Pick<NodeRow, 'cid' | 'stackId' | 'epoch' | 'links' | 'kind' | 'pinned'>;
+const gqlNode = (r: NodeMeta) => ({ cid: r.cid, stackId: r.stackId, epoch: r.epoch, links: r.links, kind: r.kind, pinned: r.pinned });
 
 const nodeLoader = (ctx: GqlContext) =>
   loader<string, NodeRow | null>(ctx, 'memoryNode', async (cids) =>
     byKey(cids, await ctx.platform.db.prisma.memoryNode.findMany({ where: { cid: { in: [...cids] } } }), (r) => r.cid),
   );
+
+/** The newest `first` nodes of many stacks in one query (a window function per stack). */
+const newestNodes = (ctx: GqlContext, first: number) =>
+  loader<string, NodeMeta[]>(ctx, `newestNodes:${first}`, async (stackIds) => {
+    const rows = await ctx.platform.db.prisma.$queryRaw<NodeMeta[]>`
+      SELECT cid, "stackId", epoch, links, kind, pinned FROM (
+        SELECT *, row_number() OVER (PARTITION BY "stackId" ORDER BY "writeSeq" DESC) AS rn
+        FROM "MemoryNode" WHERE "stackId" = ANY(${[...stackIds]})
+      ) t WHERE rn <= ${first} ORDER BY rn`;
+    return stackIds.map((id) => rows.filter((r) => r.stackId === id));
+  });
 
 export const resolvers = {
   Query: {
@@ -27,8 +39,8 @@ export const resolvers = {
   Stack: {
     __resolveReference: (ref: { id: string }) => ref,
     memory: guarded(async (s: { id: string }, a: { first: number }, ctx: GqlContext) => {
-      const rows = await ctx.platform.db.prisma.memoryNode.findMany({ where: { stackId: s.id }, orderBy: { writeSeq: 'desc' }, take: Math.min(Math.max(a.first, 0), 1000) });
-      return rows.map(gqlNode);
+      const first = Math.min(Math.max(a.first, 0), 1000);
+      return (await newestNodes(ctx, first).load(s.id)).map(gqlNode);
     }),
   },
 };
