@@ -1,6 +1,7 @@
 // Memory subgraph resolvers: DAG node metadata (contents stay sealed), Stack.memory.
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
+import { perceive, recall, remember } from './memory.ts';
 
 type NodeRow = NonNullable<Awaited<ReturnType<GqlContext['platform']['db']['prisma']['memoryNode']['findUnique']>>>;
 type NodeMeta = Pick<NodeRow, 'cid' | 'stackId' | 'epoch' | 'links' | 'kind' | 'pinned'>;
@@ -23,6 +24,18 @@ const newestNodes = (ctx: GqlContext, first: number) =>
   });
 
 export const resolvers = {
+  Mutation: {
+    perceive: guarded(async (_: unknown, a: { sleeveId: string; stackId?: string; text: string }, ctx: GqlContext) => {
+      const r = await perceive(ctx.platform, { sleeveId: a.sleeveId, stackId: a.stackId ?? undefined, text: a.text });
+      return { cid: r.cid, epoch: r.epoch, thought: r.thought };
+    }),
+    remember: guarded(async (_: unknown, a: { stackId?: string; sleeveId?: string; text: string; pin: boolean }, ctx: GqlContext) =>
+      ({ cid: (await remember(ctx.platform, { stackId: a.stackId ?? undefined, sleeveId: a.sleeveId ?? undefined, text: a.text, pin: a.pin })).cid })),
+    recall: guarded(async (_: unknown, a: { stackId: string; depth: number; sleeveId?: string; memoryToken?: number }, ctx: GqlContext) => {
+      const r = await recall(ctx.platform, { stackId: a.stackId, depth: a.depth, sleeveId: a.sleeveId ?? undefined, memoryToken: a.memoryToken ?? undefined });
+      return { fragments: r.fragments.map((f) => ({ cid: f.node.cid, text: f.text, epoch: f.node.epoch })), broken: r.broken, fidelity: r.fidelity, cost: r.cost };
+    }),
+  },
   Query: {
     memoryNode: guarded(async (_: unknown, a: { cid: string }, ctx: GqlContext) => {
       const r = await nodeLoader(ctx).load(a.cid);

@@ -1,6 +1,7 @@
 // Sleeves subgraph resolvers: sleeves, Stack.sleeves, sagas; batched through DataLoader.
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
+import { decommissionSleeve, getSleeveRow, spawnSleeve, syncSleeve } from './sleeves.ts';
 
 type SleeveRow = NonNullable<Awaited<ReturnType<GqlContext['platform']['db']['prisma']['sleeve']['findUnique']>>>;
 
@@ -23,6 +24,17 @@ const sleevesOfStack = (ctx: GqlContext) =>
   });
 
 export const resolvers = {
+  Mutation: {
+    spawnSleeve: guarded(async (_: unknown, a: { stackId: string; embodimentType?: string; kind?: string; hostname?: string; tickRate?: number }, ctx: GqlContext) => {
+      const v = await spawnSleeve(ctx.platform, { ...a, shape: a.embodimentType !== undefined && a.embodimentType !== null ? 'A' : 'B' });
+      return gqlSleeve(await getSleeveRow(ctx.platform.db.prisma, v.id));
+    }),
+    decommissionSleeve: guarded(async (_: unknown, a: { id: string }, ctx: GqlContext) => {
+      await decommissionSleeve(ctx.platform, a.id, 'deleted');
+      return gqlSleeve(await getSleeveRow(ctx.platform.db.prisma, a.id));
+    }),
+    syncSleeve: guarded(async (_: unknown, a: { id: string }, ctx: GqlContext) => syncSleeve(ctx.platform, a.id)),
+  },
   Query: {
     sleeve: guarded(async (_: unknown, a: { id: string }, ctx: GqlContext) => {
       const r = await sleeveLoader(ctx).load(a.id);

@@ -1,6 +1,7 @@
 // Stacks subgraph resolvers: identity records, batched through DataLoader.
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
+import { createStack, getStackRow } from './stacks.ts';
 
 type StackRow = Awaited<ReturnType<GqlContext['platform']['db']['prisma']['stack']['findUnique']>> & {};
 
@@ -20,6 +21,12 @@ function gqlStack(r: StackRow) {
 }
 
 export const resolvers = {
+  Mutation: {
+    createStack: guarded(async (_: unknown, a: { name?: string; kind?: string; pubkey?: string; cpv?: Record<string, number> }, ctx: GqlContext) => {
+      const created = await createStack(ctx.platform, a);
+      return { stack: gqlStack(await getStackRow(ctx.platform.db.prisma, created.id)), identityPriv: created.identityPriv ?? null };
+    }),
+  },
   Query: {
     stack: guarded(async (_: unknown, a: { id: string }, ctx: GqlContext) => {
       const r = await stackLoader(ctx).load(a.id);

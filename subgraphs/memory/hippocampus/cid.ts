@@ -1,0 +1,37 @@
+// Content addresses of Hippocampus nodes.
+//
+//   cid = "cog://" + hex(SHA-256(UTF-8(JSON.stringify(["cog-dag-v1", stackId, epoch, links, data])))) + "@" + epoch
+//
+// where stackId is the owner string, epoch the decimal integer, links the array of CIDs in the
+// order given and data the ciphertext object's JSON text exactly as stored (the bytes PUT /dag
+// receives; not re-serialised). JSON.stringify of that array is the canonical encoding: fixed
+// element order, no whitespace, strings escaped per ECMA-404. e.g. stackId "s", epoch 3, links [],
+// data '{"iv":"00","ct":"11","v":1}' hashes the text ["cog-dag-v1","s",3,[],"{\"iv\":\"00\",\"ct\":\"11\",\"v\":1}"].
+import { sha256Hex } from '../../../lib/crypto.ts';
+
+export const CID_RE = /^cog:\/\/([0-9a-f]{64})@(0|[1-9][0-9]{0,15})$/;
+
+export interface CidContent {
+  data: string;
+  links: string[];
+  epoch: number;
+  stackId: string;
+}
+
+export function canonicalNodeBytes(c: CidContent): string {
+  return JSON.stringify(['cog-dag-v1', c.stackId, c.epoch, c.links, c.data]);
+}
+
+export function computeCid(c: CidContent): string {
+  return `cog://${sha256Hex(canonicalNodeBytes(c))}@${c.epoch}`;
+}
+
+/** The hash and epoch of a well-formed CID, or null. */
+export function parseCid(cid: unknown): { hash: string; epoch: number } | null {
+  if (typeof cid !== 'string') return null;
+  const m = CID_RE.exec(cid);
+  return m ? { hash: m[1], epoch: Number(m[2]) } : null;
+}
+
+/** Object-store key of a node's payload. */
+export const payloadKey = (hash: string) => `dag/${hash}`;

@@ -1,0 +1,213 @@
+// The Hippocampus DAG store: payloads (ciphertext JSON text) in the object store under
+// `dag/<sha256>`, the index (links, epoch, pin, write order) in MemoryNode. It only ever holds
+// ciphertext: no key, no plaintext passes through here.
+import type { Db, Tx } from '../../../lib/db/index.ts';
+import type { ObjectStore } from '../../../lib/objects/port.ts';
+import type { Platform } from '../../../lib/platform.ts';
+import { Problem, badRequest, notFound } from '../../../lib/errors.ts';
+import type { Sealed } from '../../../lib/crypto.ts';
+import { computeCid, parseCid, payloadKey } from './cid.ts';
+
+/** Readable when the reader's epoch is within this many epochs of the node's (unless pinned). */
+export const GATING_WINDOW = 2;
+export const MAX_WALK_DEPTH = 10_000;
+export const MAX_LINKS = 64;
+export const WRITE_KINDS = ['episodic', 'perceive', 'remember'] as const;
+
+export interface PutNodeInput {
+  cid: string;
+  data: string;
+  links: string[];
+  epoch: number;
+  stackId: string;
+  kind?: string;
+  pinned?: boolean;
+  sleeveId?: string | null;
+}
+
+/** The spec's Memory node. */
+export interface DagNode {
+  cid: string;
+  ciphertext: Sealed;
+  links: string[];
+  epoch: number;
+  kind: 'episodic';
+  pinned: boolean;
+  stackId: string;
+}
+
+export interface WalkResult {
+  nodes: DagNode[];
+  gated: string[];
+  missing: string[];
+  /** Levels that held at least one CID (what a recall pays for). */
+  levels: number;
+}
+
+type NodeRow = { cid: string; stackId: string; epoch: number; links: string[]; pinned: boolean; writeSeq: bigint };
+
+export const isReadable = (node: { epoch: number; pinned: boolean }, readerEpoch: number) =>
+  node.pinned || Math.abs(readerEpoch - node.epoch) <= GATING_WINDOW;
+
+const gone = (cid: string) => new Problem(410, 'GATED', 'Gone', `node ${cid} is outside the epoch-gating window and not pinned`);
+
+function parseCiphertext(data: string): Sealed | null {
+  try {
+    const o = JSON.parse(data) as Record<string, unknown>;
+    if (o === null || typeof o !== 'object' || Array.isArray(o)) return null;
+    if (o.v !== 1 || typeof o.iv !== 'string' || typeof o.ct !== 'string') return null;
+    if (!/^[0-9a-f]{24}$/.test(o.iv) || !/^(?:[0-9a-f]{2}){16,}$/.test(o.ct)) return null;
+    return { iv: o.iv, ct: o.ct, v: 1 };
+  } catch {
+    return null;
+  }
+}
+
+/** Checks a PUT against the content address and the chain's epoch; throws a 400 Problem. */
+export function validatePut(n: PutNodeInput, currentEpoch: number): { hash: string; ciphertext: Sealed } {
+  if (!Number.isSafeInteger(n.epoch) || n.epoch < 0) throw badRequest('epoch must be a non-negative integer');
+  if (n.epoch > currentEpoch + 1) throw badRequest(`epoch ${n.epoch} is in the future of the chain (current ${currentEpoch})`);
+  if (typeof n.stackId !== 'string' || !n.stackId || n.stackId.length > 200) throw badRequest('stackId must be a non-empty string');
+  if (!Array.isArray(n.links) || n.links.length > MAX_LINKS) throw badRequest(`links must be an array of at most ${MAX_LINKS} CIDs`);
+  for (const l of n.links) if (!parseCid(l)) throw badRequest(`link ${JSON.stringify(String(l)).slice(0, 100)} is not a cog:// CID`);
+  if (new Set(n.links).size !== n.links.length) throw badRequest('links must not repeat a CID');
+  if (n.kind !== undefined && !(WRITE_KINDS as readonly string[]).includes(n.kind)) throw badRequest(`kind must be one of ${WRITE_KINDS.join(', ')}`);
+  if (typeof n.data !== 'string') throw badRequest('data must be the ciphertext object as JSON text');
+  const ciphertext = parseCiphertext(n.data);
+  if (!ciphertext) throw badRequest('data must be JSON text of a ciphertext object {iv: 24 hex, ct: hex (>= 16 bytes), v: 1}');
+  const parsed = parseCid(n.cid);
+  if (!parsed) throw badRequest('cid must have the form cog://<sha256 hex>@<epoch>');
+  const expected = computeCid(n);
+  if (expected !== n.cid) throw new Problem(400, 'CID_MISMATCH', 'Bad request', `cid does not address the content (expected ${expected})`);
+  return { hash: parsed.hash, ciphertext };
+}
+
+/** Stores a node (idempotent: the same content is the same CID). Returns whether it was new. */
+export async function putNode(db: Db | Tx, objects: ObjectStore, n: PutNodeInput, currentEpoch: number): Promise<{ created: boolean }> {
+  const { hash } = validatePut(n, currentEpoch);
+  // Payload first: an index row never points at nothing. Same content, same key: a re-put is harmless.
+  await objects.put(payloadKey(hash), new TextEncoder().encode(n.data));
+  const { count } = await db.memoryNode.createMany({
+    data: [{
+      cid: n.cid, stackId: n.stackId, epoch: n.epoch, links: n.links, kind: n.kind ?? 'episodic', pinned: n.pinned ?? false,
+      sleeveId: n.sleeveId ?? null, size: Buffer.byteLength(n.data),
+    }],
+    skipDuplicates: true,
+  });
+  if (count === 0 && n.pinned) await db.memoryNode.updateMany({ where: { cid: n.cid, pinned: false }, data: { pinned: true } });
+  return { created: count === 1 };
+}
+
+async function loadPayload(objects: ObjectStore, cid: string): Promise<Sealed | null> {
+  const parsed = parseCid(cid);
+  if (!parsed) return null;
+  const bytes = await objects.get(payloadKey(parsed.hash));
+  if (!bytes) return null;
+  return parseCiphertext(new TextDecoder().decode(bytes));
+}
+
+const toDagNode = (r: NodeRow, ciphertext: Sealed): DagNode => ({
+  cid: r.cid, ciphertext, links: r.links, epoch: r.epoch, kind: 'episodic', pinned: r.pinned, stackId: r.stackId,
+});
+
+export function checkReaderEpoch(epoch: unknown, currentEpoch: number): number {
+  if (typeof epoch !== 'number' || !Number.isSafeInteger(epoch) || epoch < 0) throw badRequest('epoch must be a non-negative integer');
+  if (epoch > currentEpoch) throw badRequest(`epoch ${epoch} is in the future of the chain (current ${currentEpoch})`);
+  return epoch;
+}
+
+/** GET /dag/:cid: 404 unknown, 410 gated, the node otherwise. */
+export async function readNode(db: Db | Tx, objects: ObjectStore, cid: string, readerEpoch: number): Promise<DagNode> {
+  const row = parseCid(cid) ? await db.memoryNode.findUnique({ where: { cid } }) : null;
+  if (!row) throw notFound('Memory node', cid);
+  if (!isReadable(row, readerEpoch)) throw gone(cid);
+  const ct = await loadPayload(objects, cid);
+  if (!ct) throw notFound('Memory node payload', cid);
+  return toDagNode(row, ct);
+}
+
+/** Index metadata of a node (links are metadata: never gated) and whether its payload is stored; null when unknown. */
+export async function nodeMeta(db: Db | Tx, objects: ObjectStore, cid: string): Promise<{ cid: string; stackId: string; epoch: number; links: string[]; pinned: boolean; stored: boolean } | null> {
+  const parsed = parseCid(cid);
+  const row = parsed ? await db.memoryNode.findUnique({ where: { cid } }) : null;
+  if (!row) return null;
+  return { cid: row.cid, stackId: row.stackId, epoch: row.epoch, links: row.links, pinned: row.pinned, stored: await objects.has(payloadKey(parsed!.hash)) };
+}
+
+export async function pinStored(db: Db | Tx, cid: string): Promise<{ cid: string; pinned: true; already: boolean }> {
+  const row = parseCid(cid) ? await db.memoryNode.findUnique({ where: { cid } }) : null;
+  if (!row) throw notFound('Memory node', cid);
+  if (!row.pinned) await db.memoryNode.update({ where: { cid }, data: { pinned: true } });
+  return { cid, pinned: true, already: row.pinned };
+}
+
+/**
+ * Breadth-first walk from root, at most `depth` levels (the root is level 1), newest first within a
+ * level. Gated nodes are reported (not returned) but their links are still followed: links are
+ * metadata, only payloads are gated. Unknown CIDs and lost payloads are `missing`.
+ */
+export async function walkDag(db: Db | Tx, objects: ObjectStore, root: string, depth: number, readerEpoch: number): Promise<WalkResult> {
+  const out: WalkResult = { nodes: [], gated: [], missing: [], levels: 0 };
+  // One recursive query fetches every index row within `depth` link hops; the BFS below then runs
+  // in memory, so a walk costs one round trip plus the payload reads whatever its depth.
+  const found = parseCid(root)
+    ? await db.$queryRaw<NodeRow[]>`
+        WITH RECURSIVE w(cid, lvl) AS (
+          SELECT ${root}::text, 1
+          UNION
+          SELECT l, w.lvl + 1 FROM w JOIN "MemoryNode" n ON n.cid = w.cid CROSS JOIN LATERAL unnest(n.links) AS l WHERE w.lvl < ${depth}
+        )
+        SELECT n.cid, n."stackId", n.epoch, n.links, n.pinned, n."writeSeq" FROM "MemoryNode" n WHERE n.cid IN (SELECT DISTINCT cid FROM w)`
+    : [];
+  const byCid = new Map(found.map((r) => [r.cid, r]));
+  const seen = new Set<string>([root]);
+  let level = [root];
+  const readable: NodeRow[] = [];
+  while (level.length && out.levels < depth) {
+    out.levels++;
+    const rows: NodeRow[] = [];
+    for (const c of level) {
+      const r = byCid.get(c);
+      if (r) rows.push(r);
+      else out.missing.push(c);
+    }
+    rows.sort((a, b) => b.epoch - a.epoch || (b.writeSeq > a.writeSeq ? 1 : b.writeSeq < a.writeSeq ? -1 : 0));
+    const next: string[] = [];
+    for (const r of rows) {
+      if (isReadable(r, readerEpoch)) readable.push(r);
+      else out.gated.push(r.cid);
+      for (const l of r.links) if (!seen.has(l)) (seen.add(l), next.push(l));
+    }
+    level = next;
+  }
+  const payloads = await Promise.all(readable.map((r) => loadPayload(objects, r.cid)));
+  readable.forEach((r, i) => (payloads[i] ? out.nodes.push(toDagNode(r, payloads[i]!)) : out.missing.push(r.cid)));
+  return out;
+}
+
+export async function dagStats(p: Platform): Promise<{ nodes: number; peers: number; pinned: number }> {
+  const [nodes, pinned] = await Promise.all([p.db.prisma.memoryNode.count(), p.db.prisma.memoryNode.count({ where: { pinned: true } })]);
+  return { nodes, peers: p.config.hippocampusPeers.length, pinned };
+}
+
+/** CIDs written in an epoch, in write order (the ipfsRoot leaves for the Thalamus). */
+export async function dagWritesInEpoch(db: Db | Tx, epoch: number): Promise<string[]> {
+  const rows = await db.memoryNode.findMany({ where: { epoch }, orderBy: { writeSeq: 'asc' }, select: { cid: true } });
+  return rows.map((r) => r.cid);
+}
+
+/** Forgets unpinned nodes older than the retention window (index row and payload). */
+export async function pruneForgotten(p: Platform): Promise<{ pruned: number }> {
+  const before = p.epochs.current() - p.config.retentionEpochs;
+  if (before <= 0) return { pruned: 0 };
+  let pruned = 0;
+  for (;;) {
+    // Index first (RETURNING only what was really deleted, so a node pinned meanwhile keeps its
+    // payload): a node without payload reads as missing, never as a half-node.
+    const rows = await p.db.prisma.$queryRaw<{ cid: string }[]>`DELETE FROM "MemoryNode" WHERE cid IN (
+      SELECT cid FROM "MemoryNode" WHERE pinned = false AND epoch < ${before} LIMIT 500) AND pinned = false RETURNING cid`;
+    if (!rows.length) return { pruned };
+    for (const r of rows) await p.objects.delete(payloadKey(parseCid(r.cid)!.hash)).catch(() => {});
+    pruned += rows.length;
+  }
+}

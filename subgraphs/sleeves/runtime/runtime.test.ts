@@ -1,0 +1,108 @@
+// The sleeve runtime: identity endpoints, tick loops per kind, frozen sleeves, crash reporting,
+// pin maintenance (shard-loss), and clean shutdown.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { memoryTestApp, type MemoryTestApp } from '../../memory/test-app.ts';
+import { startEventRelay } from '../../../lib/events.ts';
+import { decommissionSleeve, freezeSleeve, spawnSleeve, unfreezeSleeve } from '../sleeves.ts';
+import { createStack } from '../../stacks/stacks.ts';
+import { remember } from '../../memory/memory.ts';
+import { payloadKey, parseCid } from '../../memory/hippocampus/cid.ts';
+import { startRuntime, type SleeveRuntime } from './runtime.ts';
+
+let t: MemoryTestApp;
+let relay: ReturnType<typeof startEventRelay>;
+let rt: SleeveRuntime;
+const ticks: Array<Record<string, unknown>> = [];
+beforeAll(async () => {
+  t = await memoryTestApp();
+  relay = startEventRelay(t.p, { pollMs: 20 });
+  await t.p.bus.subscribe({ subjects: ['cog.sleeve.tick'] }, (d) => void ticks.push(d.data));
+});
+afterAll(async () => {
+  await rt?.close();
+  await relay?.close();
+  await t?.close();
+});
+
+const until = async (cond: () => Promise<boolean> | boolean, ms = 5000) => {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
+const row = (id: string) => t.p.db.prisma.sleeve.findUniqueOrThrow({ where: { id } });
+
+describe('sleeve runtime', () => {
+  it('serves /identity per sleeve, ticks at the rate, pauses frozen sleeves, stops dead ones', async () => {
+    const stack = await createStack(t.p, { name: 'rt' });
+    const early = await spawnSleeve(t.p, { stackId: stack.id, embodimentType: 'human', hostname: 'h1', shape: 'A' });
+    rt = await startRuntime(t.p, { reconcileMs: 60_000 });
+    expect(rt.running()).toContain(early.id); // picked up from the database at start
+    const ai = await spawnSleeve(t.p, { stackId: stack.id, kind: 'ai', tickRate: 100, shape: 'B' });
+    await until(() => rt.running().includes(ai.id)); // picked up from the bus
+    const port = (await row(ai.id)).identityPort!;
+    const id = await fetch(`http://127.0.0.1:${port}/identity`).then((r) => r.json());
+    expect(id).toMatchObject({ sleeveId: ai.id, kind: 'ai', stackId: stack.id });
+    expect(typeof (id as { hostname: unknown }).hostname).toBe('string');
+    const earlyId = await fetch(`http://127.0.0.1:${(await row(early.id)).identityPort}/identity`).then((r) => r.json());
+    expect(earlyId).toMatchObject({ sleeveId: early.id, kind: 'human', hostname: 'h1' });
+
+    await until(() => ticks.filter((x) => x.sleeveId === ai.id && x.ok).length >= 2);
+    const before = await row(ai.id);
+    expect(before.lastTickAt).not.toBeNull();
+    expect(before.driftMilli).toBe(0); // a tick never changes drift or spends tokens
+
+    await t.p.db.prisma.$transaction((tx) => freezeSleeve(tx, ai.id));
+    await until(async () => (await rt.tick(ai.id)) === false);
+    const frozenAt = ticks.filter((x) => x.sleeveId === ai.id).length;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(ticks.filter((x) => x.sleeveId === ai.id).length).toBe(frozenAt);
+    await t.p.db.prisma.$transaction((tx) => unfreezeSleeve(tx, ai.id));
+    await until(() => ticks.filter((x) => x.sleeveId === ai.id).length > frozenAt);
+
+    await decommissionSleeve(t.p, ai.id, 'test');
+    await until(() => !rt.running().includes(ai.id));
+    await expect(fetch(`http://127.0.0.1:${port}/identity`)).rejects.toThrow();
+    expect((await row(ai.id)).identityPort).toBeNull();
+  });
+
+  it('a crashing tick is reported and the loop continues; mining ticks on blocks', async () => {
+    const stack = await createStack(t.p, { name: 'rt2' });
+    let calls = 0;
+    rt.onTick('ai', () => {
+      calls++;
+      if (calls === 1) throw new Error('boom');
+    });
+    const ai = await spawnSleeve(t.p, { stackId: stack.id, kind: 'ai', tickRate: 100, shape: 'B' });
+    await until(() => calls >= 3);
+    expect(ticks.some((x) => x.sleeveId === ai.id && x.ok === false && x.error === 'boom')).toBe(true);
+    expect(rt.stats().failures).toBeGreaterThanOrEqual(1);
+    const miner = await spawnSleeve(t.p, { stackId: stack.id, kind: 'mining', shape: 'B' });
+    await until(() => rt.running().includes(miner.id));
+    await t.p.bus.publish('cog.block.mined', { type: 'block.mined', height: 1 });
+    await until(() => ticks.some((x) => x.sleeveId === miner.id && x.ok));
+    await decommissionSleeve(t.p, ai.id, 'test');
+  });
+
+  it('memory sleeves check pinned shards once per epoch and open shard-loss for a lost one', async () => {
+    t.p.setEpoch(1);
+    const stack = await createStack(t.p, { name: 'rt3' });
+    const mem = await spawnSleeve(t.p, { stackId: stack.id, embodimentType: 'memory', shape: 'A' });
+    await until(() => rt.running().includes(mem.id));
+    const { cid } = await remember(t.p, { sleeveId: mem.id, text: 'precious', pin: true });
+    t.p.setEpoch(2);
+    await until(() => ticks.some((x) => x.sleeveId === mem.id && x.ok));
+    expect(await t.p.db.prisma.residue.count({ where: { stackId: stack.id, kind: 'shard-loss' } })).toBe(0);
+    await t.p.objects.delete(payloadKey(parseCid(cid)!.hash));
+    t.p.setEpoch(3);
+    await until(async () => (await t.p.db.prisma.residue.count({ where: { stackId: stack.id, kind: 'shard-loss' } })) === 1);
+  });
+
+  it('close stops every identity server', async () => {
+    const ports = (await t.p.db.prisma.sleeve.findMany({ where: { alive: true, identityPort: { not: null } } })).map((r) => r.identityPort!);
+    expect(ports.length).toBeGreaterThan(0);
+    await rt.close();
+    for (const port of ports) await expect(fetch(`http://127.0.0.1:${port}/identity`)).rejects.toThrow();
+  });
+});

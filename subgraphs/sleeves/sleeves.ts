@@ -1,0 +1,229 @@
+// Sleeves: temporary bodies of a stack. Spawn (two shapes), decommission, drift, sync, freeze.
+// Tokens are ledger balances of the account `sleeve:<id>`; a sleeve's key lease (KeyLease) is what
+// lets it derive its stack's per-epoch keys, and decommission ends it.
+import { randomBytes } from 'node:crypto';
+import type { Db, Tx } from '../../lib/db/index.ts';
+import type { Platform } from '../../lib/platform.ts';
+import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
+import { recordEvent } from '../../lib/events.ts';
+import { enqueueChainTx } from '../chains/outbox.ts';
+import { balanceOf, balancesOf, burn, mint, poolAccount, sleeveAccount, sweep, toMilli, zeroAmounts, type Token, type TokenAmounts } from '../economy/ledger.ts';
+import { getStackRow, STACK_KINDS, type StackKind } from '../stacks/stacks.ts';
+import { sleeveView, type SleeveRow, type SleeveView } from './view.ts';
+
+export { sleeveView, type SleeveRow, type SleeveView };
+
+export const SLEEVE_KINDS = STACK_KINDS;
+export type SleeveKind = StackKind;
+
+/** Initial tokens on spawn, per shape (spec: Sleeve). */
+export const INITIAL_TOKENS: Record<'A' | 'B', Partial<Record<Token, number>>> = {
+  A: { sync: 250, memory: 250, compute: 250, routing: 250 },
+  B: { compute: 1000, memory: 1000, sync: 500, routing: 500 },
+};
+
+export const MAX_TICK_RATE_MS = 86_400_000;
+export const MIN_TICK_RATE_MS = 100;
+
+/** Tick rate per kind (spec: Sleeve kinds); 0 = event-driven. */
+export function defaultTickRate(p: Platform, kind: SleeveKind): number {
+  return { human: 8000, ai: 2000, mining: 0, memory: p.config.epochIntervalMs }[kind];
+}
+
+export interface SpawnInput {
+  stackId: unknown;
+  /** Shape A name; Shape B sends `kind`. */
+  embodimentType?: unknown;
+  kind?: unknown;
+  hostname?: unknown;
+  tickRate?: unknown;
+  shape: 'A' | 'B';
+}
+
+function parseKind(v: unknown, field: string): SleeveKind {
+  if (typeof v !== 'string' || !(SLEEVE_KINDS as readonly string[]).includes(v)) {
+    throw badRequest(`${field} must be one of ${SLEEVE_KINDS.join(', ')}`, [{ path: field, message: 'is not a known kind' }]);
+  }
+  return v as SleeveKind;
+}
+
+function parseTickRate(v: unknown): number | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > MAX_TICK_RATE_MS || (v > 0 && v < MIN_TICK_RATE_MS)) {
+    throw badRequest(`tickRate must be 0 (event-driven) or an integer from ${MIN_TICK_RATE_MS} to ${MAX_TICK_RATE_MS} ms`, [{ path: 'tickRate', message: 'is out of range' }]);
+  }
+  return v;
+}
+
+function parseHostname(v: unknown): string | null {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'string' || v.length === 0 || v.length > 253) throw badRequest('hostname must be a string of 1 to 253 characters', [{ path: 'hostname', message: 'is invalid' }]);
+  return v;
+}
+
+async function nextSeq(tx: Tx): Promise<number> {
+  const rows = await tx.$queryRaw<{ v: bigint }[]>`SELECT nextval(pg_get_serial_sequence('"Sleeve"', 'seq')) AS v`;
+  return Number(rows[0].v);
+}
+
+const changed = (tx: Tx, row: SleeveRow, what: string) =>
+  recordEvent(tx, {
+    subject: `cog.sleeve.changed.${row.stackId}`, type: 'sleeve.changed',
+    data: { stackId: row.stackId, sleeveId: row.id, kind: row.embodimentType, alive: row.alive, frozen: row.frozen, tickRate: row.tickRate, what },
+  });
+
+/** Spawns a sleeve on an existing stack (404 otherwise) with its shape's initial tokens. */
+export async function spawnSleeve(p: Platform, input: SpawnInput): Promise<SleeveView> {
+  const kind = parseKind(input.shape === 'A' ? input.embodimentType : input.kind ?? input.embodimentType, input.shape === 'A' ? 'embodimentType' : 'kind');
+  const hostname = parseHostname(input.hostname);
+  const tickRate = parseTickRate(input.tickRate) ?? defaultTickRate(p, kind);
+  if (typeof input.stackId !== 'string' || !input.stackId) throw badRequest('stackId is required', [{ path: 'stackId', message: 'is required' }]);
+  const stackId = input.stackId;
+  const epoch = p.epochs.current();
+  const row = await p.db.prisma.$transaction(async (tx) => {
+    const stack = await getStackRow(tx, stackId);
+    const seq = await nextSeq(tx);
+    const id = input.shape === 'A' ? `sleeve:${kind}:${seq}:${randomBytes(4).toString('hex')}` : `sleeve:0x${randomBytes(20).toString('hex')}`;
+    const created = await tx.sleeve.create({
+      data: { id, stackId, embodimentType: kind, seq, shape: input.shape, hostname, tickRate, syncEpoch: 0, seenHead: stack.episodicHead },
+    });
+    await tx.keyLease.create({ data: { sleeveId: id, stackId } });
+    const moves = Object.entries(INITIAL_TOKENS[input.shape]).map(([token, units]) => ({ token: token as Token, milli: toMilli(units!) }));
+    await mint(tx, sleeveAccount(id), moves, { reason: 'spawn', ref: id, epoch, stackId });
+    await enqueueChainTx(tx, { kind: 'spawnSleeve', ref: id, payload: { sleeveId: id, stackId, kind, tokenId: stack.tokenId }, epoch });
+    await recordEvent(tx, {
+      subject: `cog.sleeve.spawned.${stackId}`, type: 'sleeve.spawned',
+      data: { stackId, sleeveId: id, kind, tickRate, hostname }, msgId: `sleeve-spawned:${id}`,
+    });
+    return created;
+  });
+  return sleeveView(row, await balanceOf(p.db.prisma, sleeveAccount(row.id)));
+}
+
+/** The sleeve row, or a 404 Problem. */
+export async function getSleeveRow(db: Db | Tx, id: string): Promise<SleeveRow> {
+  const row = typeof id === 'string' && id ? await db.sleeve.findUnique({ where: { id } }) : null;
+  if (!row) throw notFound('Sleeve', String(id));
+  return row;
+}
+
+export function listAliveSleeves(db: Db | Tx, stackId?: string): Promise<SleeveRow[]> {
+  return db.sleeve.findMany({ where: { alive: true, ...(stackId ? { stackId } : {}) }, orderBy: { seq: 'asc' } });
+}
+
+/** Alive sleeves with their balances (GET /v1/sleeves). */
+export async function listAliveSleeveViews(p: Platform): Promise<SleeveView[]> {
+  const rows = await listAliveSleeves(p.db.prisma);
+  const b = await balancesOf(p.db.prisma, rows.map((r) => sleeveAccount(r.id)));
+  return rows.map((r) => sleeveView(r, b.get(sleeveAccount(r.id))!));
+}
+
+export async function getSleeveView(p: Platform, id: string): Promise<SleeveView> {
+  const row = await getSleeveRow(p.db.prisma, id);
+  return sleeveView(row, row.alive ? await balanceOf(p.db.prisma, sleeveAccount(id)) : zeroAmounts());
+}
+
+/** 404 when unknown, 409 when decommissioned or frozen (needlecast in flight). */
+export async function requireActiveSleeve(tx: Db | Tx, id: string): Promise<SleeveRow> {
+  const row = await getSleeveRow(tx, id);
+  if (!row.alive) throw conflict(`sleeve ${id} is decommissioned`, 'SLEEVE_DECOMMISSIONED');
+  if (row.frozen) throw conflict(`sleeve ${id} is frozen by a needlecast in flight`, 'SLEEVE_FROZEN');
+  return row;
+}
+
+/** 403 unless the sleeve belongs to the stack: a sleeve may act only for its own stack. */
+export function requireSleeveOfStack(sleeve: SleeveRow, stackId: string): void {
+  if (sleeve.stackId !== stackId) {
+    throw new Problem(403, 'SLEEVE_NOT_OF_STACK', 'Forbidden', `sleeve ${sleeve.id} does not belong to stack ${stackId}`);
+  }
+}
+
+export async function addDrift(tx: Tx, sleeveId: string, milli: number): Promise<void> {
+  await tx.$executeRaw`UPDATE "Sleeve" SET "driftMilli" = "driftMilli" + ${Math.round(milli)} WHERE id = ${sleeveId}`;
+}
+
+/** Decommission inside the caller's transaction: alive=false, lease ends, tokens to the pool. */
+export async function decommissionInTx(tx: Tx, epoch: number, sleeveId: string, reason: string): Promise<SleeveRow> {
+  const row = await getSleeveRow(tx, sleeveId);
+  const done = await tx.sleeve.updateMany({ where: { id: sleeveId, alive: true }, data: { alive: false, frozen: false, decommissionedAt: new Date(), decommissionWhy: reason } });
+  if (done.count === 0) throw conflict(`sleeve ${sleeveId} is already decommissioned`, 'SLEEVE_DECOMMISSIONED');
+  const held: TokenAmounts = await balanceOf(tx, sleeveAccount(sleeveId));
+  await sweep(tx, sleeveAccount(sleeveId), poolAccount(row.stackId), { reason: 'decommission', ref: sleeveId, epoch });
+  const updated = await tx.sleeve.update({ where: { id: sleeveId }, data: { finalTokens: held as never } });
+  await tx.keyLease.updateMany({ where: { sleeveId, active: true }, data: { active: false, endedAt: new Date() } });
+  await enqueueChainTx(tx, { kind: 'decommissionSleeve', ref: sleeveId, payload: { sleeveId, stackId: row.stackId, reason }, epoch });
+  await recordEvent(tx, {
+    subject: `cog.sleeve.decommissioned.${row.stackId}`, type: 'sleeve.decommissioned',
+    data: { stackId: row.stackId, sleeveId, kind: row.embodimentType, reason }, msgId: `sleeve-decommissioned:${sleeveId}`,
+  });
+  return updated;
+}
+
+/** DELETE /v1/sleeves/:id and the passes: 404 unknown, 409 when already dead. Head unchanged. */
+export async function decommissionSleeve(p: Platform, sleeveId: string, reason: string): Promise<SleeveView> {
+  const row = await p.db.prisma.$transaction((tx) => decommissionInTx(tx, p.epochs.current(), sleeveId, reason));
+  return sleeveView(row, zeroAmounts());
+}
+
+/** Sync: drift to 0 for 1 sync token (402 when short); the sleeve catches up with the head. */
+export async function syncSleeve(p: Platform, sleeveId: string): Promise<{ ok: true; epoch: number }> {
+  const epoch = p.epochs.current();
+  await p.db.prisma.$transaction(async (tx) => {
+    const row = await requireActiveSleeve(tx, sleeveId);
+    await burn(tx, sleeveAccount(sleeveId), [{ token: 'sync', milli: 1000n }], { reason: 'sync', ref: sleeveId, epoch, stackId: row.stackId });
+    const stack = await getStackRow(tx, row.stackId);
+    const updated = await tx.sleeve.update({ where: { id: sleeveId }, data: { driftMilli: 0, flagged: false, syncEpoch: epoch, lastSync: new Date(), seenHead: stack.episodicHead } });
+    await changed(tx, updated, 'sync');
+  });
+  return { ok: true, epoch };
+}
+
+export async function freezeSleeve(tx: Tx, id: string): Promise<SleeveRow> {
+  await requireActiveSleeve(tx, id);
+  const row = await tx.sleeve.update({ where: { id }, data: { frozen: true } });
+  await changed(tx, row, 'frozen');
+  return row;
+}
+
+export async function unfreezeSleeve(tx: Tx, id: string): Promise<SleeveRow> {
+  const cur = await getSleeveRow(tx, id);
+  if (!cur.alive) throw conflict(`sleeve ${id} is decommissioned`, 'SLEEVE_DECOMMISSIONED');
+  const row = await tx.sleeve.update({ where: { id }, data: { frozen: false } });
+  await changed(tx, row, 'unfrozen');
+  return row;
+}
+
+/** Sum over the stack's alive sleeves (GET /v1/tokens/balances/:stackId); 404 for an unknown stack. */
+export async function stackTokenTotals(p: Platform, stackId: string): Promise<{ stackId: string; sleeveTotals: TokenAmounts }> {
+  await getStackRow(p.db.prisma, stackId);
+  const rows = await listAliveSleeves(p.db.prisma, stackId);
+  const b = await balancesOf(p.db.prisma, rows.map((r) => sleeveAccount(r.id)));
+  const milli = new Map<Token, number>();
+  for (const amounts of b.values()) for (const [k, v] of Object.entries(amounts)) milli.set(k as Token, (milli.get(k as Token) ?? 0) + Math.round(v * 1000));
+  const sleeveTotals = zeroAmounts();
+  for (const [k, v] of milli) sleeveTotals[k] = v / 1000;
+  return { stackId, sleeveTotals };
+}
+
+/** Alive sleeves whose drift exceeds the maximum (GET /v1/coordination/desync). */
+export async function desyncedSleeves(p: Platform): Promise<Array<{ id: string; stackId: string; drift: number }>> {
+  const limit = Math.round(p.config.driftMax * 1000);
+  const rows = await p.db.prisma.sleeve.findMany({ where: { alive: true, driftMilli: { gt: limit } }, orderBy: { seq: 'asc' } });
+  return rows.map((r) => ({ id: r.id, stackId: r.stackId, drift: r.driftMilli / 1000 }));
+}
+
+/** The stack's alive, non-frozen sleeve with the most memory tokens (pays stack-level reads/pins). */
+export async function richestMemorySleeve(tx: Db | Tx, stackId: string): Promise<SleeveRow | null> {
+  const rows = (await listAliveSleeves(tx, stackId)).filter((r) => !r.frozen);
+  if (!rows.length) return null;
+  const b = await balancesOf(tx, rows.map((r) => sleeveAccount(r.id)));
+  let best = rows[0];
+  for (const r of rows) if (b.get(sleeveAccount(r.id))!.memory > b.get(sleeveAccount(best.id))!.memory) best = r;
+  return best;
+}
+
+/** drift-checker: flags an alive sleeve above the drift maximum (sync clears it); true when newly flagged. */
+export async function flagSleeve(tx: Tx, id: string): Promise<boolean> {
+  const done = await tx.sleeve.updateMany({ where: { id, alive: true, flagged: false }, data: { flagged: true } });
+  return done.count === 1;
+}

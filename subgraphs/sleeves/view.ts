@@ -1,0 +1,50 @@
+// The read of one sleeve: both shapes' names (embodimentType and kind), tokens from the ledger while
+// alive, the decommission-time snapshot after.
+import type { Sleeve as SleeveRow } from '../../generated/prisma/client.ts';
+import { zeroAmounts, TOKENS, type TokenAmounts } from '../economy/ledger.ts';
+
+export type { SleeveRow };
+
+export interface SleeveView {
+  id: string;
+  stackId: string;
+  embodimentType: string;
+  kind: string;
+  alive: boolean;
+  frozen: boolean;
+  drift: number;
+  syncEpoch: number;
+  lastSync: string;
+  tokens: TokenAmounts;
+  hostname: string | null;
+  createdAt: string;
+  tickRate: number;
+  identityUrl: string | null;
+  chainStatus: string;
+}
+
+function snapshot(json: unknown): TokenAmounts {
+  const out = zeroAmounts();
+  if (json && typeof json === 'object') for (const k of TOKENS) out[k] = Number((json as Record<string, unknown>)[k] ?? 0) || 0;
+  return out;
+}
+
+export function sleeveView(row: SleeveRow, balances: TokenAmounts, opts: { host?: string } = {}): SleeveView {
+  return {
+    id: row.id,
+    stackId: row.stackId,
+    embodimentType: row.embodimentType,
+    kind: row.embodimentType,
+    alive: row.alive,
+    frozen: row.frozen,
+    drift: row.driftMilli / 1000,
+    syncEpoch: row.syncEpoch,
+    lastSync: row.lastSync.toISOString(),
+    tokens: row.alive ? balances : snapshot(row.finalTokens),
+    hostname: row.hostname,
+    createdAt: row.createdAt.toISOString(),
+    tickRate: row.tickRate,
+    identityUrl: row.identityPort ? `http://${opts.host ?? '127.0.0.1'}:${row.identityPort}/identity` : null,
+    chainStatus: row.chainStatus,
+  };
+}
