@@ -6,6 +6,12 @@ import type { Platform } from '../lib/platform.ts';
 export type RestPlugin = (app: FastifyInstance, opts: { platform: Platform }) => Promise<void>;
 
 const plugins: Array<() => Promise<{ default: RestPlugin }>> = [
+  () => import('./stacks.ts'),
+  () => import('./sleeves.ts'),
+  () => import('./memory.ts'),
+  () => import('./economy.ts'),
+  () => import('./residues.ts'),
+  () => import('./needlecast.ts'),
 ];
 
 export async function registerRest(app: FastifyInstance, platform: Platform): Promise<void> {

@@ -1,0 +1,42 @@
+// Treasury emission for many stacks in one epoch, against the epoch length.
+//   npx tsx bench/emission.ts [stacks=10000]
+// Stacks are bulk-inserted as fixtures (the bench measures emitEpoch, not stack creation).
+import { pathToFileURL } from 'node:url';
+import { testPlatform } from '../test/helpers/platform.ts';
+import { emitEpoch } from '../subgraphs/economy/treasury.ts';
+
+export interface EmissionBenchResult {
+  stacks: number;
+  emitMs: number;
+  epochMs: number;
+  /** emitMs / epochMs: below 1 means one epoch's emission fits inside the epoch. */
+  fractionOfEpoch: number;
+  replayMs: number;
+}
+
+export async function runEmissionBench(opts: { stacks?: number } = {}): Promise<EmissionBenchResult> {
+  const stacks = opts.stacks ?? 10_000;
+  const p = await testPlatform();
+  try {
+    await p.db.prisma.$executeRawUnsafe(`
+      INSERT INTO "Stack" (id, name, kind, shape, "pubKey", "syncCoeff", "memoryCoeff", "computeCoeff", "residueCoeff", "routingCoeff", "masterSecret", "lastActiveEpoch")
+      SELECT 'stack:bench:' || g, 'bench ' || g, 'human', 'A', md5(g::text) || md5('k' || g::text), 1, 0.5 + (g % 3) * 0.5, 1, 1, 2 - (g % 5) * 0.25, 'sealed', g % 40
+      FROM generate_series(1, ${stacks}) AS g`);
+    const epoch = 50;
+    const t0 = performance.now();
+    const r = await emitEpoch(p, epoch);
+    const emitMs = performance.now() - t0;
+    if (r.stacks !== stacks) throw new Error(`emitted ${r.stacks} of ${stacks}`);
+    const t1 = performance.now();
+    await emitEpoch(p, epoch); // idempotent replay: nothing new
+    const replayMs = performance.now() - t1;
+    return { stacks, emitMs, epochMs: p.config.epochIntervalMs, fractionOfEpoch: emitMs / p.config.epochIntervalMs, replayMs };
+  } finally {
+    await p.cleanup();
+  }
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const r = await runEmissionBench({ stacks: Number(process.argv[2] ?? 10_000) });
+  console.log(`emission: ${r.stacks} stacks in ${r.emitMs.toFixed(0)} ms = ${(r.fractionOfEpoch * 100).toFixed(1)}% of a ${r.epochMs} ms epoch (replay ${r.replayMs.toFixed(0)} ms)`);
+}

@@ -1,0 +1,169 @@
+// What a valid proof is, per residue kind, checked against real state (never trusted):
+//   stale-ordering           {}                 the sleeve has synced since the residue's syncEpoch, or is decommissioned
+//   speculative-divergence   {mergeCid}         a readable node of the stack that descends (over links) from the branch head (and the main head, when recorded)
+//   historical-non-canonical {sleeveId?}        a DHF reconstruct through that sleeve now scores fidelity >= COG_FIDELITY_MIN;
+//                            {}                 or every CID reported broken is readable on Hippocampus again
+//   reorg-orphan             {height}           Medulla's main-chain block at that height commits the orphaned tuple
+//   shard-loss               {}                 the lost CID is readable on Hippocampus again
+//   routing-equivocation     {tuples: [a, b]}   two distinct tuples for the epoch, each signed by the operator's ed25519 key
+import { isHex, verify } from '../../lib/crypto.ts';
+import { unavailable } from '../../lib/errors.ts';
+import type { Platform } from '../../lib/platform.ts';
+import { getSleeveRow } from '../sleeves/sleeves.ts';
+import { hippocampusClient } from '../memory/hippocampus/client.ts';
+import { tupleMessage, type CoherenceTuple } from '../chains/thalamus/coherence.ts';
+import type { ResidueKind } from './open.ts';
+
+export type Verdict = { ok: true; facts: Record<string, unknown> } | { ok: false; reason: string };
+export interface ResidueFacts { kind: ResidueKind; evidence: Record<string, unknown>; stackId: string | null; sleeveId: string | null; epoch: number }
+
+const no = (reason: string): Verdict => ({ ok: false, reason });
+const yes = (facts: Record<string, unknown>): Verdict => ({ ok: true, facts });
+
+/** The bytes an operator signs for a coherence tuple: the Thalamus/Medulla format. */
+export const coherenceTupleMessage = (t: CoherenceTuple) => tupleMessage(t);
+
+async function call(url: string, init?: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, { ...init, signal: AbortSignal.timeout(3000) });
+  } catch {
+    throw unavailable(`Cannot check the proof now: ${new URL(url).origin} is not reachable`);
+  }
+}
+
+/** True when Hippocampus serves the node's payload to a reader at the current epoch. */
+export async function cidReadable(p: Platform, cid: string): Promise<boolean> {
+  const walk = await hippocampusClient(p).walk(cid, 1, p.epochs.current());
+  return walk.nodes.some((n) => n.cid === cid);
+}
+
+async function dagNode(p: Platform, cid: string): Promise<{ links: string[]; stackId?: string } | null> {
+  if (!(await cidReadable(p, cid))) return null;
+  return hippocampusClient(p).meta(cid);
+}
+
+async function medullaBlock(p: Platform, height: number): Promise<Record<string, unknown> | null> {
+  const res = await call(`${p.config.urls.medulla}/rpc`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getblock', params: [height] }),
+  });
+  if (res.status >= 500) throw unavailable('Medulla failed to answer');
+  const body = (await res.json().catch(() => ({}))) as { result?: Record<string, unknown> };
+  return body.result ?? null;
+}
+
+const str = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= 512;
+
+async function staleOrdering(p: Platform, r: ResidueFacts): Promise<Verdict> {
+  const sleeveId = (r.evidence.sleeveId as string) ?? r.sleeveId;
+  if (!str(sleeveId)) return no('the residue names no sleeve');
+  const s = await getSleeveRow(p.db.prisma, sleeveId);
+  const since = Number(r.evidence.syncEpoch ?? -1);
+  if (!s.alive) return yes({ sleeveId, alive: false });
+  if (s.syncEpoch > since && s.syncEpoch >= r.epoch) return yes({ sleeveId, syncEpoch: s.syncEpoch });
+  return no(`sleeve ${sleeveId} has not synced since epoch ${since} (syncEpoch ${s.syncEpoch})`);
+}
+
+/** CIDs reachable from root over links (links are metadata, never gated), bounded. */
+async function ancestry(p: Platform, root: string, limit = 256): Promise<Set<string>> {
+  const hippo = hippocampusClient(p);
+  const seen = new Set<string>([root]);
+  let level = [root];
+  while (level.length && seen.size < limit) {
+    const next: string[] = [];
+    for (const cid of level) {
+      const m = await hippo.meta(cid);
+      for (const l of m?.links ?? []) if (!seen.has(l)) (seen.add(l), next.push(l));
+    }
+    level = next;
+  }
+  return seen;
+}
+
+async function speculativeDivergence(p: Platform, r: ResidueFacts, proof: Record<string, unknown>): Promise<Verdict> {
+  if (!str(proof.mergeCid)) return no('proof.mergeCid (the node that merges the branch) is required');
+  const heads = [r.evidence.headCid, r.evidence.mainHeadCid].filter(str);
+  if (!heads.length) return no('the residue records no branch heads');
+  const node = await dagNode(p, proof.mergeCid);
+  if (!node) return no(`node ${proof.mergeCid} is not readable on Hippocampus`);
+  if (r.stackId && node.stackId && node.stackId !== r.stackId) return no('the merge node belongs to another stack');
+  const reach = await ancestry(p, proof.mergeCid);
+  const missing = heads.filter((h) => !reach.has(h));
+  if (missing.length) return no(`the merge node does not descend from ${missing.join(', ')}`);
+  return yes({ mergeCid: proof.mergeCid, links: node.links });
+}
+
+async function historicalNonCanonical(p: Platform, r: ResidueFacts, proof: Record<string, unknown>): Promise<Verdict> {
+  if (proof.sleeveId !== undefined) {
+    if (!str(proof.sleeveId)) return no('proof.sleeveId must be a sleeve id');
+    if (!r.stackId) return no('the residue names no stack');
+    const res = await call(`${p.config.urls.dhf}/v1/reconstruct`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ stackId: r.stackId, sleeveId: proof.sleeveId, depth: Number(r.evidence.depth ?? 8) || 8 }),
+    });
+    if (res.status >= 500) throw unavailable('DHF failed to answer');
+    const body = (await res.json().catch(() => ({}))) as { fidelity?: number };
+    if (!res.ok || typeof body.fidelity !== 'number') return no(`reconstruct through ${proof.sleeveId} failed (${res.status})`);
+    if (body.fidelity < p.config.fidelityMin) return no(`fidelity is still ${body.fidelity}, below ${p.config.fidelityMin}`);
+    return yes({ sleeveId: proof.sleeveId, fidelity: body.fidelity });
+  }
+  const broken = (Array.isArray(r.evidence.broken) ? r.evidence.broken : []).filter(str);
+  if (!broken.length) return no('name a sleeve (proof.sleeveId) whose reconstruct is canonical again');
+  for (const cid of broken) if (!(await cidReadable(p, cid))) return no(`${cid} is still unreadable`);
+  return yes({ readable: broken });
+}
+
+async function reorgOrphan(p: Platform, r: ResidueFacts, proof: Record<string, unknown>): Promise<Verdict> {
+  const height = proof.height;
+  if (typeof height !== 'number' || !Number.isInteger(height) || height < 0) return no('proof.height (a Medulla block height) is required');
+  const crossRoot = r.evidence.crossRoot;
+  if (!str(crossRoot)) return no('the residue records no orphaned tuple');
+  const block = await medullaBlock(p, height);
+  if (!block) return no(`Medulla has no main-chain block at height ${height}`);
+  if (block.crossRoot !== crossRoot) return no(`block ${height} does not commit crossRoot ${crossRoot}`);
+  if (block.blockHash === r.evidence.detachedHash) return no(`block ${height} is the detached block itself`);
+  const epoch = r.evidence.coherenceEpoch ?? r.evidence.epoch;
+  if (typeof epoch === 'number' && typeof block.epoch === 'number' && block.epoch < epoch) {
+    return no(`block ${height} is from epoch ${block.epoch}, before the anchor's epoch ${epoch}`);
+  }
+  return yes({ height, blockHash: block.blockHash, crossRoot });
+}
+
+async function shardLoss(p: Platform, r: ResidueFacts): Promise<Verdict> {
+  const cid = r.evidence.cid;
+  if (!str(cid)) return no('the residue names no CID');
+  return (await cidReadable(p, cid)) ? yes({ cid, readable: true }) : no(`${cid} is still unreachable on Hippocampus`);
+}
+
+const ROOTS = ['crossRoot', 'evmRoot', 'ipfsRoot', 'sleevesRoot'] as const;
+
+function routingEquivocation(r: ResidueFacts, proof: Record<string, unknown>): Verdict {
+  const operator = r.evidence.operator;
+  const epoch = Number(r.evidence.epoch ?? r.epoch);
+  if (!isHex(operator, 32)) return no('the residue names no operator key');
+  const tuples = proof.tuples;
+  if (!Array.isArray(tuples) || tuples.length !== 2) return no('proof.tuples must hold exactly two signed tuples');
+  for (const [i, t] of tuples.entries()) {
+    const tt = t as Record<string, unknown>;
+    if (!tt || typeof tt !== 'object' || tt.epoch !== epoch) return no(`tuple ${i} is not for epoch ${epoch}`);
+    for (const k of ROOTS) if (!isHex(tt[k], 32)) return no(`tuple ${i}: ${k} must be 64 hex chars`);
+    if (!isHex(tt.signature, 64)) return no(`tuple ${i}: signature must be 128 hex chars`);
+    const msg = coherenceTupleMessage(tt as never);
+    if (!verify(tt.signature as string, msg, operator)) return no(`tuple ${i} is not signed by operator ${operator}`);
+  }
+  const [a, b] = tuples as Record<string, string>[];
+  if (ROOTS.every((k) => a![k] === b![k])) return no('the two tuples are the same');
+  return yes({ operator, epoch, crossRoots: [a!.crossRoot, b!.crossRoot] });
+}
+
+export async function checkProof(p: Platform, r: ResidueFacts, proof: Record<string, unknown>): Promise<Verdict> {
+  switch (r.kind) {
+    case 'stale-ordering': return staleOrdering(p, r);
+    case 'speculative-divergence': return speculativeDivergence(p, r, proof);
+    case 'historical-non-canonical': return historicalNonCanonical(p, r, proof);
+    case 'reorg-orphan': return reorgOrphan(p, r, proof);
+    case 'shard-loss': return shardLoss(p, r);
+    case 'routing-equivocation': return routingEquivocation(r, proof);
+    default: return no(`unknown residue kind ${String(r.kind)}`);
+  }
+}

@@ -1,0 +1,87 @@
+// The residue lifecycle after detection: list, read, proofs (open -> claimed -> resolved, the first
+// valid proof wins the full bounty) and expiry (open -> expired).
+import type { Db, Tx } from '../../lib/db/index.ts';
+import { Problem, conflict, notFound } from '../../lib/errors.ts';
+import { recordEvent } from '../../lib/events.ts';
+import type { Platform } from '../../lib/platform.ts';
+import { enqueueChainTx } from '../chains/outbox.ts';
+import { mint, poolAccount, SYSTEM } from '../economy/ledger.ts';
+import { getStackRow } from '../stacks/stacks.ts';
+import { residueView, type ResidueKind, type ResidueRecord } from './open.ts';
+import { checkProof } from './proofs.ts';
+
+export const RESIDUE_LIST_LIMIT = 50;
+
+export const invalidProof = (detail: string) => new Problem(422, 'INVALID_PROOF', 'Invalid proof', detail);
+
+export async function listResidues(p: Platform, limit = RESIDUE_LIST_LIMIT, filter: { status?: string; kind?: string; stackId?: string } = {}): Promise<ResidueRecord[]> {
+  const where: Record<string, string> = {};
+  if (filter.status) where.status = filter.status;
+  if (filter.kind) where.kind = filter.kind;
+  if (filter.stackId) where.stackId = filter.stackId;
+  const rows = await p.db.prisma.residue.findMany({ where, orderBy: [{ openedAt: 'desc' }, { id: 'desc' }], take: Math.min(Math.max(1, limit), 500) });
+  return rows.map(residueView);
+}
+
+export async function getResidueRow(db: Db | Tx, id: string) {
+  const row = await db.residue.findUnique({ where: { id } });
+  if (!row) throw notFound('Residue', id);
+  return row;
+}
+
+export async function getResidue(p: Platform, id: string): Promise<ResidueRecord> {
+  return residueView(await getResidueRow(p.db.prisma, id));
+}
+
+export interface ProofSubmission {
+  /** Stack id of the claimant; the bounty goes to its pool. */
+  claimant: string;
+  proof: Record<string, unknown>;
+}
+
+/**
+ * Checks the proof against real state, then claims with a conditional UPDATE (status = 'open'),
+ * so of any number of concurrent valid proofs exactly one wins. The winner's bounty is minted in
+ * ResidueToken to the claimant's pool and registered on ResidueRegistry; the residue resolves in
+ * the same transaction (the payout is the resolution).
+ */
+export async function submitProof(p: Platform, residueId: string, sub: ProofSubmission): Promise<ResidueRecord> {
+  const row = await getResidueRow(p.db.prisma, residueId);
+  if (row.status !== 'open') throw conflict(`Residue ${residueId} is ${row.status}, not open`, 'RESIDUE_NOT_OPEN');
+  await getStackRow(p.db.prisma, sub.claimant);
+  const verdict = await checkProof(p, { kind: row.kind as ResidueKind, evidence: (row.evidence ?? {}) as Record<string, unknown>, stackId: row.stackId, sleeveId: row.sleeveId, epoch: row.epoch }, sub.proof);
+  if (!verdict.ok) throw invalidProof(verdict.reason);
+  const epoch = p.epochs.current();
+  return p.db.prisma.$transaction(async (tx) => {
+    const won = await tx.residue.updateMany({
+      where: { id: residueId, status: 'open' },
+      data: { status: 'claimed', claimant: sub.claimant, proof: { ...sub.proof, checked: verdict.facts } as never },
+    });
+    if (won.count === 0) {
+      const now = await getResidueRow(tx, residueId);
+      throw conflict(`Residue ${residueId} is ${now.status}, not open`, 'RESIDUE_NOT_OPEN');
+    }
+    const claimed = residueView(await getResidueRow(tx, residueId));
+    await recordEvent(tx, { subject: 'cog.residue.changed', type: 'residue.changed', data: { residue: claimed, from: 'open' }, msgId: `residue-claimed:${residueId}` });
+    await mint(tx, poolAccount(sub.claimant), [{ token: 'residue', milli: BigInt(row.bountyMilli) }], {
+      reason: 'bounty', ref: residueId, epoch, stackId: sub.claimant, from: SYSTEM.bounty,
+    });
+    await enqueueChainTx(tx, { kind: 'claimResidue', ref: residueId, epoch, payload: { residueId, claimant: sub.claimant, bountyMilli: row.bountyMilli } });
+    const resolved = await tx.residue.update({ where: { id: residueId }, data: { status: 'resolved', resolvedAt: new Date() } });
+    const view = residueView(resolved);
+    await recordEvent(tx, { subject: 'cog.residue.changed', type: 'residue.changed', data: { residue: view, from: 'claimed' }, msgId: `residue-resolved:${residueId}` });
+    return view;
+  });
+}
+
+/** open -> expired for every residue whose expiresAtEpoch has been reached. */
+export async function expireResidues(p: Platform, epoch: number): Promise<string[]> {
+  return p.db.prisma.$transaction(async (tx) => {
+    const rows = await tx.$queryRaw<{ id: string }[]>`UPDATE "Residue" SET status = 'expired' WHERE status = 'open' AND "expiresAtEpoch" <= ${epoch} RETURNING id`;
+    for (const { id } of rows) {
+      const view = residueView(await getResidueRow(tx, id));
+      await recordEvent(tx, { subject: 'cog.residue.changed', type: 'residue.changed', data: { residue: view, from: 'open' }, msgId: `residue-expired:${id}` });
+    }
+    return rows.map((r) => r.id);
+  });
+}

@@ -1,0 +1,120 @@
+// The six Worker Runner passes (spec: Worker Runner passes). Each is idempotent on its own (a
+// second run for the same epoch changes nothing), on top of the once-per-epoch lease.
+import type { Platform } from '../../../lib/platform.ts';
+import type { Tx } from '../../../lib/db/index.ts';
+import { recordEvent, type EventRecord } from '../../../lib/events.ts';
+import { enqueueChainTx } from '../../chains/outbox.ts';
+import { emitEpoch } from '../../economy/treasury.ts';
+import { decommissionInTx, flagSleeve, getSleeveRow, listAliveSleeves } from '../../sleeves/sleeves.ts';
+import { openResidue } from '../open.ts';
+import { expireResidues } from '../residues.ts';
+import { detectShardLoss, reconcileBranches } from './memory.ts';
+
+export type PassResult = Record<string, unknown>;
+export type Pass = (p: Platform, epoch: number) => Promise<PassResult>;
+
+/** Epochs behind (current epoch - syncEpoch) that make a sleeve stale (spec: Residue). */
+export const STALE_EPOCHS = 4;
+
+const driftMilli = (p: Platform) => Math.round(p.config.driftMax * 1000);
+
+/** A re-run of a pass must not fail on an event still in the outbox; the bus de-duplicates the rest by msgId. */
+async function recordEventOnce(tx: Tx, ev: EventRecord & { msgId: string }): Promise<void> {
+  if (await tx.eventOutbox.findUnique({ where: { msgId: ev.msgId }, select: { id: true } })) return;
+  await recordEvent(tx, ev);
+}
+
+/** Flags alive sleeves above the maximum; desync events above twice the maximum. */
+export async function driftChecker(p: Platform, epoch: number): Promise<PassResult> {
+  const max = driftMilli(p);
+  const over = (await listAliveSleeves(p.db.prisma)).filter((s) => s.driftMilli > max);
+  let flagged = 0;
+  let desynced = 0;
+  for (const s of over) {
+    await p.db.prisma.$transaction(async (tx) => {
+      const drift = s.driftMilli / 1000;
+      if (await flagSleeve(tx, s.id)) {
+        flagged++;
+        await recordEvent(tx, { subject: `cog.sleeve.flagged.${s.stackId}`, type: 'sleeve.flagged', data: { sleeveId: s.id, stackId: s.stackId, drift, epoch }, msgId: `sleeve-flagged:${s.id}:${epoch}` });
+      }
+      if (s.driftMilli > 2 * max) {
+        desynced++;
+        await recordEventOnce(tx, { subject: `cog.sleeve.desynced.${s.stackId}`, type: 'sleeve.desynced', data: { id: s.id, sleeveId: s.id, stackId: s.stackId, drift, epoch }, msgId: `sleeve-desynced:${s.id}:${epoch}` });
+      }
+    });
+  }
+  return { over: over.length, flagged, desynced };
+}
+
+/** Commits each folded epoch's anchor to EpochAnchor on Cortex (one 'anchor' intent per epoch). */
+export async function epochAnchor(p: Platform, epoch: number): Promise<PassResult> {
+  const rows = await p.db.prisma.$queryRaw<{ epoch: number; crossRoot: string; evmRoot: string; ipfsRoot: string; sleevesRoot: string; btcRoot: string }[]>`
+    SELECT a.epoch, a."crossRoot", a."evmRoot", a."ipfsRoot", a."sleevesRoot", a."btcRoot" FROM "EpochAnchor" a
+    WHERE a.epoch <= ${epoch} AND NOT EXISTS (SELECT 1 FROM "ChainOutbox" o WHERE o.kind = 'anchor' AND o.ref = 'anchor:' || a.epoch)
+    ORDER BY a.epoch LIMIT 1000`;
+  for (const a of rows) {
+    await p.db.prisma.$transaction(async (tx) => {
+      await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtext(${'anchor:' + a.epoch}))`;
+      if (await tx.chainOutbox.findFirst({ where: { kind: 'anchor', ref: `anchor:${a.epoch}` } })) return;
+      await enqueueChainTx(tx, { kind: 'anchor', ref: `anchor:${a.epoch}`, epoch: a.epoch, payload: { ...a } });
+    });
+  }
+  return { anchored: rows.map((r) => r.epoch) };
+}
+
+/** Opens residues from real signals and expires old ones. */
+export async function residueCollector(p: Platform, epoch: number): Promise<PassResult> {
+  let stale = 0;
+  for (const s of await listAliveSleeves(p.db.prisma)) {
+    const behind = epoch - s.syncEpoch;
+    if (behind < STALE_EPOCHS || s.frozen) continue;
+    const { created } = await p.db.prisma.$transaction((tx) => openResidue(tx, {
+      kind: 'stale-ordering', trigger: `sleeve ${s.id} is ${behind} epochs behind (syncEpoch ${s.syncEpoch}, epoch ${epoch})`,
+      stackId: s.stackId, sleeveId: s.id, epoch, evidence: { sleeveId: s.id, syncEpoch: s.syncEpoch, epoch, behind },
+      dedupeKey: `stale-ordering:${s.id}:${s.syncEpoch}`, expiryEpochs: p.config.residueExpiryEpochs,
+    }));
+    if (created) stale++;
+  }
+  const shardLoss = await detectShardLoss(p, epoch);
+  const expired = await expireResidues(p, epoch);
+  return { stale, shardLoss, expired: expired.length };
+}
+
+export async function memoryReconciler(p: Platform, epoch: number): Promise<PassResult> {
+  return reconcileBranches(p, epoch);
+}
+
+export async function treasuryEmitter(p: Platform, epoch: number): Promise<PassResult> {
+  return emitEpoch(p, epoch);
+}
+
+/** Decommissions sleeves desynced above twice the maximum, each with a residue. */
+export async function sleeveWatchdog(p: Platform, epoch: number): Promise<PassResult> {
+  const max = driftMilli(p);
+  const desynced = (await listAliveSleeves(p.db.prisma)).filter((s) => s.driftMilli > 2 * max && !s.frozen);
+  const decommissioned: string[] = [];
+  for (const s of desynced) {
+    const drift = s.driftMilli / 1000;
+    const trigger = `desync: drift ${drift} above 2 x max (${2 * p.config.driftMax})`;
+    await p.db.prisma.$transaction(async (tx) => {
+      if (!(await getSleeveRow(tx, s.id)).alive) return;
+      await decommissionInTx(tx, epoch, s.id, trigger);
+      await openResidue(tx, {
+        kind: 'stale-ordering', trigger, stackId: s.stackId, sleeveId: s.id, epoch,
+        evidence: { sleeveId: s.id, syncEpoch: s.syncEpoch, drift, desync: true }, dedupeKey: `desync:${s.id}`, expiryEpochs: p.config.residueExpiryEpochs,
+      });
+      decommissioned.push(s.id);
+    });
+  }
+  return { decommissioned };
+}
+
+/** In spec order. */
+export const PASSES: ReadonlyArray<readonly [string, Pass]> = [
+  ['drift-checker', driftChecker],
+  ['epoch-anchor', epochAnchor],
+  ['residue-collector', residueCollector],
+  ['memory-reconciler', memoryReconciler],
+  ['treasury-emitter', treasuryEmitter],
+  ['sleeve-watchdog', sleeveWatchdog],
+];

@@ -1,0 +1,31 @@
+// The Worker Runner service: runs the six passes on every epoch advance, and sweeps for passes a
+// dead runner left behind. No HTTP endpoint (spec: port "-").
+import type { ServiceStarter } from '../../../lib/service.ts';
+import { createRunner, type RunnerOptions } from './runner.ts';
+
+export function workerStarter(opts: RunnerOptions = {}): ServiceStarter {
+  return async (p) => {
+    const runner = createRunner(p, opts);
+    const off = p.epochs.onAdvance((info) => void runner.enqueue(info.epoch));
+    void runner.enqueue(p.epochs.current());
+    let sweeping = false;
+    const timer = setInterval(() => {
+      if (sweeping) return;
+      sweeping = true;
+      runner.sweep().catch((e) => p.log.warn({ err: (e as Error).message }, 'worker: sweep failed')).finally(() => (sweeping = false));
+    }, Math.max(250, Math.floor((opts.leaseMs ?? 3 * p.config.epochIntervalMs) / 2)));
+    timer.unref();
+    p.local.set('worker', runner);
+    return {
+      name: 'worker',
+      async close() {
+        off();
+        clearInterval(timer);
+        await runner.idle();
+        p.local.delete('worker');
+      },
+    };
+  };
+}
+
+export const startWorker: ServiceStarter = workerStarter();

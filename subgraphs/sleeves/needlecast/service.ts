@@ -1,0 +1,52 @@
+// The Needlecast Router (:7071). On start it finishes or compensates every saga left in flight.
+//   POST /needlecast {from, to, sagaId?, toTickRate?, stackId?, shape?} -> {ok, sagaId, route: [step names], shards: [cids], ...}
+//   GET  /needlecast/:sagaId -> the saga's state
+import type { FastifyInstance } from 'fastify';
+import { createHttp, listen } from '../../../lib/http.ts';
+import type { Platform } from '../../../lib/platform.ts';
+import type { ServiceStarter } from '../../../lib/service.ts';
+import { getSaga, recoverSagas, runNeedlecast, type SagaOptions } from './saga.ts';
+import { STEP_NAMES, type StepName } from './steps.ts';
+
+const idSchema = { type: 'string', minLength: 1, maxLength: 256 } as const;
+
+export const routerBodySchema = {
+  type: 'object',
+  required: ['from', 'to'],
+  properties: {
+    from: idSchema, to: idSchema, sagaId: idSchema, stackId: idSchema,
+    toTickRate: { type: 'integer', minimum: 0, maximum: 86_400_000 },
+    shape: { type: 'string', enum: ['A', 'B'] },
+  },
+} as const;
+
+export async function needlecastRoutes(app: FastifyInstance, opts: { platform: Platform; saga?: SagaOptions }): Promise<void> {
+  const p = opts.platform;
+  app.post<{ Body: { from: string; to: string; sagaId?: string; stackId?: string; toTickRate?: number; shape?: 'A' | 'B' } }>(
+    '/needlecast', { schema: { body: routerBodySchema } }, async (req) => runNeedlecast(p, req.body, opts.saga),
+  );
+  app.get<{ Params: { sagaId: string } }>('/needlecast/:sagaId', { schema: { params: { type: 'object', properties: { sagaId: idSchema } } } }, async (req) => getSaga(p, req.params.sagaId));
+}
+
+/** COG_NEEDLECAST_FAIL_AT=<step>: failure injection, for tests only. */
+function failAtFromEnv(): StepName | undefined {
+  const v = process.env.COG_NEEDLECAST_FAIL_AT;
+  if (!v) return undefined;
+  if (!(STEP_NAMES as readonly string[]).includes(v)) throw new Error(`COG_NEEDLECAST_FAIL_AT: must be one of ${STEP_NAMES.join(', ')}, got "${v}"`);
+  return v as StepName;
+}
+
+export function needlecastStarter(saga: SagaOptions = {}): ServiceStarter {
+  return async (p) => {
+    const options = { failAt: failAtFromEnv(), ...saga };
+    const recovered = await recoverSagas(p, options);
+    if (recovered.completed.length || recovered.compensated.length) p.log.info(recovered, 'needlecast: recovered sagas');
+    const app = createHttp({ name: 'needlecast', log: p.log, internalToken: p.config.internalToken });
+    app.get('/health', async () => ({ ok: true, name: 'needlecast', ts: Date.now() }));
+    await app.register(needlecastRoutes, { platform: p, saga: options });
+    const port = await listen(app, 'needlecast', p.config.host, p.config.ports.needlecast);
+    return { name: 'needlecast', url: `http://127.0.0.1:${port}`, close: () => app.close() };
+  };
+}
+
+export const startNeedlecast: ServiceStarter = needlecastStarter();

@@ -1,0 +1,150 @@
+// Treasury: emission with CPV and EBC decay, issuance, claims, Shape B balances, slashing.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testPlatform, type TestPlatform } from './helpers/platform.ts';
+import { generateIdentity } from '../lib/crypto.ts';
+import { createStack } from '../subgraphs/stacks/stacks.ts';
+import { spawnSleeve } from '../subgraphs/sleeves/sleeves.ts';
+import { claim, ebcFactor, emitEpoch, issuance, stackBalancesB } from '../subgraphs/economy/treasury.ts';
+import { balanceOf, claimableAccount, poolAccount } from '../subgraphs/economy/ledger.ts';
+import { slashOperator, OPERATOR_BOND, SLASH_AMOUNT, startSlashConsumer } from '../subgraphs/economy/slash.ts';
+import { startTreasury } from '../subgraphs/economy/treasury/service.ts';
+
+let p: TestPlatform;
+beforeAll(async () => {
+  p = await testPlatform({ TREASURY_PORT: '0' });
+});
+afterAll(async () => p.cleanup());
+
+const cpv = { computeCoeff: 2, memoryCoeff: 0.5, syncCoeff: 1, routingCoeff: 1.5, residueCoeff: 0.8 };
+
+/** The ledger invariant: every posting sums to zero per token, so all balances do too. */
+async function ledgerBalanced() {
+  const rows = await p.db.prisma.$queryRaw<{ token: string; s: bigint; b: bigint }[]>`
+    SELECT e.token, SUM(e.milli)::bigint AS s, (SELECT SUM(milli) FROM "Balance" b WHERE b.token = e.token)::bigint AS b FROM "LedgerEntry" e GROUP BY e.token`;
+  for (const r of rows) {
+    expect(r.s).toBe(0n);
+    expect(r.b).toBe(0n);
+  }
+}
+
+describe('treasury emission', () => {
+  it('scales by CPV and decays by EBC over 30 quiet epochs, reaching the floor', async () => {
+    p.setEpoch(0);
+    const stack = await createStack(p, { pubkey: generateIdentity().pubKey, cpv });
+    for (let e = 1; e <= 30; e++) {
+      const r = await emitEpoch(p, e);
+      expect(r.stacks).toBeGreaterThanOrEqual(1);
+    }
+    const events = await issuance(p, stack.id);
+    expect(events).toHaveLength(30);
+    expect(events[0]!.epoch).toBe(30); // newest first
+    const byEpoch = new Map(events.map((ev) => [ev.epoch, ev]));
+    for (let e = 1; e <= 30; e++) {
+      const ev = byEpoch.get(e)!;
+      const f = Math.max(0.25, Math.exp(-0.05 * e));
+      expect(ev.ebcFactor).toBeCloseTo(f, 9);
+      expect(ev.amounts.compute).toBeCloseTo(Math.round(100 * 2 * f * 1000) / 1000, 6);
+      expect(ev.amounts.memory).toBeCloseTo(Math.round(100 * 0.5 * f * 1000) / 1000, 6);
+      expect(ev.amounts.routing).toBeCloseTo(Math.round(100 * 1.5 * f * 1000) / 1000, 6);
+      expect(ev.cpv).toEqual(cpv);
+    }
+    // About 28 quiet epochs reach the floor (e^-1.4 < 0.25 < e^-1.35).
+    expect(byEpoch.get(27)!.ebcFactor).toBeGreaterThan(0.25);
+    expect(byEpoch.get(28)!.ebcFactor).toBe(0.25);
+    expect(byEpoch.get(30)!.amounts).toEqual({ compute: 50, memory: 12.5, sync: 25, routing: 37.5 });
+    await ledgerBalanced();
+  });
+
+  it('is idempotent per (stack, epoch), also for concurrent emitters', async () => {
+    const stack = await createStack(p, { name: 'idem' });
+    const before = await balanceOf(p.db.prisma, claimableAccount(stack.id));
+    const [a, b] = await Promise.all([emitEpoch(p, 31), emitEpoch(p, 31)]);
+    expect(a.stacks + b.stacks).toBeGreaterThanOrEqual(1);
+    await emitEpoch(p, 31);
+    const after = await balanceOf(p.db.prisma, claimableAccount(stack.id));
+    expect(after.compute - before.compute).toBeCloseTo(100 * Math.max(0.25, Math.exp(-0.05 * 31)), 3);
+    expect((await issuance(p, stack.id)).filter((e) => e.epoch === 31)).toHaveLength(1);
+    await ledgerBalanced();
+  });
+
+  it('claim moves claimable into the pool; a second claim gets zeros; unknown stack 404', async () => {
+    const stack = await createStack(p, { name: 'claimer' });
+    await emitEpoch(p, 32); // lastActiveEpoch 0 -> factor max(0.25, e^-1.6) = 0.25
+    const [c1, c2] = await Promise.all([claim(p, stack.id), claim(p, stack.id)]);
+    const total = c1.claimable.compute + c2.claimable.compute;
+    expect(total).toBe(25);
+    expect([c1.claimable.compute, c2.claimable.compute].sort()).toEqual([0, 25]);
+    const pool = await balanceOf(p.db.prisma, poolAccount(stack.id));
+    expect(pool).toMatchObject({ compute: 25, memory: 25, sync: 25, routing: 25, residue: 0 });
+    expect((await balanceOf(p.db.prisma, claimableAccount(stack.id))).compute).toBe(0);
+    expect(await claim(p, stack.id)).toEqual({ stackId: stack.id, claimable: { compute: 0, memory: 0, sync: 0, routing: 0 } });
+    await expect(claim(p, 'stack:nope')).rejects.toMatchObject({ status: 404 });
+    await ledgerBalanced();
+  });
+
+  it('Shape B balances: raw = alive sleeves + pool, effective = raw x coeff x EBC, residue undecayed', async () => {
+    p.setEpoch(40);
+    const stack = await createStack(p, { pubkey: generateIdentity().pubKey, cpv });
+    p.setEpoch(50); // 10 quiet epochs since creation (lastActiveEpoch 0 -> 50 quiet)
+    await spawnSleeve(p, { stackId: stack.id, kind: 'ai', shape: 'B' });
+    await emitEpoch(p, 50);
+    await claim(p, stack.id);
+    const b = await stackBalancesB(p, stack.id);
+    expect(b.currentEpoch).toBe(50);
+    const f = ebcFactor({ floor: 0.25, decayRate: 0.05 }, 50 - b.lastActiveEpoch);
+    expect(b.ebcFactor).toBe(f);
+    const emitted = (await issuance(p, stack.id))[0]!.amounts.compute;
+    expect(emitted).toBeCloseTo(100 * 2 * f, 3);
+    expect(b.raw.compute).toBe(1000 + emitted); // spawn grant + claimed emission
+    expect(b.effective.compute).toBeCloseTo(b.raw.compute * 2 * f, 3);
+    expect(b.effective.residue).toBe(0);
+    expect(b.cpv).toEqual(cpv);
+    await expect(stackBalancesB(p, 'stack:none')).rejects.toMatchObject({ status: 404 });
+  });
+});
+
+describe('treasury service', () => {
+  it('serves issuance and claim with problem+json errors', async () => {
+    const svc = await startTreasury(p);
+    try {
+      const stack = await createStack(p, { name: 'http' });
+      await emitEpoch(p, 60);
+      const iss = await fetch(`${svc.url}/v1/treasury/issuance/${encodeURIComponent(stack.id)}`);
+      expect(iss.status).toBe(200);
+      const list = (await iss.json()) as Array<Record<string, unknown>>;
+      expect(list[0]).toMatchObject({ stackId: stack.id, epoch: 60, ebcFactor: 0.25, amounts: { compute: 25, memory: 25, sync: 25, routing: 25 } });
+      expect(typeof list[0]!.createdAt).toBe('string');
+      const c = await fetch(`${svc.url}/v1/treasury/claim`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ stackId: stack.id }) });
+      expect(await c.json()).toEqual({ stackId: stack.id, claimable: { compute: 25, memory: 25, sync: 25, routing: 25 } });
+      const bad = await fetch(`${svc.url}/v1/treasury/claim`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ stackId: 5 }) });
+      expect(bad.status).toBe(400);
+      expect(bad.headers.get('content-type')).toMatch(/problem\+json/);
+      const missing = await fetch(`${svc.url}/v1/treasury/claim`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ stackId: 'stack:x' }) });
+      expect(missing.status).toBe(404);
+      const nf = await fetch(`${svc.url}/v1/treasury/issuance/stack:none`);
+      expect(nf.status).toBe(404);
+    } finally {
+      await svc.close();
+    }
+  });
+});
+
+describe('slashing', () => {
+  it('bonds an operator on first sight and slashes once per epoch, also from the bus', async () => {
+    const operator = generateIdentity().pubKey;
+    const first = await slashOperator(p, { operator, epoch: 7 });
+    expect(first).toMatchObject({ slashed: SLASH_AMOUNT, remaining: OPERATOR_BOND - SLASH_AMOUNT, duplicate: false });
+    const again = await slashOperator(p, { operator, epoch: 7 });
+    expect(again).toMatchObject({ slashed: 0, duplicate: true, remaining: OPERATOR_BOND - SLASH_AMOUNT });
+    const sub = await startSlashConsumer(p);
+    try {
+      await p.bus.publish('cog.treasury.slash', { operator, epoch: 8 });
+      await p.bus.publish('cog.treasury.slash', { operator, epoch: 8 });
+      await p.bus.publish('cog.treasury.slash', { operator: 'not hex', epoch: 9 });
+      await expect.poll(async () => (await balanceOf(p.db.prisma, `operator:${operator}`)).routing, { timeout: 5000 }).toBe(OPERATOR_BOND - 2 * SLASH_AMOUNT);
+    } finally {
+      await sub.close();
+    }
+    await ledgerBalanced();
+  });
+});
