@@ -2,6 +2,7 @@
 // the same database transaction as the change; the Cortex submitter (cortex/submitter.ts) sends,
 // confirms and re-sends them, so a 4 s block never stalls a request.
 import type { Tx } from '../../lib/db/index.ts';
+import { markPending } from './cortex/records.ts';
 
 export type ChainTxKind =
   | 'mintIdentity'
@@ -21,4 +22,5 @@ export async function enqueueChainTx(
   intent: { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number },
 ): Promise<void> {
   await tx.chainOutbox.create({ data: { kind: intent.kind, ref: intent.ref, payload: intent.payload as never, epoch: intent.epoch } });
+  await markPending(tx, intent.kind, intent.payload);
 }

@@ -1,0 +1,39 @@
+// The compiled suite (contracts/build, checked in: start-up needs no compiler).
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Interface, type InterfaceAbi } from 'ethers';
+
+export const SUITE = ['StackIdentity', 'BandwidthToken', 'QuellistTreasury', 'NeedlecastRouter', 'SleeveRegistry', 'ResidueRegistry', 'EpochAnchor'] as const;
+export type SuiteName = (typeof SUITE)[number];
+
+export interface Artifact {
+  contractName: string;
+  abi: InterfaceAbi;
+  bytecode: string;
+}
+
+const BUILD_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../contracts/build');
+const cache = new Map<string, Artifact>();
+
+export function artifact(name: SuiteName | 'CortexToken'): Artifact {
+  let a = cache.get(name);
+  if (!a) {
+    a = JSON.parse(fs.readFileSync(path.join(BUILD_DIR, `${name}.json`), 'utf8')) as Artifact;
+    cache.set(name, a);
+  }
+  return a;
+}
+
+export function iface(name: SuiteName | 'CortexToken'): Interface {
+  return new Interface(artifact(name).abi);
+}
+
+/** Hash of the compiler inputs the artifacts were built from (build/manifest.json). */
+export function artifactsHash(): string {
+  return (JSON.parse(fs.readFileSync(path.join(BUILD_DIR, 'manifest.json'), 'utf8')) as { inputHash: string }).inputHash;
+}
+
+/** Token order on Cortex (BandwidthToken ids 0..4). */
+export const CHAIN_TOKENS = ['compute', 'memory', 'sync', 'routing', 'residue'] as const;
+export type ChainToken = (typeof CHAIN_TOKENS)[number];

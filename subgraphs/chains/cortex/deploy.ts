@@ -1,0 +1,136 @@
+// The deploy step: the seven contracts once per chain, addresses in <dataDir>/deployments/<chainId>.json.
+// Idempotent: an existing file whose addresses all hold code on the chain is kept as it is.
+import fs from 'node:fs';
+import path from 'node:path';
+import { ContractFactory, Contract, JsonRpcProvider, Wallet, getCreateAddress, id } from 'ethers';
+import type { Config } from '../../../lib/config.ts';
+import { artifact, artifactsHash, CHAIN_TOKENS, SUITE, type ChainToken, type SuiteName } from './artifacts.ts';
+
+/** anvil's first dev account (public, well known): the operator on an embedded or dev chain only. */
+export const ANVIL_DEV_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80';
+export const CORTEX_CHAIN_ID = 131072;
+
+export interface Deployment {
+  chainId: number;
+  operator: string;
+  /** Block of the last deploy transaction. */
+  block: number;
+  /** contracts/build input hash the suite was deployed from. */
+  inputHash: string;
+  deployedAt: string;
+  contracts: Record<SuiteName, string>;
+  /** The five ERC-20s created by BandwidthToken. */
+  tokens: Record<ChainToken, string>;
+}
+
+export function providerFor(rpcUrl: string, pollingInterval = 1000): JsonRpcProvider {
+  return new JsonRpcProvider(rpcUrl, undefined, { staticNetwork: true, pollingInterval, cacheTimeout: -1 });
+}
+
+/** CORTEX_OPERATOR_KEY, or anvil's dev key when the node is anvil (never on a real network). */
+export async function operatorKey(provider: JsonRpcProvider, env = process.env): Promise<string> {
+  const k = env.CORTEX_OPERATOR_KEY;
+  if (k) {
+    if (!/^(0x)?[0-9a-fA-F]{64}$/.test(k)) throw new Error('CORTEX_OPERATOR_KEY: must be 32 bytes of hex');
+    return k.startsWith('0x') ? k : `0x${k}`;
+  }
+  const client = String(await provider.send('web3_clientVersion', [])).toLowerCase();
+  if (client.startsWith('anvil')) return ANVIL_DEV_KEY;
+  throw new Error('CORTEX_OPERATOR_KEY is required for a Cortex node that is not anvil');
+}
+
+export function deploymentsFile(dataDir: string, chainId: number): string {
+  return path.join(dataDir, 'deployments', `${chainId}.json`);
+}
+
+export function readDeployment(file: string): Deployment | undefined {
+  try {
+    return JSON.parse(fs.readFileSync(file, 'utf8')) as Deployment;
+  } catch {
+    return undefined;
+  }
+}
+
+/** True when every address of the deployment has code on the chain the provider talks to. */
+export async function suiteLive(provider: JsonRpcProvider, d: Deployment): Promise<boolean> {
+  const chainId = Number((await provider.getNetwork()).chainId);
+  if (chainId !== d.chainId) return false;
+  const codes = await Promise.all(SUITE.map((n) => provider.getCode(d.contracts[n])));
+  return codes.every((c) => c && c !== '0x');
+}
+
+/**
+ * Deploys the suite unless `file` already describes a live one. Returns the deployment and
+ * whether it is new (a fresh chain: the outbox then replays its history onto it).
+ */
+export async function ensureSuite(provider: JsonRpcProvider, key: string, file: string): Promise<{ deployment: Deployment; fresh: boolean }> {
+  const existing = readDeployment(file);
+  if (existing && (await suiteLive(provider, existing))) return { deployment: existing, fresh: false };
+  const wallet = new Wallet(key, provider);
+  const operator = wallet.address;
+  const chainId = Number((await provider.getNetwork()).chainId);
+  let nonce = await provider.getTransactionCount(operator, 'pending');
+  const fee = await provider.getFeeData();
+  const feeFields = fee.maxFeePerGas ? { maxFeePerGas: fee.maxFeePerGas, maxPriorityFeePerGas: fee.maxPriorityFeePerGas ?? 0n } : { gasPrice: fee.gasPrice ?? 1_000_000_000n };
+  const addresses = {} as Record<SuiteName, string>;
+  const sent: Promise<unknown>[] = [];
+  const hashes: string[] = [];
+  // Addresses are known from the nonces, so every deploy goes out without waiting for a block.
+  for (const name of SUITE) {
+    const a = artifact(name);
+    const args: unknown[] = name === 'ResidueRegistry' ? [operator, addresses.BandwidthToken] : [operator];
+    const tx = await new ContractFactory(a.abi, a.bytecode, wallet).getDeployTransaction(...args);
+    const gasLimit = ((await provider.estimateGas({ ...tx, from: operator })) * 12n) / 10n;
+    addresses[name] = getCreateAddress({ from: operator, nonce });
+    const r = await wallet.sendTransaction({ ...tx, nonce: nonce++, gasLimit, chainId, ...feeFields });
+    hashes.push(r.hash);
+    sent.push(r.wait(1, 120_000));
+  }
+  const bandwidth = new Contract(addresses.BandwidthToken, artifact('BandwidthToken').abi, wallet);
+  const grant = await bandwidth.grantRole(id('MINTER_ROLE'), addresses.ResidueRegistry, { nonce: nonce++, gasLimit: 120_000n, ...feeFields });
+  sent.push(grant.wait(1, 120_000));
+  const receipts = (await Promise.all(sent)) as ({ status: number; blockNumber: number } | null)[];
+  if (receipts.some((r) => !r || r.status !== 1)) throw new Error('Cortex suite deployment failed: a deploy transaction reverted');
+  const tokens = {} as Record<ChainToken, string>;
+  const addrs = await Promise.all(CHAIN_TOKENS.map((_, i) => bandwidth.tokenAddress(i) as Promise<string>));
+  CHAIN_TOKENS.forEach((t, i) => (tokens[t] = addrs[i]));
+  const deployment: Deployment = {
+    chainId,
+    operator,
+    block: Math.max(...receipts.map((r) => r!.blockNumber)),
+    inputHash: artifactsHash(),
+    deployedAt: new Date().toISOString(),
+    contracts: addresses,
+    tokens,
+  };
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file + '.tmp', JSON.stringify(deployment, null, 2) + '\n');
+  fs.renameSync(file + '.tmp', file);
+  return { deployment, fresh: true };
+}
+
+/** The deploy step by RPC URL: what `cog deploy` runs. */
+export async function deploySuite(rpcUrl: string, key: string, file: string): Promise<Deployment> {
+  const provider = providerFor(rpcUrl);
+  try {
+    return (await ensureSuite(provider, key, file)).deployment;
+  } finally {
+    provider.destroy();
+  }
+}
+
+/** `cog deploy`: against CORTEX_RPC_URL (or the local Cortex URL); prints the deployments file. */
+export async function deployCommand(config: Config): Promise<Deployment> {
+  const rpcUrl = config.cortexRpcUrl ?? config.urls.cortex;
+  const provider = providerFor(rpcUrl);
+  try {
+    const chainId = Number((await provider.getNetwork()).chainId);
+    const file = deploymentsFile(config.dataDir, chainId);
+    const key = await operatorKey(provider);
+    const { deployment, fresh } = await ensureSuite(provider, key, file);
+    process.stdout.write(`${fresh ? 'deployed' : 'already deployed'}: ${file}\n${JSON.stringify(deployment.contracts, null, 2)}\n`);
+    return deployment;
+  } finally {
+    provider.destroy();
+  }
+}

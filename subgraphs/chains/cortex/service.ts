@@ -1,0 +1,90 @@
+// The Cortex service: the chain (an anvil child on :8545 in embedded mode, or CORTEX_RPC_URL),
+// the suite deployed once per chain, and the outbox submitter. Registered in p.local as 'cortex'.
+import path from 'node:path';
+import { Wallet } from 'ethers';
+import type { Platform } from '../../../lib/platform.ts';
+import type { ServiceStarter } from '../../../lib/service.ts';
+import { startAnvil, waitForRpc, type Anvil, type AnvilOptions } from './anvil.ts';
+import { CORTEX_CHAIN_ID, deploymentsFile, ensureSuite, operatorKey, providerFor, type Deployment } from './deploy.ts';
+import { rewindToChain, startSubmitter, type CortexChain, type Submitter, type SubmitterOptions } from './submitter.ts';
+import { reconcileChain } from './reconcile.ts';
+import { artifactsHash } from './artifacts.ts';
+
+export { deploySuite } from './deploy.ts';
+export { outboxStatus } from './submitter.ts';
+export { reconcile, cortexTxSource } from './reconcile.ts';
+
+export interface CortexService {
+  rpcUrl: string;
+  chain: CortexChain;
+  suite: Deployment;
+  submitter: Submitter;
+  /** Outbox rows sent again at start because the chain no longer had them (fresh chain or lost blocks). */
+  rewound: number;
+}
+
+/** Seconds between anvil blocks: COG_CORTEX_BLOCK_TIME (default 4, the spec's Clique period). */
+function blockTime(env = process.env): number {
+  const raw = env.COG_CORTEX_BLOCK_TIME;
+  if (raw === undefined || raw === '') return 4;
+  if (!/^\d+$/.test(raw) || Number(raw) > 3600) throw new Error(`COG_CORTEX_BLOCK_TIME: must be an integer number of seconds (0-3600), got "${raw}"`);
+  return Number(raw);
+}
+
+export async function startCortexWith(p: Platform, opts: { submitter?: SubmitterOptions; reconcileMs?: number; anvil?: Partial<AnvilOptions> } = {}): Promise<CortexService & { close(): Promise<void>; anvil?: Anvil }> {
+  let anvil: Anvil | undefined;
+  let rpcUrl = p.config.cortexRpcUrl;
+  if (!rpcUrl) {
+    anvil = await startAnvil({
+      port: p.config.ports.cortex,
+      host: '127.0.0.1',
+      chainId: CORTEX_CHAIN_ID,
+      blockTime: blockTime(),
+      mixedMining: process.env.COG_CORTEX_MIXED_MINING === '1',
+      statePath: path.join(p.config.dataDir, 'cortex', 'state.json'),
+      stateInterval: 5,
+      ...opts.anvil,
+    });
+    rpcUrl = anvil.url;
+  } else await waitForRpc(rpcUrl);
+  const provider = providerFor(rpcUrl);
+  try {
+    const chainId = Number((await provider.getNetwork()).chainId);
+    const key = await operatorKey(provider);
+    const { deployment: suite, fresh } = await ensureSuite(provider, key, deploymentsFile(p.config.dataDir, chainId));
+    if (suite.inputHash !== artifactsHash()) p.log.warn({ deployed: suite.inputHash, built: artifactsHash() }, 'cortex: the deployed suite was built from other contract sources than contracts/build');
+    const rewound = await rewindToChain(p.db.prisma, provider, fresh, p.log);
+    const chain: CortexChain = { provider, wallet: new Wallet(key, provider), suite, chainId };
+    const submitter = startSubmitter(p.db.prisma, chain, p.log, opts.submitter);
+    p.log.info({ rpcUrl, chainId, operator: chain.wallet.address, fresh }, 'cortex: suite ready, submitter running');
+    // Periodic drift check: warns, never repairs.
+    const timer = setInterval(() => {
+      reconcileChain(p.db.prisma, chain)
+        .then((d) => d.length && p.log.warn({ drift: d.slice(0, 20), count: d.length }, 'cortex: database and chain disagree'))
+        .catch((e) => p.log.warn({ err: (e as Error).message }, 'cortex: reconcile failed'));
+    }, opts.reconcileMs ?? 60_000);
+    timer.unref();
+    const service: CortexService = { rpcUrl, chain, suite, submitter, rewound };
+    p.local.set('cortex', service);
+    return {
+      ...service,
+      anvil,
+      async close() {
+        clearInterval(timer);
+        await submitter.close();
+        p.local.delete('cortex');
+        provider.destroy();
+        await anvil?.close();
+      },
+    };
+  } catch (e) {
+    provider.destroy();
+    await anvil?.close();
+    throw e;
+  }
+}
+
+export const startCortex: ServiceStarter = async (p) => {
+  const s = await startCortexWith(p);
+  return { name: 'cortex', url: s.rpcUrl, close: s.close };
+};

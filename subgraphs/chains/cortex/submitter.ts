@@ -1,0 +1,340 @@
+// The one nonce-managed sender for Cortex. It reads pending ChainOutbox rows in id order, maps
+// each to its contract call, signs it with the next nonce, stores nonce + hash + the signed bytes
+// (status 'submitted') before broadcasting, and sends many per block without waiting. A confirmer
+// marks rows confirmed (or failed on a revert) from receipts and writes the chain side back onto
+// the mirrored record. Because the signed bytes are stored first, a re-send after a crash or a
+// dropped transaction is the same transaction: a row can never land twice.
+import { Transaction, Wallet, keccak256, type JsonRpcProvider } from 'ethers';
+import type { Db } from '../../../lib/db/index.ts';
+import type { Logger } from '../../../lib/log.ts';
+import { buildCall, IntentError, type ChainCall } from './calls.ts';
+import { iface, SUITE } from './artifacts.ts';
+import type { Deployment } from './deploy.ts';
+import { markRecordPending, settleRecord } from './records.ts';
+
+export interface CortexChain {
+  provider: JsonRpcProvider;
+  wallet: Wallet;
+  suite: Deployment;
+  chainId: number;
+}
+
+export interface SubmitterOptions {
+  /** Idle poll for new intents (ms). */
+  pollMs?: number;
+  /** Rows signed and sent per round. */
+  batchSize?: number;
+  /** Submitted-but-unconfirmed rows allowed at once. */
+  maxInFlight?: number;
+  /** A submitted transaction the node no longer knows, older than this, is re-broadcast. */
+  droppedAfterMs?: number;
+  /** Test seam: runs after a round is stored and before it is broadcast (a throw = a crash there). */
+  afterPersist?: (rows: { id: bigint; nonce: number; txHash: string }[]) => void | Promise<void>;
+}
+
+export interface Submitter {
+  /** Runs one round now (confirm, then submit). */
+  tick(): Promise<void>;
+  kick(): void;
+  /** Resolves once no row is pending or submitted (or rejects after timeoutMs). */
+  idle(timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+const strip0x = (h: string) => (h.startsWith('0x') ? h.slice(2) : h).toLowerCase();
+const SHAPE_A_STACK = /^stack:[a-z]+:(\d+):[0-9a-f]{12}$/;
+
+/** Makes an identity-token resolver over the outbox's own mintIdentity intents. */
+export function tokenIdResolver(db: Db) {
+  const known = new Map<string, number>();
+  return async (stackId: string): Promise<number | undefined> => {
+    const hit = known.get(stackId);
+    if (hit !== undefined) return hit;
+    const row = await db.chainOutbox.findFirst({ where: { kind: 'mintIdentity', payload: { path: ['stackId'], equals: stackId } }, orderBy: { id: 'asc' } });
+    let t = (row?.payload as { tokenId?: unknown } | undefined)?.tokenId;
+    if (typeof t !== 'number') {
+      const m = SHAPE_A_STACK.exec(stackId);
+      t = m ? Number(m[1]) : undefined;
+    }
+    if (typeof t === 'number') known.set(stackId, t);
+    return t as number | undefined;
+  };
+}
+
+/** Best-effort name of a revert (custom error with args, or the node's message); never secrets. */
+export function revertReason(e: unknown): string {
+  const err = e as { data?: string; info?: { error?: { data?: string; message?: string } }; shortMessage?: string; message?: string };
+  const data = typeof err.data === 'string' ? err.data : err.info?.error?.data;
+  if (typeof data === 'string' && data.length >= 10) {
+    for (const n of [...SUITE, 'CortexToken'] as const) {
+      try {
+        const parsed = iface(n).parseError(data);
+        if (parsed) return `${parsed.name}(${parsed.args.map(String).join(', ')})`;
+      } catch {
+        /* not this contract's error */
+      }
+    }
+  }
+  return String(err.shortMessage ?? err.info?.error?.message ?? err.message ?? e).slice(0, 300);
+}
+
+type Row = Awaited<ReturnType<Db['chainOutbox']['findMany']>>[number];
+
+export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: SubmitterOptions = {}): Submitter {
+  const pollMs = opts.pollMs ?? 200;
+  const batchSize = opts.batchSize ?? 100;
+  const maxInFlight = opts.maxInFlight ?? 1000;
+  const droppedAfterMs = opts.droppedAfterMs ?? 12_000;
+  const { provider, wallet } = chain;
+  const from = wallet.address;
+  const tokenIdOf = tokenIdResolver(db);
+  let closed = false;
+  let running: Promise<void> | null = null;
+  let again = false;
+  let timer: NodeJS.Timeout | undefined;
+  let firstPass = true;
+  let scannedTo: number | undefined;
+
+  type Outcome = { row: Row; outcome: 'confirmed' | 'failed'; data: { blockNumber?: number; lastError?: string | null } };
+  /** Settles many rows in one database transaction (the status and the mirrored record together). */
+  const settleAll = async (items: Outcome[]) => {
+    if (!items.length) return;
+    await db.$transaction(async (tx) => {
+      for (const { row, outcome, data } of items) {
+        await tx.chainOutbox.update({ where: { id: row.id }, data: { status: outcome, ...data } });
+        await settleRecord(tx, row.kind, row.payload as Record<string, unknown>, outcome, row.txHash ?? undefined);
+      }
+    });
+    for (const { row, outcome, data } of items) {
+      if (outcome === 'failed') log.warn({ outbox: String(row.id), kind: row.kind, ref: row.ref, lastError: data.lastError }, 'cortex: intent failed');
+    }
+  };
+  const settle = (row: Row, outcome: 'confirmed' | 'failed', data: Outcome['data']) => settleAll([{ row, outcome, data }]);
+
+  const receiptOutcome = async (row: Row, r: { status: number | null; blockNumber: number }): Promise<Outcome> => {
+    if (r.status === 1) return { row, outcome: 'confirmed', data: { blockNumber: r.blockNumber, lastError: null } };
+    // Replaying the call on the block's state names the reason (e.g. the token a same-block intent took).
+    let why = '';
+    try {
+      const t = Transaction.from(row.rawTx!);
+      await provider.call({ from, to: t.to, data: t.data, blockTag: r.blockNumber });
+    } catch (e) {
+      why = `: ${revertReason(e)}`;
+    }
+    return { row, outcome: 'failed', data: { blockNumber: r.blockNumber, lastError: `reverted in block ${r.blockNumber}${why}` } };
+  };
+  const applyReceipt = async (row: Row, r: { status: number | null; blockNumber: number }) => settleAll([await receiptOutcome(row, r)]);
+
+  const broadcast = async (rows: { id: bigint; rawTx: string }[]) => {
+    const results = await Promise.allSettled(rows.map((r) => provider.send('eth_sendRawTransaction', [r.rawTx])));
+    results.forEach((res, i) => {
+      if (res.status === 'rejected') {
+        const msg = revertReason(res.reason);
+        // Known or already mined: the confirmer sorts it out. Anything else is retried as a drop.
+        if (!/already known|nonce too low|already imported|known transaction/i.test(msg)) log.warn({ outbox: String(rows[i].id), err: msg }, 'cortex: broadcast failed');
+      }
+    });
+  };
+
+  /** Receipts of rows mined in blocks since the last scan. */
+  const confirm = async () => {
+    const rows = await db.chainOutbox.findMany({ where: { status: 'submitted' }, orderBy: { nonce: 'asc' } });
+    if (!rows.length) {
+      firstPass = false;
+      return;
+    }
+    const head = await provider.getBlockNumber();
+    let candidates = rows;
+    if (scannedTo !== undefined && head >= scannedTo) {
+      const mined = new Set<string>();
+      for (let b = scannedTo + 1; b <= head; b++) {
+        const block = (await provider.send('eth_getBlockByNumber', [`0x${b.toString(16)}`, false])) as { transactions?: string[] } | null;
+        for (const h of block?.transactions ?? []) mined.add(strip0x(h));
+      }
+      candidates = rows.filter((r) => r.txHash && mined.has(r.txHash));
+    }
+    scannedTo = head;
+    const receipts = await Promise.all(candidates.map((r) => provider.getTransactionReceipt(`0x${r.txHash}`)));
+    const settled = new Set<bigint>();
+    const outcomes: Outcome[] = [];
+    for (let i = 0; i < candidates.length; i++) {
+      const r = receipts[i];
+      if (r) {
+        outcomes.push(await receiptOutcome(candidates[i], r));
+        settled.add(candidates[i].id);
+      }
+    }
+    await settleAll(outcomes);
+    await recoverDropped(rows.filter((r) => !settled.has(r.id)));
+    firstPass = false;
+  };
+
+  let lastDropCheck = 0;
+  /** Rows the node does not know: re-broadcast the stored bytes; a nonce used by someone else: re-sign. */
+  const recoverDropped = async (rows: Row[]) => {
+    const now = Date.now();
+    if (!rows.length || (!firstPass && now - lastDropCheck < Math.min(droppedAfterMs / 2, 2000))) return;
+    lastDropCheck = now;
+    // The mined nonce count first: a receipt checked after it can only be more recent.
+    const minedCount = await provider.getTransactionCount(from, 'latest');
+    const resend: Row[] = [];
+    for (const row of rows) {
+      if (row.nonce! < minedCount) {
+        const r = await provider.getTransactionReceipt(`0x${row.txHash}`);
+        if (r) await applyReceipt(row, r);
+        else {
+          // That nonce was mined by another transaction: ours can never land, sign it afresh.
+          await db.chainOutbox.update({ where: { id: row.id }, data: { status: 'pending', nonce: null, txHash: null, rawTx: null, sentAt: null, lastError: `nonce ${row.nonce} used by another transaction; re-signed` } });
+          log.warn({ outbox: String(row.id), nonce: row.nonce }, 'cortex: nonce taken by another sender, re-signing');
+        }
+        continue;
+      }
+      const age = now - (row.sentAt?.getTime() ?? 0);
+      if (!firstPass && age < droppedAfterMs) continue;
+      const known = await provider.getTransaction(`0x${row.txHash}`);
+      if (!known) resend.push(row);
+    }
+    if (!resend.length) return;
+    await db.chainOutbox.updateMany({ where: { id: { in: resend.map((r) => r.id) } }, data: { sentAt: new Date(), attempts: { increment: 1 } } });
+    log.info({ count: resend.length, nonces: resend.map((r) => r.nonce) }, 'cortex: re-broadcasting dropped transactions');
+    await broadcast(resend.map((r) => ({ id: r.id, rawTx: r.rawTx! })));
+  };
+
+  const submit = async () => {
+    const inFlight = await db.chainOutbox.count({ where: { status: 'submitted' } });
+    if (inFlight >= maxInFlight) return;
+    const rows = await db.chainOutbox.findMany({ where: { status: 'pending' }, orderBy: { id: 'asc' }, take: Math.min(batchSize, maxInFlight - inFlight) });
+    if (!rows.length) return;
+    const built: { row: Row; call: ChainCall }[] = [];
+    for (const row of rows) {
+      try {
+        built.push({ row, call: await buildCall(row.kind, row.payload as Record<string, unknown>, chain.suite, tokenIdOf) });
+      } catch (e) {
+        if (!(e instanceof IntentError)) throw e;
+        await settle(row, 'failed', { lastError: `invalid intent: ${e.message}` });
+      }
+    }
+    if (!built.length) return;
+    const estimates = await Promise.allSettled(built.map((b) => provider.estimateGas({ from, to: b.call.to, data: b.call.data, blockTag: 'pending' })));
+    const [maxNonce, chainNext, fee] = await Promise.all([
+      db.chainOutbox.aggregate({ _max: { nonce: true } }),
+      provider.getTransactionCount(from, 'pending'),
+      provider.getFeeData(),
+    ]);
+    let nonce = Math.max((maxNonce._max.nonce ?? -1) + 1, chainNext);
+    const signed: { id: bigint; nonce: number; txHash: string; rawTx: string }[] = [];
+    for (let i = 0; i < built.length; i++) {
+      const est = estimates[i];
+      if (est.status === 'rejected') {
+        // It may depend on a transaction not mined yet: wait for the in-flight ones before judging.
+        if (signed.length || inFlight > 0) break;
+        await settle(built[i].row, 'failed', { lastError: revertReason(est.reason) });
+        continue;
+      }
+      const gasLimit = (est.value * 12n) / 10n + 10_000n;
+      const feeFields = fee.maxFeePerGas
+        ? { type: 2, maxFeePerGas: fee.maxFeePerGas, maxPriorityFeePerGas: fee.maxPriorityFeePerGas ?? 0n }
+        : { type: 0, gasPrice: fee.gasPrice ?? 1_000_000_000n };
+      const rawTx = await wallet.signTransaction({ to: built[i].call.to, data: built[i].call.data, nonce, gasLimit, chainId: chain.chainId, value: 0n, ...feeFields });
+      signed.push({ id: built[i].row.id, nonce, txHash: strip0x(keccak256(rawTx)), rawTx });
+      nonce++;
+    }
+    if (!signed.length) return;
+    const sentAt = new Date();
+    await db.$transaction(async (tx) => {
+      for (const s of signed) {
+        await tx.chainOutbox.update({ where: { id: s.id }, data: { status: 'submitted', nonce: s.nonce, txHash: s.txHash, rawTx: s.rawTx, sentAt, attempts: { increment: 1 } } });
+      }
+    });
+    await opts.afterPersist?.(signed.map(({ id, nonce, txHash }) => ({ id, nonce, txHash })));
+    await broadcast(signed);
+    if (rows.length === batchSize) again = true;
+  };
+
+  const round = async () => {
+    await confirm();
+    if (!closed) await submit();
+  };
+
+  const run = (): Promise<void> => {
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = (async () => {
+      do {
+        again = false;
+        if (closed) return;
+        try {
+          await round();
+        } catch (e) {
+          log.warn({ err: revertReason(e) }, 'cortex submitter: round failed, will retry');
+          return;
+        }
+      } while (again && !closed);
+    })().finally(() => {
+      running = null;
+      if (!closed) {
+        clearTimeout(timer);
+        timer = setTimeout(run, pollMs);
+        timer.unref();
+      }
+    });
+    return running;
+  };
+
+  void run();
+  return {
+    tick: run,
+    kick: () => void run(),
+    async idle(timeoutMs = 60_000) {
+      const until = Date.now() + timeoutMs;
+      for (;;) {
+        const open = await db.chainOutbox.count({ where: { status: { in: ['pending', 'submitted'] } } });
+        if (!open) return;
+        if (Date.now() > until) throw new Error(`cortex outbox not idle after ${timeoutMs} ms: ${open} open rows`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+    async close() {
+      closed = true;
+      clearTimeout(timer);
+      await running?.catch(() => {});
+    },
+  };
+}
+
+/** Rows per status. */
+export async function outboxStatus(db: Db): Promise<{ pending: number; submitted: number; confirmed: number; failed: number }> {
+  const out = { pending: 0, submitted: 0, confirmed: 0, failed: 0 };
+  const groups = await db.chainOutbox.groupBy({ by: ['status'], _count: { _all: true } });
+  for (const g of groups) if (g.status in out) out[g.status as keyof typeof out] = g._count._all;
+  return out;
+}
+
+/**
+ * After a restart on a chain that lost blocks (state snapshot older than the database) or on a
+ * fresh chain (suite redeployed), make the outbox match it: rows whose block is gone go back to
+ * submitted (same bytes re-broadcast); on a fresh chain every sent row is signed afresh.
+ */
+export async function rewindToChain(db: Db, provider: JsonRpcProvider, fresh: boolean, log: Logger): Promise<number> {
+  if (fresh) {
+    const r = await db.chainOutbox.updateMany({
+      where: { nonce: { not: null } },
+      data: { status: 'pending', nonce: null, txHash: null, rawTx: null, sentAt: null, blockNumber: null, lastError: null },
+    });
+    if (r.count) log.warn({ rows: r.count }, 'cortex: fresh chain, replaying the outbox onto the new suite');
+    return r.count;
+  }
+  const head = await provider.getBlockNumber();
+  const lost = await db.chainOutbox.findMany({ where: { status: { in: ['confirmed', 'failed'] }, blockNumber: { gt: head } } });
+  if (!lost.length) return 0;
+  await db.$transaction(async (tx) => {
+    for (const row of lost) {
+      await tx.chainOutbox.update({ where: { id: row.id }, data: { status: 'submitted', blockNumber: null, sentAt: null } });
+      await markRecordPending(tx, row.kind, row.payload as Record<string, unknown>);
+    }
+  });
+  log.warn({ rows: lost.length, head }, 'cortex: chain is behind the outbox, re-sending lost transactions');
+  return lost.length;
+}

@@ -1,0 +1,107 @@
+// The Cortex service end to end: an embedded anvil child (state under the data dir), the suite
+// deployed once, and a stack created through the REST API whose identity NFT answers ownerOf once
+// the block lands; after a restart the same suite and state are back, nothing is re-deployed.
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Contract, getAddress } from 'ethers';
+import { testPlatform, type TestPlatform } from './helpers/platform.ts';
+import { createHttp } from '../lib/http.ts';
+import stacksRest from '../compat-rest/stacks.ts';
+import { startCortexWith } from '../subgraphs/chains/cortex/service.ts';
+import { artifact } from '../subgraphs/chains/cortex/artifacts.ts';
+import { stackAddress } from '../lib/address.ts';
+import { outboxStatus } from '../subgraphs/chains/cortex/submitter.ts';
+
+let p: TestPlatform;
+const prevBlockTime = process.env.COG_CORTEX_BLOCK_TIME;
+beforeAll(async () => {
+  process.env.COG_CORTEX_BLOCK_TIME = '1';
+  p = await testPlatform({ CORTEX_PORT: '0' });
+});
+afterAll(async () => {
+  if (prevBlockTime === undefined) delete process.env.COG_CORTEX_BLOCK_TIME;
+  else process.env.COG_CORTEX_BLOCK_TIME = prevBlockTime;
+  await p?.cleanup();
+});
+
+async function until<T>(fn: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+it('creates a stack over REST; its NFT lands on the embedded Cortex and survives a restart', async () => {
+  let cortex = await startCortexWith(p, { submitter: { pollMs: 50 } });
+  const app = createHttp({ name: 'test', log: p.log });
+  await app.register(stacksRest, { platform: p });
+  try {
+    expect(cortex.anvil).toBeDefined();
+    expect(cortex.chain.chainId).toBe(131072);
+    const file = path.join(p.config.dataDir, 'deployments', '131072.json');
+    const deployed = JSON.parse(fs.readFileSync(file, 'utf8'));
+    expect(deployed.contracts).toEqual(cortex.suite.contracts);
+    expect(p.local.get('cortex')).toBeDefined();
+
+    const res = await app.inject({ method: 'POST', url: '/v1/stacks', payload: { name: 'alice' } });
+    expect(res.statusCode).toBe(201);
+    const stack = res.json() as { id: string; tokenId: number; pubKey: string };
+    // The REST call returned before the block: the chain side is pending, then confirmed.
+    expect((await p.db.prisma.stack.findUniqueOrThrow({ where: { id: stack.id } })).chainStatus).toBe('pending');
+    const identity = new Contract(cortex.suite.contracts.StackIdentity, artifact('StackIdentity').abi, cortex.chain.provider);
+    const owner = await until(() => identity.ownerOf(stack.tokenId) as Promise<string>);
+    expect(owner).toBe(getAddress(stackAddress(stack.pubKey)));
+    expect((await identity.stackOf(stack.tokenId)).stackId).toBe(stack.id);
+    await until(async () => ((await p.db.prisma.stack.findUniqueOrThrow({ where: { id: stack.id } })).chainStatus === 'confirmed' ? true : undefined));
+
+    // Restart: anvil writes its state on exit and loads it again; the deployment is kept.
+    const suite = cortex.suite.contracts;
+    await cortex.close();
+    cortex = await startCortexWith(p, { submitter: { pollMs: 50 } });
+    expect(cortex.suite.contracts).toEqual(suite);
+    const identity2 = new Contract(cortex.suite.contracts.StackIdentity, artifact('StackIdentity').abi, cortex.chain.provider);
+    expect(await identity2.ownerOf(stack.tokenId)).toBe(owner);
+    const res2 = await app.inject({ method: 'POST', url: '/v1/stacks', payload: { name: 'bob', kind: 'ai' } });
+    const bob = res2.json() as { tokenId: number; pubKey: string };
+    expect(bob.tokenId).toBe(stack.tokenId + 1);
+    expect(await until(() => identity2.ownerOf(bob.tokenId) as Promise<string>)).toBe(getAddress(stackAddress(bob.pubKey)));
+    await cortex.submitter.idle(15_000);
+    expect(await outboxStatus(p.db.prisma)).toMatchObject({ pending: 0, submitted: 0, failed: 0 });
+  } finally {
+    await app.close();
+    await cortex.close();
+  }
+});
+
+it('after a hard kill loses blocks, the restart re-sends the lost transactions (same bytes)', async () => {
+  // No periodic state dump: only a graceful exit writes the state, so a kill -9 loses blocks.
+  const opts = { submitter: { pollMs: 50 }, anvil: { stateInterval: 3600 } };
+  let cortex = await startCortexWith(p, opts);
+  const app = createHttp({ name: 'test', log: p.log });
+  await app.register(stacksRest, { platform: p });
+  try {
+    const carol = (await app.inject({ method: 'POST', url: '/v1/stacks', payload: { name: 'carol' } })).json() as { id: string; tokenId: number; pubKey: string };
+    await cortex.submitter.idle(15_000);
+    const row = await p.db.prisma.chainOutbox.findFirstOrThrow({ where: { kind: 'mintIdentity', ref: carol.id } });
+    expect(row.status).toBe('confirmed');
+    process.kill(-cortex.anvil!.child.pid!, 'SIGKILL');
+    await cortex.close();
+
+    cortex = await startCortexWith(p, opts);
+    expect(cortex.rewound).toBe(1);
+    expect((await p.db.prisma.stack.findUniqueOrThrow({ where: { id: carol.id } })).chainStatus).toBe('pending');
+    const identity = new Contract(cortex.suite.contracts.StackIdentity, artifact('StackIdentity').abi, cortex.chain.provider);
+    expect(await until(() => identity.ownerOf(carol.tokenId) as Promise<string>)).toBe(getAddress(stackAddress(carol.pubKey)));
+    await cortex.submitter.idle(15_000);
+    const again = await p.db.prisma.chainOutbox.findFirstOrThrow({ where: { id: row.id } });
+    expect([again.status, again.txHash, again.nonce]).toEqual(['confirmed', row.txHash, row.nonce]);
+    expect((await p.db.prisma.stack.findUniqueOrThrow({ where: { id: carol.id } })).chainStatus).toBe('confirmed');
+  } finally {
+    await app.close();
+    await cortex.close();
+  }
+});

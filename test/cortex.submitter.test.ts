@@ -1,0 +1,210 @@
+// The Cortex outbox submitter end to end against a real anvil (1 s blocks): intents become
+// transactions, many per block; a crash mid-outbox loses nothing and sends nothing twice; a dropped
+// transaction is re-sent; reconcile reports drift; Thalamus reads the epoch's hashes in nonce order.
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { testPlatform, type TestPlatform } from './helpers/platform.ts';
+import { startTestChain, type TestChain } from '../subgraphs/chains/cortex/testing.ts';
+import { startSubmitter, outboxStatus, type Submitter } from '../subgraphs/chains/cortex/submitter.ts';
+import { reconcileChain, cortexTxSource } from '../subgraphs/chains/cortex/reconcile.ts';
+import { enqueueChainTx, type ChainTxKind } from '../subgraphs/chains/outbox.ts';
+import { recordKey } from '../subgraphs/chains/cortex/calls.ts';
+import { sha256, toHex, fromHex, utf8 } from '../lib/crypto.ts';
+
+let chain: TestChain;
+let c: TestChain; // a fresh suite per test on the shared node
+let p: TestPlatform;
+const running: Submitter[] = [];
+beforeAll(async () => {
+  [chain, p] = await Promise.all([startTestChain({ blockTime: 1 }), testPlatform()]);
+});
+afterAll(async () => {
+  await chain?.close();
+  await p?.cleanup();
+});
+beforeEach(async () => {
+  c = await chain.freshSuite();
+});
+afterEach(async () => {
+  for (const s of running.splice(0)) await s.close();
+  // One database for the file (PGlite start-up is the slow part): each test starts empty.
+  await p.db.prisma.chainOutbox.deleteMany();
+  await p.db.prisma.stack.deleteMany();
+  await p.db.prisma.sleeve.deleteMany();
+  await p.db.prisma.epochAnchor.deleteMany();
+});
+
+const CPV = { syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1.5, residueCoeff: 0.5, routingCoeff: 2 };
+const enqueue = (kind: ChainTxKind, ref: string, payload: Record<string, unknown>, epoch?: number) =>
+  p.db.prisma.$transaction((tx) => enqueueChainTx(tx, { kind, ref, payload, epoch }));
+const start = (opts: Parameters<typeof startSubmitter>[3] = {}) => {
+  const s = startSubmitter(p.db.prisma, c, p.log, { pollMs: 50, droppedAfterMs: 400, ...opts });
+  running.push(s);
+  return s;
+};
+const stackId = (t: number) => `stack:human:${t}:${t.toString(16).padStart(12, '0')}`;
+async function insertStack(t: number) {
+  await p.db.prisma.stack.create({
+    data: { id: stackId(t), tokenId: t, name: `s${t}`, kind: 'human', shape: 'A', pubKey: t.toString(16).padStart(64, '0'), syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1.5, residueCoeff: 0.5, routingCoeff: 2, masterSecret: 'sealed' },
+  });
+}
+const hex32 = (s: string) => toHex(sha256(s));
+const fold = (evm: string, ipfs: string, sl: string) => toHex(sha256(new Uint8Array([...utf8('cog-coh-v1'), ...fromHex(evm), ...new Uint8Array(32), ...fromHex(ipfs), ...fromHex(sl)])));
+
+describe('cortex submitter', () => {
+  it('drives every intent kind onto Cortex, many per block, and writes the chain side back', async () => {
+    const t = 100;
+    await insertStack(t);
+    await p.db.prisma.sleeve.create({ data: { id: 'sleeve:ai:1:0000aaaa', stackId: stackId(t), embodimentType: 'ai', shape: 'A', tickRate: 2000 } });
+    await enqueue('mintIdentity', stackId(t), { stackId: stackId(t), tokenId: t, owner: null, cpv: CPV }, 1);
+    await enqueue('mint', 'ledger:1', { stackId: stackId(t), amounts: [{ token: 'compute', milli: '1000000' }, { token: 'memory', milli: '250000' }] }, 1);
+    await enqueue('spawnSleeve', 'sleeve:ai:1:0000aaaa', { sleeveId: 'sleeve:ai:1:0000aaaa', stackId: stackId(t), kind: 'ai' }, 1);
+    await enqueue('burn', 'ledger:2', { stackId: stackId(t), amounts: [{ token: 'compute', milli: '500' }] }, 1);
+    await enqueue('updateStack', stackId(t), { stackId: stackId(t), tokenId: t, epoch: 2, episodicHead: 'cog://' + 'cd'.repeat(32) + '@2' }, 2);
+    await enqueue('openResidue', 'residue:shard-loss:01', { residueId: 'residue:shard-loss:01', kind: 'shard-loss', bountyMilli: 15000 }, 2);
+    await enqueue('claimResidue', 'residue:shard-loss:01', { residueId: 'residue:shard-loss:01', claimant: stackId(t), bountyMilli: 15000 }, 2);
+    await enqueue('route', 'needle:aa', { sagaId: 'needle:aa', stackId: stackId(t), from: 'sleeve:ai:1:0000aaaa', to: 'sleeve:human:2:0000bbbb', shards: ['cog://a@1', 'cog://b@1'] }, 2);
+    await enqueue('emission', 'emission:1', { stackId: stackId(t), epoch: 2, amounts: { compute: 150, memory: 100, sync: 100, routing: 200 } }, 2);
+    await enqueue('emission', 'emission:2', { epoch: 2, stacks: 1, totalsMilli: { compute: '150000', memory: '100000', sync: '100000', routing: '200000' } }, 2);
+    await enqueue('route', 'needle:bb', { sagaId: 'needle:bb', stackId: stackId(t), from: 'sleeve:ai:1:0000aaaa', to: 'memory', shards: [], routeHash: hex32('r'), status: 'routed' }, 2);
+    await enqueue('route', 'needle:bb:abort', { sagaId: 'needle:bb', status: 'compensated', routeHash: hex32('r') }, 2);
+    const [evm, ipfs, sl] = [hex32('e'), hex32('i'), hex32('s')];
+    await p.db.prisma.epochAnchor.create({ data: { epoch: 2, crossRoot: fold(evm, ipfs, sl), evmRoot: evm, ipfsRoot: ipfs, sleevesRoot: sl, btcRoot: '0'.repeat(64), gaps: [] } }).catch(() => undefined);
+    await enqueue('anchor', 'epoch:2', { epoch: 2, crossRoot: fold(evm, ipfs, sl), evmRoot: evm, ipfsRoot: ipfs, sleevesRoot: sl }, 2);
+    await enqueue('decommissionSleeve', 'sleeve:ai:1:0000aaaa', { sleeveId: 'sleeve:ai:1:0000aaaa' }, 3);
+
+    expect((await p.db.prisma.stack.findUnique({ where: { id: stackId(t) } }))!.chainStatus).toBe('pending');
+    const s = start();
+    await s.idle(20_000);
+    const rows = await p.db.prisma.chainOutbox.findMany({ orderBy: { id: 'asc' } });
+    expect(rows.map((r) => [r.kind, r.status, r.lastError])).toEqual(rows.map((r) => [r.kind, 'confirmed', null]));
+    // Sent without waiting: consecutive nonces, fewer blocks than transactions.
+    const nonces = rows.map((r) => r.nonce!);
+    expect(nonces).toEqual(nonces.map((_, i) => nonces[0] + i));
+    expect(new Set(rows.map((r) => r.blockNumber)).size).toBeLessThan(rows.length);
+
+    expect(await c.contract('StackIdentity').ownerOf(t)).toBe(c.operator.address);
+    const [cpv, epoch, head] = await c.contract('StackIdentity').stackOf(t);
+    expect([cpv.map(Number), Number(epoch), head]).toEqual([[1500, 1000, 1000, 2000, 500], 2, 'cog://' + 'cd'.repeat(32) + '@2']);
+    expect((await c.contract('BandwidthToken').balancesOf(t)).map(Number)).toEqual([999_500, 250_000, 0, 0, 15_000]);
+    expect(await c.contract('SleeveRegistry').isAlive(recordKey('sleeve:ai:1:0000aaaa'))).toBe(false);
+    expect(await c.contract('EpochAnchor').verify(2, '0x' + fold(evm, ipfs, sl))).toBe(true);
+    expect(Number((await c.contract('NeedlecastRouter').routeOf('needle:aa')).shardCount)).toBe(2);
+    const bb = await c.contract('NeedlecastRouter').routeOf('needle:bb');
+    expect([bb.routeHash, Number(bb.status)]).toEqual(['0x' + hex32('r'), 2]);
+    expect((await c.contract('QuellistTreasury').epochEmissionOf(2))[2].map(Number)).toEqual([150_000, 100_000, 100_000, 200_000]);
+    expect((await c.contract('QuellistTreasury').emissionOf(t, 2))[1].map(Number)).toEqual([150_000, 100_000, 100_000, 200_000, 0]);
+
+    expect((await p.db.prisma.stack.findUnique({ where: { id: stackId(t) } }))!.chainStatus).toBe('confirmed');
+    expect((await p.db.prisma.sleeve.findUnique({ where: { id: 'sleeve:ai:1:0000aaaa' } }))!.chainStatus).toBe('confirmed');
+    const anchor = await p.db.prisma.epochAnchor.findUnique({ where: { epoch: 2 } });
+    expect(anchor?.chainStatus).toBe('confirmed');
+    expect(anchor?.txHash).toBe(rows.find((r) => r.kind === 'anchor')!.txHash);
+
+    expect(await reconcileChain(p.db.prisma, c)).toEqual([]);
+    expect(await outboxStatus(p.db.prisma)).toEqual({ pending: 0, submitted: 0, confirmed: rows.length, failed: 0 });
+    // evmRoot source: the epoch's confirmed hashes in nonce order, 64 lowercase hex.
+    const e2 = await cortexTxSource(p).txHashesForEpoch(2);
+    expect(e2).toEqual(rows.filter((r) => r.epoch === 2).sort((a, b) => a.nonce! - b.nonce!).map((r) => r.txHash));
+    expect(e2.every((h) => /^[0-9a-f]{64}$/.test(h))).toBe(true);
+    const mined = await c.provider.getTransaction('0x' + e2[0]);
+    expect(mined?.to).toBe(c.suite.contracts.StackIdentity);
+  });
+
+  it('fails a reverting or invalid intent with its reason and keeps the queue moving', async () => {
+    const t = 200;
+    await enqueue('mintIdentity', stackId(t), { stackId: stackId(t), tokenId: t, cpv: CPV });
+    await enqueue('mintIdentity', 'dup', { stackId: 'stack:dup', tokenId: t, cpv: CPV }); // same tokenId: reverts
+    await enqueue('mintIdentity', 'bad', { stackId: 'stack:bad', tokenId: t + 1, cpv: { ...CPV, syncCoeff: 3 } }); // never a valid call
+    await enqueue('burn', 'ledger:x', { stackId: stackId(t), amounts: [{ token: 'sync', milli: '1' }] }); // nothing to burn
+    await enqueue('mintIdentity', stackId(t + 2), { stackId: stackId(t + 2), tokenId: t + 2, cpv: CPV });
+    const s = start();
+    await s.idle(20_000);
+    const rows = await p.db.prisma.chainOutbox.findMany({ orderBy: { id: 'asc' } });
+    expect(rows.map((r) => r.status)).toEqual(['confirmed', 'failed', 'failed', 'failed', 'confirmed']);
+    expect(rows[1].lastError).toMatch(/ERC721InvalidSender/);
+    expect(rows[2].lastError).toMatch(/invalid intent: cpv coefficient out of \[0, 2\]: 3/);
+    expect(rows[3].lastError).toMatch(/InsufficientStackBalance/);
+    expect(rows[2].txHash).toBeNull();
+    expect(await c.contract('StackIdentity').ownerOf(t + 2)).toBe(c.operator.address);
+    const drift = await reconcileChain(p.db.prisma, c);
+    expect(drift.map((d) => d.kind)).toEqual(['failed', 'failed', 'failed']);
+  });
+
+  it('restarted mid-outbox, loses nothing and sends nothing twice', async () => {
+    const base = 300;
+    const N = 30;
+    for (let i = 0; i < N; i++) await enqueue('mintIdentity', stackId(base + i), { stackId: stackId(base + i), tokenId: base + i, cpv: CPV });
+    const startNonce = await c.provider.getTransactionCount(c.operator.address, 'pending');
+    // First run: batch 1 stored and broadcast, batch 2 stored then the process "dies" before broadcasting.
+    let rounds = 0;
+    let crashed!: () => void;
+    const crash = new Promise<void>((r) => (crashed = r));
+    const a = start({
+      batchSize: 10,
+      afterPersist: () => {
+        if (++rounds === 2) {
+          crashed();
+          throw new Error('simulated crash');
+        }
+      },
+    });
+    await crash;
+    await a.close();
+    const mid = await outboxStatus(p.db.prisma);
+    expect(mid.submitted).toBe(20); // stored with nonce + signed bytes, not yet confirmed
+    expect(mid.pending).toBe(10);
+    expect(await c.provider.getTransactionCount(c.operator.address, 'pending')).toBe(startNonce + 10);
+
+    const b = start({ batchSize: 10 });
+    await b.idle(20_000);
+    const rows = await p.db.prisma.chainOutbox.findMany({ orderBy: { id: 'asc' } });
+    expect(rows.every((r) => r.status === 'confirmed')).toBe(true);
+    const nonces = rows.map((r) => r.nonce!).sort((x, y) => x - y);
+    expect(nonces).toEqual(Array.from({ length: N }, (_, i) => startNonce + i));
+    // Exactly one transaction per intent reached the chain.
+    expect(await c.provider.getTransactionCount(c.operator.address, 'latest')).toBe(startNonce + N);
+    for (let i = 0; i < N; i++) expect(await c.contract('StackIdentity').ownerOf(base + i)).toBe(c.operator.address);
+    expect(await reconcileChain(p.db.prisma, c)).toEqual([]);
+  });
+
+  it('re-sends a dropped transaction (same bytes) until it lands', async () => {
+    const t = 400;
+    await c.provider.send('evm_setIntervalMining', [0]);
+    try {
+      await enqueue('mintIdentity', stackId(t), { stackId: stackId(t), tokenId: t, cpv: CPV });
+      const s = start();
+      let row = await p.db.prisma.chainOutbox.findFirstOrThrow();
+      for (let i = 0; i < 100 && row.status !== 'submitted'; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        row = await p.db.prisma.chainOutbox.findFirstOrThrow();
+      }
+      expect(row.status).toBe('submitted');
+      await new Promise((r) => setTimeout(r, 100));
+      expect(await c.provider.getTransaction('0x' + row.txHash)).not.toBeNull();
+      await c.provider.send('anvil_dropTransaction', ['0x' + row.txHash]);
+      expect(await c.provider.getTransaction('0x' + row.txHash)).toBeNull();
+      // The submitter notices (not in the mempool, older than droppedAfterMs) and re-broadcasts.
+      for (let i = 0; i < 100 && !(await c.provider.getTransaction('0x' + row.txHash)); i++) await new Promise((r) => setTimeout(r, 50));
+      expect(await c.provider.getTransaction('0x' + row.txHash)).not.toBeNull();
+      await c.provider.send('evm_mine', []);
+      await s.idle(10_000);
+      const done = await p.db.prisma.chainOutbox.findFirstOrThrow();
+      expect([done.status, done.txHash, done.nonce]).toEqual(['confirmed', row.txHash, row.nonce]);
+      expect(done.attempts).toBeGreaterThanOrEqual(2);
+      expect(await c.contract('StackIdentity').ownerOf(t)).toBe(c.operator.address);
+    } finally {
+      await c.provider.send('evm_setIntervalMining', [1]);
+    }
+  });
+
+  it('reconcile reports a database that claims what the chain does not have', async () => {
+    await p.db.prisma.chainOutbox.create({
+      data: { kind: 'mintIdentity', ref: 'stack:ghost', payload: { stackId: 'stack:ghost', tokenId: 999, cpv: CPV }, status: 'confirmed', nonce: 1, txHash: 'ab'.repeat(32) },
+    });
+    await p.db.prisma.chainOutbox.create({
+      data: { kind: 'mint', ref: 'ledger:ghost', payload: { stackId: 'stack:ghost', amounts: [{ token: 'routing', milli: '7' }] }, status: 'confirmed', nonce: 2, txHash: 'cd'.repeat(32) },
+    });
+    const drift = await reconcileChain(p.db.prisma, c);
+    expect(drift.map((d) => `${d.kind}:${d.ref}`).sort()).toEqual(['balance:token:999:routing', 'identity:stack:ghost', 'supply:routing']);
+  });
+});
