@@ -5,7 +5,7 @@ import { Problem, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { enqueueChainTx } from '../chains/outbox.ts';
-import { mint, poolAccount, SYSTEM } from '../economy/ledger.ts';
+import { poolAccount, SYSTEM, transfer } from '../economy/ledger.ts';
 import { getStackRow } from '../stacks/stacks.ts';
 import { residueView, type ResidueKind, type ResidueRecord } from './open.ts';
 import { checkProof } from './proofs.ts';
@@ -63,8 +63,10 @@ export async function submitProof(p: Platform, residueId: string, sub: ProofSubm
     }
     const claimed = residueView(await getResidueRow(tx, residueId));
     await recordEvent(tx, { subject: 'cog.residue.changed', type: 'residue.changed', data: { residue: claimed, from: 'open' }, msgId: `residue-claimed:${residueId}` });
-    await mint(tx, poolAccount(sub.claimant), [{ token: 'residue', milli: BigInt(row.bountyMilli) }], {
-      reason: 'bounty', ref: residueId, epoch, stackId: sub.claimant, from: SYSTEM.bounty,
+    // A ledger transfer, not ledger.mint: the claimResidue intent below mints the RT on Cortex
+    // (ResidueRegistry), and a mint mirror would mint it twice.
+    await transfer(tx, SYSTEM.bounty, poolAccount(sub.claimant), [{ token: 'residue', milli: BigInt(row.bountyMilli) }], {
+      reason: 'bounty', ref: residueId, epoch,
     });
     await enqueueChainTx(tx, { kind: 'claimResidue', ref: residueId, epoch, payload: { residueId, claimant: sub.claimant, bountyMilli: row.bountyMilli } });
     const resolved = await tx.residue.update({ where: { id: residueId }, data: { status: 'resolved', resolvedAt: new Date() } });

@@ -85,7 +85,7 @@ export async function spawnSleeve(p: Platform, input: SpawnInput): Promise<Sleev
     const seq = await nextSeq(tx);
     const id = input.shape === 'A' ? `sleeve:${kind}:${seq}:${randomBytes(4).toString('hex')}` : `sleeve:0x${randomBytes(20).toString('hex')}`;
     const created = await tx.sleeve.create({
-      data: { id, stackId, embodimentType: kind, seq, shape: input.shape, hostname, tickRate, syncEpoch: 0, seenHead: stack.episodicHead },
+      data: { id, stackId, embodimentType: kind, seq, shape: input.shape, hostname, tickRate, syncEpoch: 0, spawnEpoch: epoch, seenHead: stack.episodicHead },
     });
     await tx.keyLease.create({ data: { sleeveId: id, stackId } });
     const moves = Object.entries(INITIAL_TOKENS[input.shape]).map(([token, units]) => ({ token: token as Token, milli: toMilli(units!) }));
@@ -109,6 +109,11 @@ export async function getSleeveRow(db: Db | Tx, id: string): Promise<SleeveRow> 
 
 export function listAliveSleeves(db: Db | Tx, stackId?: string): Promise<SleeveRow[]> {
   return db.sleeve.findMany({ where: { alive: true, ...(stackId ? { stackId } : {}) }, orderBy: { seq: 'asc' } });
+}
+
+/** The alive sleeves of many stacks in one query (batched reads of other contexts). */
+export function listAliveSleevesOfStacks(db: Db | Tx, stackIds: readonly string[]): Promise<SleeveRow[]> {
+  return db.sleeve.findMany({ where: { alive: true, stackId: { in: [...stackIds] } }, orderBy: { seq: 'asc' } });
 }
 
 /** Alive sleeves with their balances (GET /v1/sleeves). */

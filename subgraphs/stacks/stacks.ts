@@ -138,6 +138,8 @@ export async function createStack(p: Platform, input: CreateStackInput): Promise
         data: {
           id, tokenId, name: name ?? owner, kind, shape: shapeB ? 'B' : 'A', pubKey, ...cpv,
           masterSecret: wrapSecret(p.masterKey, randomSecret(32), id),
+          // Emission decays from the last epoch the stack was active; creation is activity.
+          lastActiveEpoch: epoch,
         },
       });
       await enqueueChainTx(tx, { kind: 'mintIdentity', ref: id, payload: { stackId: id, tokenId, owner, cpv }, epoch });
@@ -221,12 +223,19 @@ export function stackMasterSecret(p: Platform, row: Pick<StackRow, 'id' | 'maste
 
 /** Moves the episodic head (callers hold the stack lock). */
 export async function setEpisodicHead(tx: Tx, stackId: string, cid: string, meta: { sleeveId?: string; epoch?: number } = {}): Promise<void> {
-  await tx.stack.update({
+  const row = await tx.stack.update({
     where: { id: stackId },
     data: {
       episodicHead: cid,
       ...(meta.epoch !== undefined ? { epoch: meta.epoch, lastActiveEpoch: meta.epoch, headEpoch: meta.epoch } : {}),
       ...(meta.sleeveId !== undefined ? { headSleeveId: meta.sleeveId } : {}),
     },
+    select: { tokenId: true, epoch: true },
   });
+  // Mirror the head and epoch on the identity NFT. Coalesced: while an update for this stack is
+  // still waiting in the outbox it is rewritten in place, so a burst of perceives costs one
+  // Cortex transaction, not one each.
+  const payload = { stackId, tokenId: row.tokenId, epoch: row.epoch, episodicHead: cid };
+  const waiting = await tx.chainOutbox.updateMany({ where: { kind: 'updateStack', ref: stackId, status: 'pending' }, data: { payload } });
+  if (waiting.count === 0) await enqueueChainTx(tx, { kind: 'updateStack', ref: stackId, payload, epoch: meta.epoch });
 }

@@ -66,12 +66,14 @@ export async function epochAnchor(p: Platform, epoch: number): Promise<PassResul
 export async function residueCollector(p: Platform, epoch: number): Promise<PassResult> {
   let stale = 0;
   for (const s of await listAliveSleeves(p.db.prisma)) {
-    const behind = epoch - s.syncEpoch;
+    // Behind since its last sync, or since it was spawned if it never synced.
+    const since = Math.max(s.syncEpoch, s.spawnEpoch);
+    const behind = epoch - since;
     if (behind < STALE_EPOCHS || s.frozen) continue;
     const { created } = await p.db.prisma.$transaction((tx) => openResidue(tx, {
-      kind: 'stale-ordering', trigger: `sleeve ${s.id} is ${behind} epochs behind (syncEpoch ${s.syncEpoch}, epoch ${epoch})`,
-      stackId: s.stackId, sleeveId: s.id, epoch, evidence: { sleeveId: s.id, syncEpoch: s.syncEpoch, epoch, behind },
-      dedupeKey: `stale-ordering:${s.id}:${s.syncEpoch}`, expiryEpochs: p.config.residueExpiryEpochs,
+      kind: 'stale-ordering', trigger: `sleeve ${s.id} is ${behind} epochs behind (last synced or spawned at epoch ${since}, epoch ${epoch})`,
+      stackId: s.stackId, sleeveId: s.id, epoch, evidence: { sleeveId: s.id, syncEpoch: s.syncEpoch, spawnEpoch: s.spawnEpoch, epoch, behind },
+      dedupeKey: `stale-ordering:${s.id}:${since}`, expiryEpochs: p.config.residueExpiryEpochs,
     }));
     if (created) stale++;
   }

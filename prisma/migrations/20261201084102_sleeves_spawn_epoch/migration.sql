@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "Sleeve" ADD COLUMN     "spawnEpoch" INTEGER NOT NULL DEFAULT 0;
