@@ -1,0 +1,83 @@
+// Thalamus router (:7072): folds every epoch that ends (p.epochs.onAdvance) and on
+// POST /v1/epoch/tick; GET /v1/epoch is the current epoch {epoch, height, tip}.
+import { conflict } from '../../../lib/errors.ts';
+import { createHttp, listen } from '../../../lib/http.ts';
+import type { Platform } from '../../../lib/platform.ts';
+import type { RunningService, ServiceStarter } from '../../../lib/service.ts';
+import { foldEpoch, resubmitPending, type Fold, type FoldContext } from './fold.ts';
+import { loadOperator } from './operator.ts';
+import { platformSources, type FoldSources } from './sources.ts';
+
+export interface ThalamusService extends RunningService {
+  url: string;
+  /** Folds the last ended epoch (what the tick does). */
+  tick(): Promise<Fold>;
+}
+
+export interface ThalamusOptions {
+  port?: number;
+  sources?: FoldSources;
+  medullaUrl?: string;
+}
+
+export async function createThalamus(p: Platform, opts: ThalamusOptions = {}): Promise<ThalamusService> {
+  const ctx: FoldContext = {
+    p,
+    sources: opts.sources ?? platformSources(p),
+    operator: loadOperator(p.config.dataDir),
+    medullaUrl: opts.medullaUrl ?? p.config.urls.medulla,
+    sourceTimeoutMs: Math.min(2000, Math.max(1000, Math.floor(p.config.epochIntervalMs / 2))),
+  };
+  // Folds run one at a time; an advance during a fold queues the next one.
+  let chain: Promise<unknown> = Promise.resolve();
+  const serial = <T>(fn: () => Promise<T>): Promise<T> => {
+    const run = chain.then(fn, fn);
+    chain = run.catch(() => {});
+    return run;
+  };
+  const foldEnded = async (epoch: number) => {
+    const f = await foldEpoch(ctx, epoch);
+    await resubmitPending(ctx, epoch - 16);
+    return f;
+  };
+
+  // Advances coalesce: while a fold runs (a stalled source costs its timeout), only the latest
+  // ended epoch waits, so a stall never builds a backlog.
+  let latest = -1;
+  let queued = false;
+  const off = p.epochs.onAdvance((info) => {
+    if (info.epoch < 1) return;
+    latest = Math.max(latest, info.epoch - 1);
+    if (queued) return;
+    queued = true;
+    void serial(async () => {
+      queued = false;
+      await foldEnded(latest);
+    }).catch((e) => p.log.warn({ err: (e as Error).message }, 'thalamus: fold failed'));
+  });
+
+  const tick = async () => {
+    const current = p.epochs.current();
+    if (current < 1) throw conflict('No epoch has ended yet (the current epoch is 0)', 'NO_ENDED_EPOCH');
+    return serial(() => foldEnded(current - 1));
+  };
+
+  const app = createHttp({ name: 'thalamus', log: p.log, internalToken: p.config.internalToken });
+  app.get('/health', async () => ({ ok: true, name: 'thalamus', ts: Date.now(), epoch: p.epochs.current(), operator: ctx.operator.pubKey }));
+  app.get('/v1/epoch', async () => p.epochs.info());
+  app.post('/v1/epoch/tick', async () => tick());
+  const port = await listen(app, 'thalamus', p.config.host, opts.port ?? p.config.ports.thalamus);
+  const host = p.config.host === '0.0.0.0' ? '127.0.0.1' : p.config.host;
+  return {
+    name: 'thalamus',
+    url: `http://${host}:${port}`,
+    tick,
+    async close() {
+      off();
+      await app.close();
+      await chain;
+    },
+  };
+}
+
+export const startThalamus: ServiceStarter = (p) => createThalamus(p);
