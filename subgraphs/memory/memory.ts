@@ -185,7 +185,7 @@ export async function reconstruct(p: Platform, stack: StackRow, depth: number, r
   const undecryptable: string[] = [];
   for (const node of walk.nodes) {
     try {
-      if (node.stackId !== stack.id) throw new DecryptError();
+      if (node.stackId !== stack.id || !node.ciphertext) throw new DecryptError();
       let key = keys.get(node.epoch);
       if (!key) keys.set(node.epoch, (key = epochKey(master, stack.id, node.epoch)));
       fragments.push({ node, text: fromUtf8(open(key, node.ciphertext)) });

@@ -1,7 +1,10 @@
-// Memory subgraph resolvers: DAG node metadata (contents stay sealed), Stack.memory.
+// Memory subgraph resolvers: DAG node metadata (contents stay sealed), Stack.memory, and the
+// perceive / remember / recall / reconstruct calls of the memory domain (the /v1 routes' calls).
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
 import { perceive, recall, remember } from './memory.ts';
+import { dhfReconstruct } from './dhf/reconstruct.ts';
+import { dagStats } from './hippocampus/store.ts';
 
 type NodeRow = NonNullable<Awaited<ReturnType<GqlContext['platform']['db']['prisma']['memoryNode']['findUnique']>>>;
 type NodeMeta = Pick<NodeRow, 'cid' | 'stackId' | 'epoch' | 'links' | 'kind' | 'pinned'>;
@@ -23,23 +26,43 @@ const newestNodes = (ctx: GqlContext, first: number) =>
     return stackIds.map((id) => rows.filter((r) => r.stackId === id));
   });
 
+const ref = (__typename: string, key: string, value: string | null | undefined) => (value ? { __typename, [key]: value } : null);
+/** `node` of a result: loaded here (this subgraph owns MemoryNode), batched with every other node. */
+const loadNode = guarded(async (o: { cid: string }, _: unknown, ctx: GqlContext) => {
+  const r = await nodeLoader(ctx).load(o.cid);
+  return r && gqlNode(r);
+});
+const fragment = (f: { cid: string; text: string; epoch: number }) => ({ cid: f.cid, text: f.text, epoch: f.epoch });
+const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
+
 export const resolvers = {
   Mutation: {
     perceive: guarded(async (_: unknown, a: { sleeveId: string; stackId?: string; text: string }, ctx: GqlContext) => {
-      const r = await perceive(ctx.platform, { sleeveId: a.sleeveId, stackId: a.stackId ?? undefined, text: a.text });
-      return { cid: r.cid, epoch: r.epoch, thought: r.thought };
+      const r = await perceive(ctx.platform, { sleeveId: a.sleeveId, stackId: opt(a.stackId), text: a.text });
+      return { ...r, sleeve: ref('Sleeve', 'id', r.sleeveId) };
     }),
-    remember: guarded(async (_: unknown, a: { stackId?: string; sleeveId?: string; text: string; pin: boolean }, ctx: GqlContext) =>
-      ({ cid: (await remember(ctx.platform, { stackId: a.stackId ?? undefined, sleeveId: a.sleeveId ?? undefined, text: a.text, pin: a.pin })).cid })),
+    remember: guarded(async (_: unknown, a: { stackId?: string; sleeveId?: string; text: string; pin?: boolean }, ctx: GqlContext) => {
+      const r = await remember(ctx.platform, { stackId: opt(a.stackId), sleeveId: opt(a.sleeveId), text: a.text, pin: opt(a.pin) });
+      return { cid: r.cid, epoch: r.epoch, sleeveId: r.sleeveId };
+    }),
     recall: guarded(async (_: unknown, a: { stackId: string; depth: number; sleeveId?: string; memoryToken?: number }, ctx: GqlContext) => {
-      const r = await recall(ctx.platform, { stackId: a.stackId, depth: a.depth, sleeveId: a.sleeveId ?? undefined, memoryToken: a.memoryToken ?? undefined });
-      return { fragments: r.fragments.map((f) => ({ cid: f.node.cid, text: f.text, epoch: f.node.epoch })), broken: r.broken, fidelity: r.fidelity, cost: r.cost };
+      const r = await recall(ctx.platform, { stackId: a.stackId, depth: a.depth, sleeveId: opt(a.sleeveId), memoryToken: opt(a.memoryToken) });
+      return {
+        fragments: r.fragments.map((f) => fragment({ cid: f.node.cid, text: f.text, epoch: f.node.epoch })),
+        broken: r.broken, brokenCount: r.broken.length, fidelity: r.fidelity, cost: r.cost,
+        effectiveDepth: r.effectiveDepth, sleeveId: r.sleeveId, residue: ref('Residue', 'id', r.residueId),
+      };
     }),
   },
   Query: {
     memoryNode: guarded(async (_: unknown, a: { cid: string }, ctx: GqlContext) => {
       const r = await nodeLoader(ctx).load(a.cid);
       return r && gqlNode(r);
+    }),
+    hippocampusStats: guarded((_: unknown, __: unknown, ctx: GqlContext) => dagStats(ctx.platform)),
+    reconstruct: guarded(async (_: unknown, a: { stackId: string; sleeveId: string; depth: number }, ctx: GqlContext) => {
+      const r = await dhfReconstruct(ctx.platform, a);
+      return { ...r, fragments: r.fragments.map(fragment) };
     }),
     memoryHealth: health('memory'),
   },
@@ -48,11 +71,18 @@ export const resolvers = {
       const r = await nodeLoader(ctx).load(ref.cid);
       return r && gqlNode(r);
     }),
+    stack: (n: { stackId: string }) => ({ __typename: 'Stack', id: n.stackId }),
+    linked: guarded(async (n: { links: string[] }, _: unknown, ctx: GqlContext) =>
+      (await nodeLoader(ctx).loadMany(n.links)).filter((r): r is NodeRow => !!r && !(r instanceof Error)).map(gqlNode),
+    ),
   },
+  PerceiveResult: { node: loadNode },
+  RememberResult: { node: loadNode },
+  RecallFragment: { node: loadNode },
   Stack: {
     __resolveReference: (ref: { id: string }) => ref,
     memory: guarded(async (s: { id: string }, a: { first: number }, ctx: GqlContext) => {
-      const first = Math.min(Math.max(a.first, 0), 1000);
+      const first = Math.min(Math.max(a.first ?? 20, 0), 1000);
       return (await newestNodes(ctx, first).load(s.id)).map(gqlNode);
     }),
   },

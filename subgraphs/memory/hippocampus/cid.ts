@@ -1,5 +1,6 @@
-// Content addresses of Hippocampus nodes.
+// Content addresses of Hippocampus nodes. Two forms are accepted on PUT /dag, both checked:
 //
+//   node form (what the platform writes; binds the links, epoch and owner too):
 //   cid = "cog://" + hex(SHA-256(UTF-8(JSON.stringify(["cog-dag-v1", stackId, epoch, links, data])))) + "@" + epoch
 //
 // where stackId is the owner string, epoch the decimal integer, links the array of CIDs in the
@@ -7,6 +8,10 @@
 // receives; not re-serialised). JSON.stringify of that array is the canonical encoding: fixed
 // element order, no whitespace, strings escaped per ECMA-404. e.g. stackId "s", epoch 3, links [],
 // data '{"iv":"00","ct":"11","v":1}' hashes the text ["cog-dag-v1","s",3,[],"{\"iv\":\"00\",\"ct\":\"11\",\"v\":1}"].
+//
+//   data form:  cid = "cog://" + hex(SHA-256(UTF-8(data))) + "@" + epoch
+//
+// (the plain reading of the spec's `cog://<sha256 hex>@<epoch>`). A CID matching neither is a 400.
 import { sha256Hex } from '../../../lib/crypto.ts';
 
 export const CID_RE = /^cog:\/\/([0-9a-f]{64})@(0|[1-9][0-9]{0,15})$/;
@@ -24,6 +29,11 @@ export function canonicalNodeBytes(c: CidContent): string {
 
 export function computeCid(c: CidContent): string {
   return `cog://${sha256Hex(canonicalNodeBytes(c))}@${c.epoch}`;
+}
+
+/** The data form, for clients that address the payload alone: cog://hex(SHA-256(UTF-8(data)))@epoch. */
+export function computeDataCid(c: Pick<CidContent, 'data' | 'epoch'>): string {
+  return `cog://${sha256Hex(c.data)}@${c.epoch}`;
 }
 
 /** The hash and epoch of a well-formed CID, or null. */

@@ -1,5 +1,6 @@
 // The Hippocampus over HTTP: content addressing, gating, pins, the walk, stats, pruning.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
 import { testPlatform, type TestPlatform } from '../../../test/helpers/platform.ts';
 import { randomSecret, seal } from '../../../lib/crypto.ts';
 import type { RunningService } from '../../../lib/service.ts';
@@ -115,4 +116,15 @@ describe('hippocampus', () => {
     const keys = await p.objects.list('dag/');
     expect(keys).toHaveLength(s2.body.nodes);
   });
+  it('also takes the data-form CID (sha256 of the payload alone) and opaque payloads', async () => {
+    p.setEpoch(4);
+    const data = 'opaque encrypted payload 0001';
+    const cid = `cog://${createHash('sha256').update(data).digest('hex')}@4`;
+    expect(await call('PUT', '/dag', { cid, data, links: [], epoch: 4, stackId: 'stack:ext' })).toMatchObject({ status: 201 });
+    const got = await call('GET', `/dag/${e(cid)}?epoch=4`);
+    expect(got).toMatchObject({ status: 200, body: { cid, data, ciphertext: null, links: [], epoch: 4, pinned: false, stackId: 'stack:ext', kind: 'episodic' } });
+    const wrong = await call('PUT', '/dag', { cid, data: data + 'x', links: [], epoch: 4, stackId: 'stack:ext' });
+    expect(wrong).toMatchObject({ status: 400, body: { code: 'CID_MISMATCH' } });
+  });
+
 });

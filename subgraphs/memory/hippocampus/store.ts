@@ -6,7 +6,7 @@ import type { ObjectStore } from '../../../lib/objects/port.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { Problem, badRequest, notFound } from '../../../lib/errors.ts';
 import type { Sealed } from '../../../lib/crypto.ts';
-import { computeCid, parseCid, payloadKey } from './cid.ts';
+import { computeCid, computeDataCid, parseCid, payloadKey } from './cid.ts';
 
 /** Readable when the reader's epoch is within this many epochs of the node's (unless pinned). */
 export const GATING_WINDOW = 2;
@@ -28,7 +28,9 @@ export interface PutNodeInput {
 /** The spec's Memory node. */
 export interface DagNode {
   cid: string;
-  ciphertext: Sealed;
+  /** The payload as a ciphertext object; null when a client stored an opaque payload (then `data`). */
+  ciphertext: Sealed | null;
+  data?: string;
   links: string[];
   epoch: number;
   kind: 'episodic';
@@ -64,7 +66,7 @@ function parseCiphertext(data: string): Sealed | null {
 }
 
 /** Checks a PUT against the content address and the chain's epoch; throws a 400 Problem. */
-export function validatePut(n: PutNodeInput, currentEpoch: number): { hash: string; ciphertext: Sealed } {
+export function validatePut(n: PutNodeInput, currentEpoch: number): { hash: string; ciphertext: Sealed | null } {
   if (!Number.isSafeInteger(n.epoch) || n.epoch < 0) throw badRequest('epoch must be a non-negative integer');
   if (n.epoch > currentEpoch + 1) throw badRequest(`epoch ${n.epoch} is in the future of the chain (current ${currentEpoch})`);
   if (typeof n.stackId !== 'string' || !n.stackId || n.stackId.length > 200) throw badRequest('stackId must be a non-empty string');
@@ -72,13 +74,15 @@ export function validatePut(n: PutNodeInput, currentEpoch: number): { hash: stri
   for (const l of n.links) if (!parseCid(l)) throw badRequest(`link ${JSON.stringify(String(l)).slice(0, 100)} is not a cog:// CID`);
   if (new Set(n.links).size !== n.links.length) throw badRequest('links must not repeat a CID');
   if (n.kind !== undefined && !(WRITE_KINDS as readonly string[]).includes(n.kind)) throw badRequest(`kind must be one of ${WRITE_KINDS.join(', ')}`);
-  if (typeof n.data !== 'string') throw badRequest('data must be the ciphertext object as JSON text');
+  if (typeof n.data !== 'string' || n.data.length === 0) throw badRequest('data must be a non-empty string (the encrypted payload; the platform sends the ciphertext object as JSON text)');
+  // The platform's payloads are ciphertext objects; other clients' payloads are opaque strings.
   const ciphertext = parseCiphertext(n.data);
-  if (!ciphertext) throw badRequest('data must be JSON text of a ciphertext object {iv: 24 hex, ct: hex (>= 16 bytes), v: 1}');
   const parsed = parseCid(n.cid);
   if (!parsed) throw badRequest('cid must have the form cog://<sha256 hex>@<epoch>');
-  const expected = computeCid(n);
-  if (expected !== n.cid) throw new Problem(400, 'CID_MISMATCH', 'Bad request', `cid does not address the content (expected ${expected})`);
+  if (parsed.epoch !== n.epoch) throw new Problem(400, 'CID_MISMATCH', 'Bad request', `cid names epoch ${parsed.epoch} but the node's epoch is ${n.epoch}`);
+  if (computeCid(n) !== n.cid && computeDataCid(n) !== n.cid) {
+    throw new Problem(400, 'CID_MISMATCH', 'Bad request', `cid does not address the content (expected ${computeDataCid(n)} or ${computeCid(n)}; see docs/decisions.md)`);
+  }
   return { hash: parsed.hash, ciphertext };
 }
 
@@ -98,16 +102,18 @@ export async function putNode(db: Db | Tx, objects: ObjectStore, n: PutNodeInput
   return { created: count === 1 };
 }
 
-async function loadPayload(objects: ObjectStore, cid: string): Promise<Sealed | null> {
+async function loadPayload(objects: ObjectStore, cid: string): Promise<{ ciphertext: Sealed | null; data: string } | null> {
   const parsed = parseCid(cid);
   if (!parsed) return null;
   const bytes = await objects.get(payloadKey(parsed.hash));
   if (!bytes) return null;
-  return parseCiphertext(new TextDecoder().decode(bytes));
+  const data = new TextDecoder().decode(bytes);
+  return { ciphertext: parseCiphertext(data), data };
 }
 
-const toDagNode = (r: NodeRow, ciphertext: Sealed): DagNode => ({
-  cid: r.cid, ciphertext, links: r.links, epoch: r.epoch, kind: 'episodic', pinned: r.pinned, stackId: r.stackId,
+const toDagNode = (r: NodeRow, payload: { ciphertext: Sealed | null; data: string }): DagNode => ({
+  cid: r.cid, ciphertext: payload.ciphertext, ...(payload.ciphertext ? {} : { data: payload.data }),
+  links: r.links, epoch: r.epoch, kind: 'episodic', pinned: r.pinned, stackId: r.stackId,
 });
 
 export function checkReaderEpoch(epoch: unknown, currentEpoch: number): number {
