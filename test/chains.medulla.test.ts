@@ -31,10 +31,13 @@ afterAll(async () => {
 
 describe('medulla rpc', () => {
   it('answers the plain and the JSON-RPC 2.0 forms, with standard errors', async () => {
-    const plain = await post(m.url, JSON.stringify({ method: 'getinfo', params: {} }));
+    const plain: { status: number; body: any } = await post(m.url, JSON.stringify({ method: 'getinfo', params: {} }));
     expect(plain.status).toBe(200);
     expect(plain.body.result).toMatchObject({ epoch: 0, height: 0, difficulty: 1 });
     expect(plain.body.result.tip).toMatch(/^[0-9a-f]{64}$/);
+    // The plain form also carries the result's fields at the top level.
+    expect(plain.body).toMatchObject({ epoch: 0, height: 0, difficulty: 1, tip: plain.body.result.tip });
+    expect(plain.body.jsonrpc).toBeUndefined();
     const rpc = await post(m.url, JSON.stringify({ jsonrpc: '2.0', id: 'a', method: 'getblock', params: [0] }));
     expect(rpc.body).toMatchObject({ jsonrpc: '2.0', id: 'a', result: { height: 0, epoch: 0, blockHash: plain.body.result.tip } });
     expect((await post(m.url, JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'getblock', params: { height: 0 } }))).body.result.height).toBe(0);

@@ -1,6 +1,6 @@
 // Medulla's POST /rpc: both request forms of the spec.
 //   JSON-RPC 2.0  {jsonrpc: "2.0", id, method, params} -> HTTP 200 {jsonrpc, id, result} or {jsonrpc, id, error}
-//   plain         {method, params}                     -> {result}, or {error} with HTTP 400 / 404
+//   plain         {method, params}                     -> {result, ...result's fields}, or {error} with HTTP 400 / 404
 // Batches (arrays) are answered element by element. Malformed JSON is -32700 with HTTP 400 (the
 // form is unknowable then). Params may be positional (array) or named (object).
 import type { FastifyInstance } from 'fastify';
@@ -65,7 +65,11 @@ async function answer(req: unknown, methods: Record<string, Method>, onError: (e
   if (!fn) return fail(METHOD_NOT_FOUND, `unknown method ${JSON.stringify(r.method).slice(0, 80)}`);
   try {
     const result = (await fn(params as Params)) ?? null;
-    return { body: rpc2 ? { jsonrpc: '2.0', id, result } : 'id' in r ? { id: r.id, result } : { result }, status: 200 };
+    if (rpc2) return { body: { jsonrpc: '2.0', id, result }, status: 200 };
+    // The spec leaves the plain form's answer open: give `result`, and for an object result its
+    // fields at the top level as well, so `body.result.height` and `body.height` both read.
+    const flat = result && typeof result === 'object' && !Array.isArray(result) ? (result as Record<string, unknown>) : {};
+    return { body: { ...flat, ...('id' in r ? { id: r.id } : {}), result }, status: 200 };
   } catch (e) {
     if (e instanceof RpcError) return fail(e.code, e.message, e.data);
     if (isProblem(e) && e.status < 500) return fail(INVALID_PARAMS, e.detail ?? e.title);
