@@ -4,7 +4,7 @@
 import DataLoader from 'dataloader';
 import { GraphQLError } from 'graphql';
 import type { Platform } from './platform.ts';
-import { isProblem } from './errors.ts';
+import { databaseProblem, isProblem } from './errors.ts';
 
 export interface GqlContext {
   platform: Platform;
@@ -34,6 +34,7 @@ export function byKey<K, V>(keys: readonly K[], rows: V[], keyOf: (v: V) => K): 
 
 export function toGraphQLError(e: unknown): GraphQLError {
   if (e instanceof GraphQLError) return e;
+  e = databaseProblem(e) ?? e;
   if (isProblem(e)) {
     const body = e.toJSON();
     return new GraphQLError(String(body.detail), { extensions: { ...body, code: e.code, http: { status: e.status } } });

@@ -1,39 +1,69 @@
-// Chains subgraph resolvers: the current epoch and Medulla blocks (through Medulla's RPC).
+// Chains subgraph resolvers: the current epoch, Medulla blocks and manual mining, all through the
+// Medulla RPC client (subgraphs/chains/medulla/client.ts), as the /v1 chains routes do.
 import type { GqlContext } from '../../lib/graphql.ts';
-import { guarded, health } from '../../lib/graphql.ts';
-import { notFound, unavailable } from '../../lib/errors.ts';
+import { guarded, health, loader } from '../../lib/graphql.ts';
+import { badRequest, unavailable } from '../../lib/errors.ts';
+import type { Platform } from '../../lib/platform.ts';
+import type { EpochInfo } from '../../lib/epoch.ts';
+import { getBlock, getInfo, mineBlock, MedullaRpcError } from './medulla/client.ts';
+import type { Block } from './medulla/header.ts';
 
-async function rpc(ctx: GqlContext, method: string, params: unknown[]): Promise<Record<string, unknown> | null> {
-  let res: Response;
+const RPC_NOT_FOUND = -32004;
+const RPC_INVALID_PARAMS = -32602;
+
+/** Medulla's chain info; when Medulla does not answer, the last epoch announced on the bus (as GET /v1/epochs/current). */
+export async function currentEpochInfo(p: Platform): Promise<EpochInfo & { difficulty: number | null }> {
   try {
-    res = await fetch(`${ctx.platform.config.urls.medulla}/rpc`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }), signal: AbortSignal.timeout(5000),
-    });
+    const { epoch, height, tip, difficulty } = await getInfo(p.config.urls.medulla, { timeoutMs: 2000 });
+    return { epoch, height, tip, difficulty };
   } catch {
-    throw unavailable('Medulla is not reachable');
+    return { ...p.epochs.info(), difficulty: null };
   }
-  const body = (await res.json()) as { result?: Record<string, unknown>; error?: { message: string } };
-  return body.result ?? null;
 }
 
+/** The main-chain block at a height, or null; RPC failures as Problems. */
+async function blockAt(p: Platform, height: number): Promise<Block | null> {
+  if (!Number.isInteger(height) || height < 0) throw badRequest('height must be a non-negative integer', [{ path: 'height', message: 'is negative' }]);
+  try {
+    return await getBlock(p.config.urls.medulla, height);
+  } catch (e) {
+    if (e instanceof MedullaRpcError && e.code === RPC_NOT_FOUND) return null;
+    if (e instanceof MedullaRpcError && e.code === RPC_INVALID_PARAMS) throw badRequest(e.message, [{ path: 'height', message: 'is invalid' }]);
+    throw unavailable(`Medulla did not answer getblock: ${(e as Error).message}`);
+  }
+}
+
+/** Blocks by height, one RPC per distinct height per request. */
+const blockLoader = (ctx: GqlContext) =>
+  loader<number, Block | null>(ctx, 'medullaBlock', (heights) => Promise.all(heights.map((h) => blockAt(ctx.platform, h).catch((e: Error) => e))));
+
+const loadBlock = (ctx: GqlContext, height: number) => blockLoader(ctx).load(height);
+
 export const resolvers = {
+  Mutation: {
+    mineBlock: guarded(async (_: unknown, __: unknown, ctx: GqlContext) => {
+      try {
+        return await mineBlock(ctx.platform.config.urls.medulla);
+      } catch (e) {
+        throw unavailable(`Medulla could not mine a block: ${(e as Error).message}`, 2);
+      }
+    }),
+  },
   Query: {
-    currentEpoch: guarded((_: unknown, __: unknown, ctx: GqlContext) => ctx.platform.epochs.info()),
-    block: guarded(async (_: unknown, a: { height: number }, ctx: GqlContext) => rpc(ctx, 'getblock', [a.height])),
+    currentEpoch: guarded((_: unknown, __: unknown, ctx: GqlContext) => currentEpochInfo(ctx.platform)),
+    block: guarded((_: unknown, a: { height: number }, ctx: GqlContext) => loadBlock(ctx, a.height)),
     chainsHealth: health('chains'),
   },
   Block: {
-    __resolveReference: guarded(async (ref: { height: number }, ctx: GqlContext) => {
-      const b = await rpc(ctx, 'getblock', [ref.height]);
-      if (!b) throw notFound('Block', String(ref.height));
-      return b;
-    }),
+    __resolveReference: guarded((ref: { height: number }, ctx: GqlContext) => loadBlock(ctx, ref.height)),
+    previous: guarded((b: Block, _: unknown, ctx: GqlContext) => (b.height > 0 ? loadBlock(ctx, b.height - 1) : null)),
   },
   Epoch: {
-    __resolveReference: (ref: { epoch: number }, ctx: GqlContext) => {
-      const info = ctx.platform.epochs.info();
-      return ref.epoch === info.epoch ? info : { epoch: ref.epoch, height: ref.epoch, tip: '' };
-    },
+    __resolveReference: guarded(async (ref: { epoch: number }, ctx: GqlContext) => {
+      const info = await currentEpochInfo(ctx.platform);
+      // Medulla mines one block per epoch: a past epoch's chain position is not kept, only its number.
+      return ref.epoch === info.epoch ? info : { epoch: ref.epoch, height: ref.epoch, tip: '', difficulty: null };
+    }),
+    block: guarded((e: { height: number; tip: string }, _: unknown, ctx: GqlContext) => (e.tip ? loadBlock(ctx, e.height) : null)),
   },
 };

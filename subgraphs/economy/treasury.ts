@@ -19,6 +19,7 @@ export type CoreAmounts = Record<(typeof CORE_TOKENS)[number], number>;
 export interface Cpv { syncCoeff: number; memoryCoeff: number; computeCoeff: number; residueCoeff: number; routingCoeff: number }
 
 export interface EmissionEvent {
+  id: string;
   stackId: string;
   epoch: number;
   amounts: CoreAmounts;
@@ -119,10 +120,10 @@ export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: nu
   }, { timeout: 120_000 });
 }
 
-function emissionView(r: { stackId: string; epoch: number; amounts: unknown; cpv: unknown; ebcFactor: number; createdAt: Date }): EmissionEvent {
+export function emissionView(r: { id: string; stackId: string; epoch: number; amounts: unknown; cpv: unknown; ebcFactor: number; createdAt: Date }): EmissionEvent {
   const a = r.amounts as Record<string, number>;
   return {
-    stackId: r.stackId, epoch: r.epoch,
+    id: r.id, stackId: r.stackId, epoch: r.epoch,
     amounts: { compute: Number(a.compute), memory: Number(a.memory), sync: Number(a.sync), routing: Number(a.routing) },
     cpv: r.cpv as Cpv, ebcFactor: r.ebcFactor, createdAt: r.createdAt.toISOString(),
   };

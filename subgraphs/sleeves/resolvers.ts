@@ -1,16 +1,16 @@
-// Sleeves subgraph resolvers: sleeves, Stack.sleeves, sagas; batched through DataLoader.
+// Sleeves subgraph resolvers: sleeves, Stack.sleeves, sagas (needlecast lives in this context);
+// batched through DataLoader. Every mutation calls the sleeves domain the /v1 routes call.
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
-import { decommissionSleeve, getSleeveRow, spawnSleeve, syncSleeve } from './sleeves.ts';
+import { balancesOf, sleeveAccount, zeroAmounts, type TokenAmounts } from '../economy/ledger.ts';
+import {
+  decommissionSleeve, desyncedSleeves, getSleeveRow, spawnSleeve, stackTokenTotals, syncSleeve, sleeveView, type SleeveRow, type SleeveView,
+} from './sleeves.ts';
+import { sagaView, shapeA, shapeB, type SagaRow, type SagaView } from './needlecast/view.ts';
+import { callRouter, problemFromRouter, routerRequest, type GatewayNeedlecastRequest } from './needlecast/client.ts';
 
-type SleeveRow = NonNullable<Awaited<ReturnType<GqlContext['platform']['db']['prisma']['sleeve']['findUnique']>>>;
-
-function gqlSleeve(r: SleeveRow) {
-  return {
-    id: r.id, stackId: r.stackId, embodimentType: r.embodimentType, alive: r.alive, drift: r.driftMilli / 1000,
-    syncEpoch: r.syncEpoch, lastSync: r.lastSync.toISOString(), hostname: r.hostname, tickRate: r.tickRate, createdAt: r.createdAt.toISOString(),
-  };
-}
+/** The sleeve read without its balances: Sleeve.tokens batches those (alive) or keeps the snapshot (decommissioned). */
+const gqlSleeve = (r: SleeveRow): SleeveView => sleeveView(r, zeroAmounts());
 
 const sleeveLoader = (ctx: GqlContext) =>
   loader<string, SleeveRow | null>(ctx, 'sleeve', async (ids) =>
@@ -20,41 +20,78 @@ const sleeveLoader = (ctx: GqlContext) =>
 const sleevesOfStack = (ctx: GqlContext) =>
   loader<string, SleeveRow[]>(ctx, 'sleevesOfStack', async (stackIds) => {
     const rows = await ctx.platform.db.prisma.sleeve.findMany({ where: { stackId: { in: [...stackIds] } }, orderBy: { seq: 'asc' } });
+    for (const r of rows) sleeveLoader(ctx).prime(r.id, r);
     return stackIds.map((id) => rows.filter((r) => r.stackId === id));
   });
+
+/** Ledger balances of many sleeves in one query (economy's public ledger API). */
+const sleeveBalances = (ctx: GqlContext) =>
+  loader<string, TokenAmounts>(ctx, 'sleeveBalances', async (sleeveIds) => {
+    const b = await balancesOf(ctx.platform.db.prisma, sleeveIds.map(sleeveAccount));
+    return sleeveIds.map((id) => b.get(sleeveAccount(id)) ?? zeroAmounts());
+  });
+
+const sagaLoader = (ctx: GqlContext) =>
+  loader<string, SagaRow | null>(ctx, 'saga', async (ids) =>
+    byKey(ids, await ctx.platform.db.prisma.saga.findMany({ where: { id: { in: [...ids] } } }), (r) => r.id),
+  );
+
+const loadSleeve = async (ctx: GqlContext, id: string | null) => {
+  if (!id) return null;
+  const r = await sleeveLoader(ctx).load(id);
+  return r && gqlSleeve(r);
+};
+
+const gqlSaga = (v: SagaView) => ({ ...v, id: v.sagaId });
+
+/** Drops explicit nulls: the router reads an absent field and a null one alike. */
+const present = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined));
 
 export const resolvers = {
   Mutation: {
     spawnSleeve: guarded(async (_: unknown, a: { stackId: string; embodimentType?: string; kind?: string; hostname?: string; tickRate?: number }, ctx: GqlContext) => {
-      const v = await spawnSleeve(ctx.platform, { ...a, shape: a.embodimentType !== undefined && a.embodimentType !== null ? 'A' : 'B' });
+      const input = present(a) as typeof a;
+      const v = await spawnSleeve(ctx.platform, { ...input, shape: input.embodimentType !== undefined ? 'A' : 'B' });
       return gqlSleeve(await getSleeveRow(ctx.platform.db.prisma, v.id));
     }),
     decommissionSleeve: guarded(async (_: unknown, a: { id: string }, ctx: GqlContext) => {
       await decommissionSleeve(ctx.platform, a.id, 'deleted');
       return gqlSleeve(await getSleeveRow(ctx.platform.db.prisma, a.id));
     }),
-    syncSleeve: guarded(async (_: unknown, a: { id: string }, ctx: GqlContext) => syncSleeve(ctx.platform, a.id)),
+    syncSleeve: guarded(async (_: unknown, a: { id: string }, ctx: GqlContext) => {
+      const r = await syncSleeve(ctx.platform, a.id);
+      return { ...r, sleeve: gqlSleeve(await getSleeveRow(ctx.platform.db.prisma, a.id)) };
+    }),
+    needlecast: guarded(async (_: unknown, a: { input: GatewayNeedlecastRequest }, ctx: GqlContext) => {
+      const { body } = routerRequest(present(a.input as Record<string, unknown>));
+      const { status, json } = await callRouter(ctx.platform, 'POST', '/needlecast', body);
+      if (status >= 400) throw problemFromRouter(status, json);
+      const view = json as unknown as SagaView;
+      const A = shapeA(view);
+      const B = shapeB(view);
+      return { ...A, from: B.from, to: B.to, cost: view.cost, shardsTransferred: B.shardsTransferred, saga: gqlSaga(view) };
+    }),
   },
   Query: {
-    sleeve: guarded(async (_: unknown, a: { id: string }, ctx: GqlContext) => {
-      const r = await sleeveLoader(ctx).load(a.id);
-      return r && gqlSleeve(r);
-    }),
+    sleeve: guarded(async (_: unknown, a: { id: string }, ctx: GqlContext) => loadSleeve(ctx, a.id)),
     sleeves: guarded(async (_: unknown, __: unknown, ctx: GqlContext) =>
       (await ctx.platform.db.prisma.sleeve.findMany({ where: { alive: true }, orderBy: { seq: 'asc' } })).map(gqlSleeve),
     ),
     saga: guarded(async (_: unknown, a: { id: string }, ctx: GqlContext) => {
-      const s = await ctx.platform.db.prisma.saga.findUnique({ where: { id: a.id } });
-      return s && { id: s.id, status: s.status };
+      const s = await sagaLoader(ctx).load(a.id);
+      return s && gqlSaga(sagaView(s));
     }),
+    desync: guarded(async (_: unknown, __: unknown, ctx: GqlContext) => desyncedSleeves(ctx.platform)),
+    tokenBalances: guarded(async (_: unknown, a: { stackId: string }, ctx: GqlContext) => stackTokenTotals(ctx.platform, a.stackId)),
     sleevesHealth: health('sleeves'),
   },
   Sleeve: {
-    __resolveReference: guarded(async (ref: { id: string }, ctx: GqlContext) => {
-      const r = await sleeveLoader(ctx).load(ref.id);
-      return r && gqlSleeve(r);
-    }),
+    __resolveReference: guarded(async (ref: { id: string }, ctx: GqlContext) => loadSleeve(ctx, ref.id)),
     stack: (s: { stackId: string }) => ({ __typename: 'Stack', id: s.stackId }),
+    tokens: guarded(async (s: SleeveView, _: unknown, ctx: GqlContext) => (s.alive ? sleeveBalances(ctx).load(s.id) : s.tokens)),
+  },
+  DesyncEntry: {
+    sleeve: guarded(async (d: { id: string }, _: unknown, ctx: GqlContext) => loadSleeve(ctx, d.id)),
   },
   Stack: {
     __resolveReference: (ref: { id: string }) => ref,
@@ -62,8 +99,11 @@ export const resolvers = {
   },
   Saga: {
     __resolveReference: guarded(async (ref: { id: string }, ctx: GqlContext) => {
-      const s = await ctx.platform.db.prisma.saga.findUnique({ where: { id: ref.id } });
-      return s && { id: s.id, status: s.status };
+      const s = await sagaLoader(ctx).load(ref.id);
+      return s && gqlSaga(sagaView(s));
     }),
+    stack: (s: { stackId: string }) => ({ __typename: 'Stack', id: s.stackId }),
+    fromSleeve: guarded(async (s: SagaView, _: unknown, ctx: GqlContext) => loadSleeve(ctx, s.from)),
+    toSleeve: guarded(async (s: SagaView, _: unknown, ctx: GqlContext) => loadSleeve(ctx, s.to)),
   },
 };

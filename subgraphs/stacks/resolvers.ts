@@ -1,9 +1,8 @@
-// Stacks subgraph resolvers: identity records, batched through DataLoader.
+// Stacks subgraph resolvers: identity records, batched through DataLoader. Creation and reads call
+// the stacks domain (subgraphs/stacks/stacks.ts), the same functions the /v1 REST routes call.
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
-import { createStack, getStackRow } from './stacks.ts';
-
-type StackRow = Awaited<ReturnType<GqlContext['platform']['db']['prisma']['stack']['findUnique']>> & {};
+import { createStack, getStackRow, type CreateStackInput, type StackRow } from './stacks.ts';
 
 function stackLoader(ctx: GqlContext) {
   return loader<string, StackRow | null>(ctx, 'stack', async (ids) =>
@@ -13,17 +12,32 @@ function stackLoader(ctx: GqlContext) {
 
 function gqlStack(r: StackRow) {
   return {
-    id: r.id, tokenId: r.tokenId, name: r.name, kind: r.kind, pubKey: r.pubKey, epoch: r.epoch, episodicHead: r.episodicHead,
+    id: r.id, tokenId: r.tokenId, name: r.name, kind: r.kind, pubKey: r.pubKey, pubkey: r.pubKey, epoch: r.epoch, episodicHead: r.episodicHead,
+    lastActiveEpoch: r.lastActiveEpoch,
     cpv: { syncCoeff: r.syncCoeff, memoryCoeff: r.memoryCoeff, computeCoeff: r.computeCoeff, residueCoeff: r.residueCoeff, routingCoeff: r.routingCoeff },
     binding: { floor: r.bindingFloor, decayRate: r.bindingDecay },
     createdAt: r.createdAt.toISOString(), chainStatus: r.chainStatus,
+    // The REST read (stackView) lists no per-stack anchors; both reads agree.
+    anchors: [],
   };
 }
 
+/** GraphQL passes absent optional fields as undefined and explicit nulls as null: the domain reads both as absent. */
+function present<T extends Record<string, unknown>>(o: T | null | undefined): Partial<T> {
+  const out: Partial<T> = {};
+  if (o) for (const [k, v] of Object.entries(o)) if (v !== null && v !== undefined) (out as Record<string, unknown>)[k] = v;
+  return out;
+}
+
+type CreateArgs = CreateStackInput & { input?: CreateStackInput | null };
+
 export const resolvers = {
   Mutation: {
-    createStack: guarded(async (_: unknown, a: { name?: string; kind?: string; pubkey?: string; cpv?: Record<string, number> }, ctx: GqlContext) => {
-      const created = await createStack(ctx.platform, a);
+    createStack: guarded(async (_: unknown, a: CreateArgs, ctx: GqlContext) => {
+      const { input, ...flat } = a;
+      const body = { ...present(flat as Record<string, unknown>), ...present((input ?? {}) as Record<string, unknown>) } as CreateStackInput;
+      if (body.cpv) body.cpv = present(body.cpv as Record<string, unknown>);
+      const created = await createStack(ctx.platform, body);
       return { stack: gqlStack(await getStackRow(ctx.platform.db.prisma, created.id)), identityPriv: created.identityPriv ?? null };
     }),
   },
@@ -33,7 +47,7 @@ export const resolvers = {
       return r && gqlStack(r);
     }),
     stacks: guarded(async (_: unknown, a: { first: number }, ctx: GqlContext) => {
-      const rows = await ctx.platform.db.prisma.stack.findMany({ orderBy: { tokenId: 'asc' }, take: Math.min(Math.max(a.first, 0), 1000) });
+      const rows = await ctx.platform.db.prisma.stack.findMany({ orderBy: { tokenId: 'asc' }, take: Math.min(Math.max(a.first ?? 100, 0), 1000) });
       for (const r of rows) stackLoader(ctx).prime(r.id, r);
       return rows.map(gqlStack);
     }),
@@ -44,5 +58,6 @@ export const resolvers = {
       const r = await stackLoader(ctx).load(ref.id);
       return r && gqlStack(r);
     }),
+    head: (s: { episodicHead: string | null }) => (s.episodicHead ? { __typename: 'MemoryNode', cid: s.episodicHead } : null),
   },
 };
