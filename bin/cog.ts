@@ -70,12 +70,13 @@ async function run(names: string[], banner: boolean): Promise<void> {
   const log = createLogger({ level: cfg.logLevel, name: 'cog' });
   const t0 = Date.now();
   const entries = SERVICES.filter((s) => names.includes(s.name));
+  const unlock = lockDataDir(cfg);
   try {
     for (const e of entries) if (e.port && e.port(cfg) !== 0) await portFree(cfg.host, e.port(cfg), e.name);
   } catch (e) {
+    unlock();
     fail((e as Error).message);
   }
-  const unlock = lockDataDir(cfg);
   let platform: Platform;
   try {
     platform = await openPlatform(cfg, { log });

@@ -108,10 +108,22 @@ export interface Config {
     faucet: string;
   };
   auth: 'off' | 'required';
+  /** COG_AUTH_SKEW_MS: how far a signed request's timestamp may be from the server clock. */
+  authSkewMs: number;
+  /** COG_RATE_LIMIT_PER_MIN: gateway requests a minute per client address; 0 turns it off. */
+  rateLimitPerMin: number;
   internalToken?: string;
   logLevel: string;
   graphqlIntrospection: boolean;
   graphqlLimits: { maxDepth: number; maxAliases: number; maxRootFields: number; maxTokens: number; maxCost: number };
+}
+
+/** COG_INTERNAL_TOKEN: the bearer token internal services require; short ones are guessable. */
+function internalToken(env: Env): string | undefined {
+  const raw = env.COG_INTERNAL_TOKEN;
+  if (!raw) return undefined;
+  if (raw.length < 16 || /\s/.test(raw)) throw new ConfigError('COG_INTERNAL_TOKEN', 'must be at least 16 characters with no whitespace');
+  return raw;
 }
 
 export function loadConfig(env: Env = process.env): Config {
@@ -152,7 +164,8 @@ export function loadConfig(env: Env = process.env): Config {
     medullaPeers: list(env, 'MEDULLA_PEERS'),
     hippocampusPeers: list(env, 'HIPPOCAMPUS_PEERS'),
     urls: {
-      base: url(env, 'BASE_URL', local(ports.gateway))!,
+      // COG_BASE_URL, not BASE_URL: that name is too common (vite and others set it).
+      base: url(env, 'COG_BASE_URL', local(ports.gateway))!,
       medulla: url(env, 'MEDULLA_URL', local(ports.medulla))!,
       hippocampus: url(env, 'HIPPOCAMPUS_URL', local(ports.hippocampus))!,
       cortex: url(env, 'CORTEX_URL', url(env, 'CORTEX_RPC_URL') ?? local(ports.cortex))!,
@@ -163,7 +176,9 @@ export function loadConfig(env: Env = process.env): Config {
       faucet: url(env, 'FAUCET_URL', local(ports.faucet))!,
     },
     auth: oneOf(env, 'COG_AUTH', 'off', ['off', 'required'] as const),
-    internalToken: env.COG_INTERNAL_TOKEN || undefined,
+    authSkewMs: int(env, 'COG_AUTH_SKEW_MS', 30_000, 1000, 3_600_000),
+    rateLimitPerMin: int(env, 'COG_RATE_LIMIT_PER_MIN', 120_000, 0, 1e9),
+    internalToken: internalToken(env),
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     graphqlIntrospection: oneOf(env, 'COG_GRAPHQL_INTROSPECTION', 'on', ['on', 'off'] as const) === 'on',
     graphqlLimits: {

@@ -12,7 +12,9 @@ const root = path.resolve(import.meta.dirname, '../..');
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-start-'));
 const shift = 20000;
 const ports = { GATEWAY_PORT: 7070, NEEDLECAST_PORT: 7071, THALAMUS_PORT: 7072, DHF_PORT: 7073, TREASURY_PORT: 7074, FAUCET_PORT: 7075, MEDULLA_PORT: 8332, HIPPOCAMPUS_PORT: 5001, CORTEX_PORT: 8545 };
-const env: Record<string, string> = { ...process.env as Record<string, string>, COG_DATA_DIR: dataDir, LOG_LEVEL: 'warn' };
+// The child gets this process's environment without what vitest/vite add to it.
+const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['BASE_URL', 'MODE', 'DEV', 'PROD', 'SSR', 'VITEST', 'VITEST_POOL_ID', 'VITEST_WORKER_ID', 'TEST'].includes(k))) as Record<string, string>;
+const env: Record<string, string> = { ...inherited, COG_DATA_DIR: dataDir, LOG_LEVEL: 'warn' };
 for (const [k, v] of Object.entries(ports)) env[k] = String(v + shift);
 const url = (k: keyof typeof ports) => `http://127.0.0.1:${ports[k] + shift}`;
 
@@ -30,6 +32,7 @@ function start(extra: Record<string, string> = {}): ChildProcess {
 async function healthy(timeoutMs: number): Promise<number> {
   const t0 = Date.now();
   while (Date.now() - t0 < timeoutMs) {
+    if (child && child.exitCode !== null) throw new Error(`the platform exited with ${child.exitCode}:\n${output.slice(-3000)}`);
     try {
       const r = await fetch(`${url('GATEWAY_PORT')}/healthz`);
       if (r.ok) return Date.now() - t0;
