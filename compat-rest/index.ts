@@ -12,6 +12,7 @@ const plugins: Array<() => Promise<{ default: RestPlugin }>> = [
   () => import('./economy.ts'),
   () => import('./residues.ts'),
   () => import('./needlecast.ts'),
+  () => import('./chains.ts'),
 ];
 
 export async function registerRest(app: FastifyInstance, platform: Platform): Promise<void> {
