@@ -61,3 +61,30 @@ export const unavailable = (detail: string, retryAfterSeconds = 1) =>
   new Problem(503, 'UNAVAILABLE', 'Service unavailable', detail, {}, { 'retry-after': String(retryAfterSeconds) });
 
 export const isProblem = (e: unknown): e is Problem => e instanceof Problem;
+
+/** The PostgreSQL SQLSTATE behind a database error (Prisma driver-adapter or pg error), if any. */
+function sqlState(e: unknown): string | undefined {
+  const x = e as { code?: unknown; meta?: { driverAdapterError?: { cause?: { originalCode?: unknown; code?: unknown } } }; cause?: unknown } | null;
+  const cause = x?.meta?.driverAdapterError?.cause;
+  for (const c of [cause?.originalCode, cause?.code, (x?.cause as { code?: unknown } | undefined)?.code, x?.code]) {
+    if (typeof c === 'string' && /^[0-9A-Z]{5}$/.test(c) && /^(0[0-9A]|2[0-9A-F]|4[02]|5[37]|XX)/.test(c)) return c;
+  }
+  return undefined;
+}
+
+/**
+ * Maps a database error a client can cause, or a database outage, to a problem (undefined for
+ * anything else): data exceptions (class 22, e.g. a NUL byte in a text value) are a 400; lost
+ * connections, serialization failures and resource exhaustion are a retryable 503.
+ */
+export function databaseProblem(e: unknown): Problem | undefined {
+  const prismaCode = (e as { code?: unknown } | null)?.code;
+  if (typeof prismaCode === 'string' && /^P10(0[12]|17)$/.test(prismaCode)) return unavailable('the database is not reachable', 2);
+  const state = sqlState(e);
+  if (!state) return undefined;
+  if (state.startsWith('22')) return badRequest('A value cannot be stored (for example a NUL character in a text field)');
+  if (state.startsWith('08') || state.startsWith('53') || state.startsWith('57') || state === '40001' || state === '40P01') {
+    return unavailable('the database is busy or not reachable; retry', 1);
+  }
+  return undefined;
+}
