@@ -86,11 +86,12 @@ describe('faucet', () => {
   });
 
   it('grants again after the cooldown', async () => {
-    const q = { ...p, cache: caches[0]!, config: { ...p.config, faucetCooldownMs: 150 } } as Platform;
+    // Long enough that a loaded machine cannot outlast it between two drips, short enough to wait out.
+    const q = { ...p, cache: caches[0]!, config: { ...p.config, faucetCooldownMs: 1500 } } as Platform;
     const stack = await createStack(p, { name: 'again' });
     await drip(q, stack.id);
     await expect(drip(q, stack.id)).rejects.toMatchObject({ status: 429 });
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 1600));
     await drip(q, stack.id);
     expect((await balanceOf(p.db.prisma, poolAccount(stack.id))).compute).toBe(200);
   });
