@@ -29,8 +29,8 @@ async function load(name: string, url: string, seconds: number, query = QUERY): 
 }
 
 export async function runRouterBench(seconds = 8): Promise<Run[]> {
-  process.env.COG_RATE_LIMIT_PER_MIN = '0';
-  const p = await testPlatform({ GATEWAY_PORT: '0', LOG_LEVEL: 'silent' });
+  // The rate limit is read from the platform's config (lib/config.ts): off for the benchmark.
+  const p = await testPlatform({ GATEWAY_PORT: '0', LOG_LEVEL: 'silent', COG_RATE_LIMIT_PER_MIN: '0' });
   // 20 stacks with 3 sleeves each and a few memory nodes.
   for (let i = 0; i < 20; i++) {
     const id = `stack:human:${i + 1}:${i.toString(16).padStart(12, '0')}`;

@@ -2,13 +2,15 @@
 import type { FastifyInstance } from 'fastify';
 import { unavailable } from '../lib/errors.ts';
 import type { Platform } from '../lib/platform.ts';
-import { getInfo, mineBlock } from '../subgraphs/chains/medulla/client.ts';
+import { medullaRpc, type ChainInfo } from '../subgraphs/chains/medulla/client.ts';
+import type { Block } from '../subgraphs/chains/medulla/header.ts';
 
 export default async function chainsRest(app: FastifyInstance, opts: { platform: Platform }): Promise<void> {
   const p = opts.platform;
   app.get('/v1/epochs/current', async () => {
     try {
-      const { epoch, height, tip } = await getInfo(p.config.urls.medulla, { timeoutMs: 2000 });
+      // Medulla is internal: send the internal token when one is set.
+      const { epoch, height, tip } = await medullaRpc<ChainInfo>(p.config.urls.medulla, 'getinfo', [], { timeoutMs: 2000, token: p.config.internalToken });
       return { epoch, height, tip };
     } catch {
       // Medulla unreachable: the last epoch announced on the bus.
@@ -17,7 +19,7 @@ export default async function chainsRest(app: FastifyInstance, opts: { platform:
   });
   app.post('/v1/mining/block', async () => {
     try {
-      return await mineBlock(p.config.urls.medulla);
+      return await medullaRpc<Block>(p.config.urls.medulla, 'mineblock', [], { timeoutMs: 120_000, token: p.config.internalToken });
     } catch (e) {
       throw unavailable(`Medulla could not mine a block: ${(e as Error).message}`, 2);
     }

@@ -54,6 +54,13 @@ function list(env: Env, name: string): string[] {
   return items.map((s) => s.replace(/\/+$/, ''));
 }
 
+function name(env: Env, variable: string, def: string, re = /^[A-Za-z0-9_-]{1,64}$/): string {
+  const raw = env[variable];
+  if (raw === undefined || raw === '') return def;
+  if (!re.test(raw)) throw new ConfigError(variable, `must match ${re}, got "${raw}"`);
+  return raw;
+}
+
 function oneOf<T extends string>(env: Env, name: string, def: T, allowed: readonly T[]): T {
   const raw = env[name];
   if (raw === undefined || raw === '') return def;
@@ -91,6 +98,11 @@ export interface Config {
   databaseUrl?: string;
   natsUrl?: string;
   redisUrl?: string;
+  /** COG_NATS_STREAM / COG_NATS_PREFIX: JetStream stream and subject prefix (defaults COG, cog). */
+  natsStream: string;
+  natsPrefix: string;
+  /** COG_REDIS_PREFIX: prefix of every cache key on Redis (default none). */
+  redisPrefix?: string;
   s3: { endpoint?: string; bucket: string; region: string; accessKeyId?: string; secretAccessKey?: string };
   cortexRpcUrl?: string;
   medullaPeers: string[];
@@ -153,6 +165,9 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl: url(env, 'DATABASE_URL'),
     natsUrl: url(env, 'NATS_URL'),
     redisUrl: url(env, 'REDIS_URL'),
+    natsStream: name(env, 'COG_NATS_STREAM', 'COG'),
+    natsPrefix: name(env, 'COG_NATS_PREFIX', 'cog'),
+    redisPrefix: env.COG_REDIS_PREFIX ? name(env, 'COG_REDIS_PREFIX', '', /^[A-Za-z0-9_:.-]{1,64}$/) : undefined,
     s3: {
       endpoint: url(env, 'S3_ENDPOINT'),
       bucket: env.S3_BUCKET || 'cog-shards',

@@ -32,9 +32,16 @@ export function startEventRelay(p: Platform, opts: { pollMs?: number } = {}): { 
     for (;;) {
       const rows = await p.db.prisma.eventOutbox.findMany({ orderBy: { id: 'asc' }, take: 200 });
       if (!rows.length) return;
-      for (const row of rows) {
-        await p.bus.publish(row.subject, row.data as Record<string, unknown>, { msgId: row.msgId });
-        await p.db.prisma.eventOutbox.deleteMany({ where: { id: row.id } });
+      // Publish in order, then delete the batch in one statement; a crash between the two
+      // re-publishes rows the bus de-duplicates by msgId.
+      const sent: bigint[] = [];
+      try {
+        for (const row of rows) {
+          await p.bus.publish(row.subject, row.data as Record<string, unknown>, { msgId: row.msgId });
+          sent.push(row.id);
+        }
+      } finally {
+        if (sent.length) await p.db.prisma.eventOutbox.deleteMany({ where: { id: { in: sent } } });
       }
     }
   };

@@ -1,10 +1,11 @@
 // The HTTP foundation every service stands on: fastify with schema-validated bodies, the
 // problem+json error model, a 1 MiB body limit, and one pino log line per request.
+import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
 import { Ajv } from 'ajv';
 import addFormatsImport from 'ajv-formats';
 import type { Logger } from './log.ts';
-import { Problem, badRequest, isProblem, payloadTooLarge, type FieldProblem } from './errors.ts';
+import { Problem, badRequest, databaseProblem, isProblem, payloadTooLarge, type FieldProblem } from './errors.ts';
 
 export const BODY_LIMIT = 1024 * 1024;
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
@@ -17,9 +18,31 @@ const ajvQuery = addFormats(new Ajv({ coerceTypes: true, useDefaults: true, remo
 export interface HttpOptions {
   name: string;
   log: Logger;
-  /** Bearer token required on every route except health (internal services off loopback). */
+  /**
+   * Internal services pass this key (even when it is undefined): with a token, every route except
+   * health needs `Authorization: Bearer <token>`; without one the service may listen on loopback
+   * only (listen() refuses any other address). Public services (gateway, faucet) leave it out.
+   */
   internalToken?: string;
+  /** Marks the service internal explicitly (default: whether `internalToken` is among the options). */
+  internal?: boolean;
 }
+
+/** What createHttp learned about each app: is it internal, and does it hold a token. */
+const internalApps = new WeakMap<FastifyInstance, { token: boolean }>();
+
+/** Loopback addresses: 127.0.0.0/8, ::1, localhost (and their IPv4-mapped forms). */
+export function isLoopback(host: string): boolean {
+  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  return h === 'localhost' || h === '::1' || /^(::ffff:)?127(\.\d{1,3}){3}$/.test(h);
+}
+
+/** The header an internal HTTP client sends (empty when no token is configured). */
+export function internalAuthHeaders(token: string | undefined): Record<string, string> {
+  return token ? { authorization: `Bearer ${token}` } : {};
+}
+
+const digest = (s: string) => createHash('sha256').update(s).digest();
 
 export function sendProblem(reply: FastifyReply, p: Problem): FastifyReply {
   for (const [k, v] of Object.entries(p.headers)) reply.header(k, v);
@@ -50,6 +73,8 @@ export function toProblem(err: unknown): Problem {
   if (typeof e?.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
     return new Problem(e.statusCode, e.code ?? 'BAD_REQUEST', 'Bad request', e.message);
   }
+  const db = databaseProblem(err);
+  if (db) return db;
   return new Problem(500, 'INTERNAL', 'Internal error', 'The server failed to handle the request; it has been logged');
 }
 
@@ -63,6 +88,10 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
     forceCloseConnections: true,
     ajv: undefined,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+    // Router-level refusals (a malformed URL, an over-long path parameter) are problems too.
+    frameworkErrors: (err, _req, reply) => {
+      sendProblem(reply, toProblem(err));
+    },
   });
 
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? ajvBody : ajvQuery).compile(schema));
@@ -80,11 +109,17 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
     }
   });
 
+  const internal = opts.internal ?? Object.prototype.hasOwnProperty.call(opts, 'internalToken');
+  if (internal) internalApps.set(app, { token: !!opts.internalToken });
   if (opts.internalToken) {
-    const expected = `Bearer ${opts.internalToken}`;
+    // Compared as digests in constant time, so the comparison leaks neither content nor length.
+    const expected = digest(`Bearer ${opts.internalToken}`);
     app.addHook('onRequest', async (req, reply) => {
-      if (req.url.startsWith('/health')) return;
-      if (req.headers.authorization !== expected) {
+      // Health only (by the matched route, not a URL prefix): everything else needs the token.
+      const route = req.routeOptions.url;
+      if ((req.method === 'GET' || req.method === 'HEAD') && (route === '/health' || route === '/healthz')) return;
+      const given = req.headers.authorization;
+      if (typeof given !== 'string' || !timingSafeEqual(digest(given), expected)) {
         return sendProblem(reply, new Problem(401, 'UNAUTHORIZED', 'Unauthorized', 'This internal service needs its bearer token'));
       }
     });
@@ -107,8 +142,16 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
   return app;
 }
 
-/** Listens on host:port; a port in use becomes an error naming it. */
+/**
+ * Listens on host:port; a port in use becomes an error naming it. An internal service without an
+ * internal token refuses to listen anywhere but loopback (ARCHITECTURE.md: "Internal services bind
+ * to loopback unless COG_INTERNAL_TOKEN is set").
+ */
 export async function listen(app: FastifyInstance, name: string, host: string, port: number): Promise<number> {
+  const internal = internalApps.get(app);
+  if (internal && !internal.token && !isLoopback(host)) {
+    throw new Error(`${name}: refusing to listen on ${host} without COG_INTERNAL_TOKEN: internal services bind to loopback (127.0.0.1) unless the internal token is set`);
+  }
   try {
     await app.listen({ host, port });
   } catch (e) {

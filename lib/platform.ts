@@ -43,10 +43,10 @@ export function loadMasterKey(config: Config, env = process.env): Uint8Array {
 }
 
 /** Medulla's getinfo over its RPC endpoint; seeds the epoch source. */
-export async function medullaInfo(medullaUrl: string): Promise<EpochInfo> {
+export async function medullaInfo(medullaUrl: string, internalToken?: string): Promise<EpochInfo> {
   const res = await fetch(`${medullaUrl}/rpc`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...(internalToken ? { authorization: `Bearer ${internalToken}` } : {}) },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getinfo', params: [] }),
     signal: AbortSignal.timeout(2000),
   });
@@ -60,10 +60,10 @@ export async function openPlatform(config: Config, opts: { log?: Logger; name?: 
   fs.mkdirSync(config.dataDir, { recursive: true });
   const masterKey = loadMasterKey(config);
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
-  const bus = await createBus({ natsUrl: config.natsUrl, memory: { journalDir: path.join(config.dataDir, 'bus') } });
-  const cache = await createCache({ redisUrl: config.redisUrl });
+  const bus = await createBus({ natsUrl: config.natsUrl, stream: config.natsStream, subjectPrefix: config.natsPrefix, memory: { journalDir: path.join(config.dataDir, 'bus') } });
+  const cache = await createCache({ redisUrl: config.redisUrl, keyPrefix: config.redisPrefix });
   const objects = await createObjectStore({ s3: config.s3.endpoint ? { ...config.s3, endpoint: config.s3.endpoint } : undefined, dir: path.join(config.dataDir, 'objects') });
-  const epochs = await followEpochs(bus, () => medullaInfo(config.urls.medulla));
+  const epochs = await followEpochs(bus, () => medullaInfo(config.urls.medulla, config.internalToken));
   return { config, log, db, bus, cache, objects, epochs, masterKey, local: new Map() };
 }
 

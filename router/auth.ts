@@ -1,52 +1,144 @@
 // Gateway request guards: per-client rate limits, and (with COG_AUTH=required) ed25519-signed
 // stack-scoped writes.
 //
-// Signature scheme. A client signs with its stack's key (the identityPriv seed):
+// Signature scheme (lib/sign.ts builds it; docs/security.md explains it). A client signs with its
+// stack's key (the identityPriv seed):
 //   message   = METHOD "\n" PATH(with query) "\n" sha256hex(raw body or "") "\n" TIMESTAMP
 //   headers   x-cog-stack: <stackId>   x-cog-timestamp: <Unix ms>   x-cog-signature: <128 hex>
 // The timestamp must be within COG_AUTH_SKEW_MS (default 30 s) of the server's clock, and a
-// signature is accepted once (replays inside the window are refused: the cache remembers it).
-// Every failure is a 401 that changes nothing. Stack creation (POST /v1/stacks) needs no
-// signature: there is no key yet.
+// signed message is accepted once (replays inside the window are refused: the cache remembers it).
+// Every failure is a 401 that changes nothing. Stack creation (POST /v1/stacks, GraphQL
+// createStack) needs no signature: there is no key yet.
+//
+// What needs a signature: every REST write under /v1 (POST, PUT, PATCH, DELETE), the one GET that
+// writes (GET /v1/stacks/:id/recall spends memory tokens and moves drift), and GraphQL mutations
+// on POST /graphql (graphql-ws refuses mutations, router/ws.ts). Every stack or sleeve a request
+// names (route params, query, body fields, GraphQL arguments and variables) must belong to the
+// signing stack.
 import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Kind, getOperationAST, parse, type DocumentNode, type SelectionSetNode, type ValueNode } from 'graphql';
 import type { Platform } from '../lib/platform.ts';
-import { sendProblem } from '../lib/http.ts';
-import { tooManyRequests, unauthorized } from '../lib/errors.ts';
+import { BODY_LIMIT, sendProblem } from '../lib/http.ts';
+import { payloadTooLarge, tooManyRequests, unauthorized } from '../lib/errors.ts';
 import { verify } from '../lib/crypto.ts';
+import { HEADER_SIGNATURE, HEADER_STACK, HEADER_TIMESTAMP, signingMessage } from '../lib/sign.ts';
 
-export const AUTH_SKEW_MS = Number(process.env.COG_AUTH_SKEW_MS ?? 30_000);
+export { signingMessage };
 
-export function signingMessage(method: string, path: string, body: string, timestamp: string): string {
-  return `${method.toUpperCase()}\n${path}\n${createHash('sha256').update(body).digest('hex')}\n${timestamp}`;
+type RawRequest = FastifyRequest & { rawBody?: Buffer };
+
+/** Field names whose string values name a stack or a sleeve (id-like names: `id`, `*Id`, from, to, claimant). */
+const ID_KEY = /^(id|.*Id|.*ID|from|to|claimant)$/;
+const MAX_IDS = 64;
+
+/** Id-like string values in a JSON value (bounded in depth and count). */
+function collectIds(value: unknown, out: Set<string>, key = '', depth = 0): void {
+  if (out.size >= MAX_IDS || depth > 6 || value === null || value === undefined) return;
+  if (typeof value === 'string') {
+    if (ID_KEY.test(key) && value.length > 0 && value.length <= 512) out.add(value);
+  } else if (Array.isArray(value)) {
+    for (const v of value.slice(0, MAX_IDS)) collectIds(v, out, key, depth + 1);
+  } else if (typeof value === 'object') {
+    for (const [k, v] of Object.entries(value as Record<string, unknown>).slice(0, MAX_IDS)) collectIds(v, out, k, depth + 1);
+  }
 }
 
-/** The stack a write acts for, read from the route's params and body (sleeves resolve to their stack). */
-async function targetStacks(p: Platform, req: FastifyRequest): Promise<string[]> {
-  const params = (req.params ?? {}) as Record<string, string>;
-  const body = (req.body && typeof req.body === 'object' ? req.body : {}) as Record<string, unknown>;
-  const stacks = new Set<string>();
-  const sleeves = new Set<string>();
-  const url = req.routeOptions.url ?? '';
-  for (const [k, v] of Object.entries(params)) {
-    if (k === 'stackId' || (k === 'id' && url.startsWith('/v1/stacks'))) stacks.add(v);
-    if (k === 'id' && url.startsWith('/v1/sleeves')) sleeves.add(v);
+/** A GraphQL argument value, with variables substituted, as plain JSON. */
+function valueOf(node: ValueNode, variables: Record<string, unknown>): unknown {
+  switch (node.kind) {
+    case Kind.VARIABLE: return variables[node.name.value];
+    case Kind.STRING: case Kind.ENUM: return node.value;
+    case Kind.INT: case Kind.FLOAT: return Number(node.value);
+    case Kind.BOOLEAN: return node.value;
+    case Kind.NULL: return null;
+    case Kind.LIST: return node.values.map((v) => valueOf(v, variables));
+    case Kind.OBJECT: return Object.fromEntries(node.fields.map((f) => [f.name.value, valueOf(f.value, variables)]));
   }
-  for (const k of ['stackId']) if (typeof body[k] === 'string') stacks.add(body[k] as string);
-  for (const k of ['sleeveId', 'fromSleeveId', 'from']) if (typeof body[k] === 'string') sleeves.add(body[k] as string);
-  if (sleeves.size) {
-    const rows = await p.db.prisma.sleeve.findMany({ where: { id: { in: [...sleeves] } }, select: { stackId: true } });
-    for (const r of rows) stacks.add(r.stackId);
-  }
-  return [...stacks];
 }
+
+interface GraphqlWrite { fields: string[]; ids: Set<string> }
+
+/** The mutation a GraphQL request would run (root field names and the ids its arguments name), or null. */
+function graphqlWrite(body: unknown, maxTokens: number): GraphqlWrite | null {
+  const requests = Array.isArray(body) ? body : [body];
+  const out: GraphqlWrite = { fields: [], ids: new Set() };
+  for (const r of requests.slice(0, 32)) {
+    if (!r || typeof r !== 'object') continue;
+    const { query, operationName, variables } = r as Record<string, unknown>;
+    if (typeof query !== 'string') continue;
+    let doc: DocumentNode;
+    try {
+      doc = parse(query, { maxTokens, noLocation: true });
+    } catch {
+      continue; // Apollo refuses it without executing anything
+    }
+    const op = getOperationAST(doc, typeof operationName === 'string' ? operationName : undefined);
+    if (!op || op.operation !== 'mutation') continue;
+    const vars = variables && typeof variables === 'object' && !Array.isArray(variables) ? (variables as Record<string, unknown>) : {};
+    const fragments = new Map(doc.definitions.flatMap((d) => (d.kind === Kind.FRAGMENT_DEFINITION ? [[d.name.value, d.selectionSet] as const] : [])));
+    const visit = (set: SelectionSetNode, seen: Set<string>) => {
+      for (const sel of set.selections) {
+        if (sel.kind === Kind.FIELD) {
+          if (sel.name.value === '__typename') continue;
+          out.fields.push(sel.name.value);
+          for (const a of sel.arguments ?? []) collectIds(valueOf(a.value, vars), out.ids, a.name.value);
+        } else if (sel.kind === Kind.INLINE_FRAGMENT) {
+          visit(sel.selectionSet, seen);
+        } else if (!seen.has(sel.name.value)) {
+          const f = fragments.get(sel.name.value);
+          if (f) visit(f, new Set([...seen, sel.name.value]));
+        }
+      }
+    };
+    visit(op.selectionSet, new Set());
+  }
+  return out.fields.length ? out : null;
+}
+
+/** Mutations that need no signature: creating a stack (there is no key yet). */
+const UNSIGNED_MUTATIONS = new Set(['createStack']);
+
+/** What a request must be signed for: null when it needs no signature. */
+function writeOf(p: Platform, req: RawRequest): { ids: Set<string> } | null {
+  const route = req.routeOptions.url;
+  if (!route) return null; // no such route: the 404 handler answers and changes nothing
+  if (route === '/graphql') {
+    if (req.method !== 'POST') return null; // Apollo runs no mutation over GET
+    const w = graphqlWrite(req.body, p.config.graphqlLimits.maxTokens);
+    if (!w || w.fields.every((f) => UNSIGNED_MUTATIONS.has(f))) return null;
+    return { ids: w.ids };
+  }
+  if (!route.startsWith('/v1/')) return null;
+  const write = !['GET', 'HEAD', 'OPTIONS'].includes(req.method) || route === '/v1/stacks/:id/recall';
+  if (!write || (req.method === 'POST' && route === '/v1/stacks')) return null;
+  const ids = new Set<string>();
+  collectIds(req.params, ids);
+  collectIds(req.query, ids);
+  collectIds(req.body, ids);
+  return { ids };
+}
+
+/** The stacks the named ids belong to: stacks as themselves, sleeves as their stack. */
+async function owningStacks(p: Platform, ids: Set<string>): Promise<Set<string>> {
+  const list = [...ids].filter((s) => typeof s === 'string' && s.length > 0);
+  if (!list.length) return new Set();
+  const [stacks, sleeves] = await Promise.all([
+    p.db.prisma.stack.findMany({ where: { id: { in: list } }, select: { id: true } }),
+    p.db.prisma.sleeve.findMany({ where: { id: { in: list } }, select: { stackId: true } }),
+  ]);
+  return new Set([...stacks.map((s) => s.id), ...sleeves.map((s) => s.stackId)]);
+}
+
+const SIG_RE = /^[0-9a-f]{128}$/;
 
 export function installGuards(app: FastifyInstance, p: Platform): void {
-  const perMinute = Number(process.env.COG_RATE_LIMIT_PER_MIN ?? 120_000); // 0 turns it off
+  const perMinute = p.config.rateLimitPerMin; // 0 turns it off
   // Rate limit per client address, in fixed one-minute windows held in the cache (Redis when
-  // distributed, so every gateway process counts together).
+  // distributed, so every gateway process counts together). A cache outage lets requests through.
   app.addHook('onRequest', async (req, reply) => {
-    if (!(perMinute > 0) || req.url === '/healthz') return;
+    if (!(perMinute > 0) || req.routeOptions.url === '/healthz') return;
     const window = Math.floor(Date.now() / 60_000);
     const n = await p.cache.incr(`rl:${req.ip}:${window}`, 61_000).catch(() => 0);
     if (n > perMinute) {
@@ -56,31 +148,41 @@ export function installGuards(app: FastifyInstance, p: Platform): void {
   });
 
   if (p.config.auth !== 'required') return;
-  // Keep the raw body so the signature covers exactly what was sent.
+  const skew = p.config.authSkewMs;
+  // Keep the raw body so the signature covers exactly the bytes sent (bounded like any body).
   app.addHook('preParsing', async (req, _reply, payload) => {
     const chunks: Buffer[] = [];
-    for await (const c of payload) chunks.push(Buffer.from(c));
+    let size = 0;
+    for await (const c of payload) {
+      const b = Buffer.from(c as Buffer);
+      size += b.length;
+      if (size > BODY_LIMIT) throw payloadTooLarge(BODY_LIMIT);
+      chunks.push(b);
+    }
     const raw = Buffer.concat(chunks);
-    (req as FastifyRequest & { rawBody?: string }).rawBody = raw.toString('utf8');
-    const { Readable } = await import('node:stream');
+    (req as RawRequest).rawBody = raw;
     return Readable.from([raw]);
   });
-  app.addHook('preHandler', async (req, reply) => {
-    const write = req.method !== 'GET' && req.method !== 'HEAD' && req.method !== 'OPTIONS';
-    if (!write || !req.url.startsWith('/v1/') || (req.method === 'POST' && req.routeOptions.url === '/v1/stacks')) return;
-    const stackId = req.headers['x-cog-stack'];
-    const ts = req.headers['x-cog-timestamp'];
-    const sig = req.headers['x-cog-signature'];
+  // preValidation: an unsigned request is refused before its body is even validated.
+  app.addHook('preValidation', async (req, reply) => {
+    const w = writeOf(p, req as RawRequest);
+    if (!w) return;
     const refuse = (why: string) => sendProblem(reply, unauthorized(why));
+    const stackId = req.headers[HEADER_STACK];
+    const ts = req.headers[HEADER_TIMESTAMP];
+    const sig = req.headers[HEADER_SIGNATURE];
     if (typeof stackId !== 'string' || typeof ts !== 'string' || typeof sig !== 'string') {
       return refuse('Signed request required: x-cog-stack, x-cog-timestamp and x-cog-signature headers');
     }
-    if (!/^\d{1,16}$/.test(ts) || Math.abs(Date.now() - Number(ts)) > AUTH_SKEW_MS) return refuse('Timestamp outside the allowed clock skew');
-    const stack = await p.db.prisma.stack.findUnique({ where: { id: stackId }, select: { pubKey: true } });
-    const raw = (req as FastifyRequest & { rawBody?: string }).rawBody ?? '';
-    if (!stack || !verify(sig, new TextEncoder().encode(signingMessage(req.method, req.url, raw, ts)), stack.pubKey)) return refuse('Bad signature');
-    const targets = await targetStacks(p, req);
-    if (targets.some((t) => t !== stackId)) return refuse('The signing stack may act only for itself and its own sleeves');
-    if (!(await p.cache.setIfAbsent(`sig:${sig}`, '1', AUTH_SKEW_MS * 2 + 1000))) return refuse('Replayed signature');
+    if (!SIG_RE.test(sig)) return refuse('x-cog-signature must be 128 lowercase hex characters');
+    if (!/^\d{1,16}$/.test(ts) || Math.abs(Date.now() - Number(ts)) > skew) return refuse('Timestamp outside the allowed clock skew');
+    const stack = stackId.length <= 512 ? await p.db.prisma.stack.findUnique({ where: { id: stackId }, select: { pubKey: true } }) : null;
+    const message = signingMessage(req.method, req.url, (req as RawRequest).rawBody ?? Buffer.alloc(0), ts);
+    if (!stack || !verify(sig, new TextEncoder().encode(message), stack.pubKey)) return refuse('Bad signature');
+    const owners = await owningStacks(p, w.ids);
+    if ([...owners].some((s) => s !== stackId)) return refuse('The signing stack may act only for itself and its own sleeves');
+    // Replays: the signed message (not the signature text, which has other encodings) is accepted once.
+    const seen = createHash('sha256').update(`${stackId}\n${message}`).digest('hex');
+    if (!(await p.cache.setIfAbsent(`sig:${seen}`, '1', skew * 2 + 1000))) return refuse('Replayed signature');
   });
 }

@@ -59,6 +59,24 @@ export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Pro
   return { server, apiSchema };
 }
 
+/** Error codes that mean the client sent a bad operation, never that the server failed. */
+const CLIENT_CODES = new Set(['INVALID_GRAPHQL', 'GRAPHQL_PARSE_FAILED', 'GRAPHQL_VALIDATION_FAILED', 'BAD_USER_INPUT', 'BAD_REQUEST', 'OPERATION_RESOLUTION_FAILURE', 'PERSISTED_QUERY_NOT_FOUND', 'PERSISTED_QUERY_NOT_SUPPORTED']);
+
+/**
+ * Apollo answers some client mistakes with a 500 (for example several operations and no
+ * operationName, through the gateway's query planner): when every error is a client error, a 400.
+ */
+function clientStatus(status: number, body: string): number {
+  if (status < 500 || status === 503) return status;
+  try {
+    const errors = (JSON.parse(body) as { errors?: Array<{ extensions?: { code?: string } }> }).errors;
+    if (errors?.length && errors.every((e) => CLIENT_CODES.has(e.extensions?.code ?? ''))) return 400;
+  } catch {
+    // not JSON: leave the status alone
+  }
+  return status;
+}
+
 /** Mounts an Apollo Server on a fastify route (GET and POST). */
 export function mountGraphql(app: FastifyInstance, server: ApolloServer<GqlContext>, p: Platform, url = '/graphql'): void {
   const handler = async (req: FastifyRequest, reply: FastifyReply) => {
@@ -70,7 +88,7 @@ export function mountGraphql(app: FastifyInstance, server: ApolloServer<GqlConte
       context: async () => newContext(p),
     });
     for (const [k, v] of res.headers) reply.header(k, v);
-    reply.code(res.status ?? 200);
+    reply.code(clientStatus(res.status ?? 200, res.body.kind === 'complete' ? res.body.string : ''));
     if (res.body.kind === 'complete') return reply.send(res.body.string);
     let out = '';
     for await (const chunk of res.body.asyncIterator) out += chunk;

@@ -33,7 +33,7 @@ const page = `<!doctype html>
 export function mountGraphiql(app: FastifyInstance): void {
   app.get('/graphiql', async (_req, reply) => reply.type('text/html; charset=utf-8').send(page));
   app.get<{ Params: { name: string } }>('/graphiql/assets/:name', async (req, reply) => {
-    const a = assets[req.params.name];
+    const a = Object.hasOwn(assets, req.params.name) ? assets[req.params.name] : undefined;
     if (!a) return reply.callNotFound();
     return reply.type(a.type).header('cache-control', 'public, max-age=86400').send(fs.createReadStream(a.file));
   });

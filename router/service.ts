@@ -1,7 +1,7 @@
 // Gateway :7070 — the single external entry point: GET /healthz, the GraphQL router at /graphql,
 // the /v1 REST shim, and (router/events.ts) the WebSocket event streams.
 import { createHttp, listen } from '../lib/http.ts';
-import type { ServiceStarter } from '../lib/service.ts';
+import type { RunningService, ServiceStarter } from '../lib/service.ts';
 import { registerRest } from '../compat-rest/index.ts';
 import { createGateway, mountGraphql } from './gateway.ts';
 import { createEventStream } from './events.ts';
@@ -9,8 +9,17 @@ import { createGraphqlWs } from './ws.ts';
 import { mountGraphiql } from './graphiql.ts';
 import { installGuards } from './auth.ts';
 
+export interface GatewayRoute { method: string; url: string }
+const routeLists = new WeakMap<RunningService, GatewayRoute[]>();
+/** Every route a started gateway registered (the fuzz suite drives them all). */
+export const gatewayRoutes = (gateway: RunningService): GatewayRoute[] => [...(routeLists.get(gateway) ?? [])];
+
 export const startGateway: ServiceStarter = async (p) => {
   const app = createHttp({ name: 'gateway', log: p.log });
+  const routes: GatewayRoute[] = [];
+  app.addHook('onRoute', (r) => {
+    for (const method of [r.method].flat()) routes.push({ method, url: r.url });
+  });
   app.get('/healthz', async () => ({ ok: true, name: 'cog-gateway', ts: Date.now() }));
   installGuards(app, p);
   await registerRest(app, p);
@@ -23,7 +32,7 @@ export const startGateway: ServiceStarter = async (p) => {
     if (!events.handleUpgrade(req, socket, head) && !gqlWs.handleUpgrade(req, socket, head)) socket.destroy();
   });
   const port = await listen(app, 'gateway', p.config.host, p.config.ports.gateway);
-  return {
+  const service: RunningService = {
     name: 'gateway',
     url: `http://${p.config.host}:${port}`,
     async close() {
@@ -33,4 +42,6 @@ export const startGateway: ServiceStarter = async (p) => {
       await gql.stop();
     },
   };
+  routeLists.set(service, routes);
+  return service;
 };

@@ -3,7 +3,7 @@
 // graphql-ws's own (4408 init timeout, 4401 subscribe before ack, 4409 duplicate id, 4400 bad message).
 import { WebSocketServer } from 'ws';
 import { useServer } from 'graphql-ws/use/ws';
-import { getOperationAST, print, printSchema, type ExecutionArgs } from 'graphql';
+import { GraphQLError, getOperationAST, print, printSchema, type ExecutionArgs } from 'graphql';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { ApolloServer } from '@apollo/server';
@@ -23,6 +23,12 @@ export function createGraphqlWs(p: Platform, server: ApolloServer<GqlContext>, a
       context: () => newContext(p),
       execute: (async (args: ExecutionArgs) => {
         const op = getOperationAST(args.document, args.operationName);
+        // A socket carries no per-message signature: with COG_AUTH=required, mutations go signed over
+        // HTTP POST /graphql (router/auth.ts); createStack alone needs no key.
+        if (p.config.auth === 'required' && op?.operation === 'mutation' &&
+            op.selectionSet.selections.some((s) => s.kind !== 'Field' || (s.name.value !== 'createStack' && s.name.value !== '__typename'))) {
+          return { errors: [new GraphQLError('Mutations need a signed HTTP request (POST /graphql) when COG_AUTH=required', { extensions: { code: 'UNAUTHORIZED' } })] };
+        }
         const res = await server.executeOperation(
           { query: print(args.document), variables: args.variableValues ?? undefined, operationName: args.operationName ?? undefined },
           { contextValue: newContext(p) },

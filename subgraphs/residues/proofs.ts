@@ -23,9 +23,11 @@ const yes = (facts: Record<string, unknown>): Verdict => ({ ok: true, facts });
 /** The bytes an operator signs for a coherence tuple: the Thalamus/Medulla format. */
 export const coherenceTupleMessage = (t: CoherenceTuple) => tupleMessage(t);
 
-async function call(url: string, init?: RequestInit): Promise<Response> {
+/** Calls an internal service (Medulla, DHF), with the internal bearer token when one is set. */
+async function call(p: Platform, url: string, init: RequestInit = {}): Promise<Response> {
+  const headers = { ...(init.headers as Record<string, string> | undefined), ...(p.config.internalToken ? { authorization: `Bearer ${p.config.internalToken}` } : {}) };
   try {
-    return await fetch(url, { ...init, signal: AbortSignal.timeout(3000) });
+    return await fetch(url, { ...init, headers, signal: AbortSignal.timeout(3000) });
   } catch {
     throw unavailable(`Cannot check the proof now: ${new URL(url).origin} is not reachable`);
   }
@@ -43,7 +45,7 @@ async function dagNode(p: Platform, cid: string): Promise<{ links: string[]; sta
 }
 
 async function medullaBlock(p: Platform, height: number): Promise<Record<string, unknown> | null> {
-  const res = await call(`${p.config.urls.medulla}/rpc`, {
+  const res = await call(p, `${p.config.urls.medulla}/rpc`, {
     method: 'POST', headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getblock', params: [height] }),
   });
@@ -97,7 +99,7 @@ async function historicalNonCanonical(p: Platform, r: ResidueFacts, proof: Recor
   if (proof.sleeveId !== undefined) {
     if (!str(proof.sleeveId)) return no('proof.sleeveId must be a sleeve id');
     if (!r.stackId) return no('the residue names no stack');
-    const res = await call(`${p.config.urls.dhf}/v1/reconstruct`, {
+    const res = await call(p, `${p.config.urls.dhf}/v1/reconstruct`, {
       method: 'POST', headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ stackId: r.stackId, sleeveId: proof.sleeveId, depth: Number(r.evidence.depth ?? 8) || 8 }),
     });
