@@ -20,7 +20,10 @@ let nextId = 1;
 /** Calls `method`; throws MedullaRpcError for an RPC error, or the fetch error when unreachable. */
 export async function medullaRpc<T = unknown>(url: string, method: string, params: unknown[] | Record<string, unknown> = [], opts: { timeoutMs?: number; token?: string } = {}): Promise<T> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+  // Medulla is internal: every caller in the platform (gateway, Thalamus, peers, resolvers) sends the
+  // process's internal token (validated at start by loadConfig) unless it passes its own.
+  const token = opts.token ?? process.env.COG_INTERNAL_TOKEN;
+  if (token) headers.authorization = `Bearer ${token}`;
   const res = await fetch(`${url.replace(/\/+$/, '')}/rpc`, {
     method: 'POST',
     headers,
