@@ -1,5 +1,6 @@
 // The six Worker Runner passes (spec: Worker Runner passes). Each is idempotent on its own (a
 // second run for the same epoch changes nothing), on top of the once-per-epoch lease.
+import { pruneForgotten } from '../../memory/hippocampus/store.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { Tx } from '../../../lib/db/index.ts';
 import { recordEvent, type EventRecord } from '../../../lib/events.ts';
@@ -82,8 +83,11 @@ export async function residueCollector(p: Platform, epoch: number): Promise<Pass
   return { stale, shardLoss, expired: expired.length };
 }
 
+/** Merges shadow branches, then forgets unpinned nodes past the retention window. */
 export async function memoryReconciler(p: Platform, epoch: number): Promise<PassResult> {
-  return reconcileBranches(p, epoch);
+  const merged = await reconcileBranches(p, epoch);
+  const { pruned } = await pruneForgotten(p);
+  return { ...merged, pruned };
 }
 
 export async function treasuryEmitter(p: Platform, epoch: number): Promise<PassResult> {
