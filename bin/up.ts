@@ -25,7 +25,7 @@ export function topology(cfg: Config): ProcessSpec[] {
   const specs: ProcessSpec[] = [
     { name: 'cortex', service: 'cortex', env: {} },
     { name: 'medulla-1', service: 'medulla', env: { MEDULLA_NODE_ID: 'medulla-1', MEDULLA_PEERS: local(m2) } },
-    { name: 'medulla-2', service: 'medulla', env: { MEDULLA_NODE_ID: 'medulla-2', MEDULLA_PORT: String(m2), MEDULLA_PEERS: local(p.medulla), MEDULLA_MINE: 'off' } },
+    { name: 'medulla-2', service: 'medulla', env: { MEDULLA_NODE_ID: 'medulla-2', MEDULLA_PORT: String(m2), MEDULLA_PEERS: local(p.medulla), MEDULLA_AUTOMINE: 'off' } },
     { name: 'hippocampus-1', service: 'hippocampus', env: { HIPPOCAMPUS_NODE_ID: 'hippocampus-1', HIPPOCAMPUS_PEERS: local(h2) } },
     { name: 'hippocampus-2', service: 'hippocampus', env: { HIPPOCAMPUS_NODE_ID: 'hippocampus-2', HIPPOCAMPUS_PORT: String(h2), HIPPOCAMPUS_PEERS: local(p.hippocampus) } },
     { name: 'thalamus', service: 'thalamus', env: {} },
@@ -39,9 +39,52 @@ export function topology(cfg: Config): ProcessSpec[] {
     { name: 'worker-2', service: 'worker', env: { COG_RUNNER_ID: 'worker-2' } },
     ...['stacks', 'sleeves', 'memory', 'chains', 'economy', 'residues'].map((sg) => ({ name: `subgraph-${sg}`, service: `subgraph-${sg}`, env: {} })),
     { name: 'gateway-1', service: 'gateway', env: { COG_SUBGRAPHS: 'remote' } },
-    { name: 'gateway-2', service: 'gateway', env: { COG_SUBGRAPHS: 'remote', GATEWAY_PORT: String(p.gateway + 100) } },
+    { name: 'gateway-2', service: 'gateway', env: { COG_SUBGRAPHS: 'remote', GATEWAY_PORT: String(p.gateway + 100), HIPPOCAMPUS_URL: local(h2) } },
   ];
   return specs;
+}
+
+/** Spec ports and subgraph ports of the topology; the second nodes sit at +1 and +100 of these. */
+export const BASE_PORTS = {
+  GATEWAY_PORT: 7070, NEEDLECAST_PORT: 7071, THALAMUS_PORT: 7072, DHF_PORT: 7073, TREASURY_PORT: 7074, FAUCET_PORT: 7075,
+  MEDULLA_PORT: 8332, HIPPOCAMPUS_PORT: 5001, CORTEX_PORT: 8545,
+} as const;
+export const SUBGRAPH_PORTS = { stacks: 7081, sleeves: 7082, memory: 7083, chains: 7084, economy: 7085, residues: 7086 } as const;
+
+/**
+ * The environment that moves the whole topology by `shift` ports (tests and benchmarks run beside
+ * a developer's platform): every *_PORT, and each subgraph's port and the URL the router uses.
+ */
+export function shiftedPortsEnv(shift: number): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(BASE_PORTS)) env[k] = String(v + shift);
+  for (const [name, port] of Object.entries(SUBGRAPH_PORTS)) {
+    env[`SUBGRAPH_${name.toUpperCase()}_PORT`] = String(port + shift);
+    env[`SUBGRAPH_${name.toUpperCase()}_URL`] = `http://127.0.0.1:${port + shift}/graphql`;
+  }
+  return env;
+}
+
+/** Creates the PostgreSQL database DATABASE_URL names when it does not exist yet (best effort). */
+async function ensureDatabase(databaseUrl: string): Promise<void> {
+  const u = new URL(databaseUrl);
+  const name = decodeURIComponent(u.pathname.replace(/^\//, ''));
+  if (!name || !/^[A-Za-z0-9_]+$/.test(name)) return;
+  const { default: pg } = await import('pg');
+  u.pathname = '/postgres';
+  const admin = new pg.Client({ connectionString: u.toString() });
+  try {
+    await admin.connect();
+    const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (!rowCount) {
+      await admin.query(`CREATE DATABASE "${name}"`);
+      process.stdout.write(`[up] created database ${name}\n`);
+    }
+  } catch (e) {
+    process.stderr.write(`[up] could not check database ${name}: ${(e as Error).message}\n`);
+  } finally {
+    await admin.end().catch(() => {});
+  }
 }
 
 export async function upDistributed(cfg: Config): Promise<void> {
@@ -53,6 +96,7 @@ export async function upDistributed(cfg: Config): Promise<void> {
   if (!process.env.COG_MASTER_KEY) {
     process.stderr.write('cog up --distributed: COG_MASTER_KEY unset; every process reads the key file under COG_DATA_DIR, so they must share that directory\n');
   }
+  await ensureDatabase(process.env.DATABASE_URL!);
   const children = new Map<string, ChildProcess>();
   let stopping = false;
   const start = (spec: ProcessSpec, attempt = 0) => {
@@ -62,6 +106,7 @@ export async function upDistributed(cfg: Config): Promise<void> {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     children.set(spec.name, child);
+    process.stdout.write(`[up] ${spec.name} pid ${child.pid}\n`);
     const prefix = (chunk: Buffer) =>
       chunk.toString().split('\n').filter(Boolean).map((l) => `[${spec.name}] ${l}\n`).join('');
     child.stdout!.on('data', (c: Buffer) => process.stdout.write(prefix(c)));

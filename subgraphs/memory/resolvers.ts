@@ -4,7 +4,7 @@ import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
 import { perceive, recall, remember } from './memory.ts';
 import { dhfReconstruct } from './dhf/reconstruct.ts';
-import { dagStats } from './hippocampus/store.ts';
+import { hippocampusClient } from './hippocampus/client.ts';
 
 type NodeRow = NonNullable<Awaited<ReturnType<GqlContext['platform']['db']['prisma']['memoryNode']['findUnique']>>>;
 type NodeMeta = Pick<NodeRow, 'cid' | 'stackId' | 'epoch' | 'links' | 'kind' | 'pinned'>;
@@ -59,7 +59,7 @@ export const resolvers = {
       const r = await nodeLoader(ctx).load(a.cid);
       return r && gqlNode(r);
     }),
-    hippocampusStats: guarded((_: unknown, __: unknown, ctx: GqlContext) => dagStats(ctx.platform)),
+    hippocampusStats: guarded((_: unknown, __: unknown, ctx: GqlContext) => hippocampusClient(ctx.platform).stats()),
     reconstruct: guarded(async (_: unknown, a: { stackId: string; sleeveId: string; depth: number }, ctx: GqlContext) => {
       const r = await dhfReconstruct(ctx.platform, a);
       return { ...r, fragments: r.fragments.map(fragment) };

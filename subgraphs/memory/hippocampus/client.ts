@@ -5,13 +5,15 @@
 import type { Tx } from '../../../lib/db/index.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { Problem, unavailable } from '../../../lib/errors.ts';
-import { nodeMeta, pinStored, putNode, walkDag, type PutNodeInput, type WalkResult } from './store.ts';
+import { dagStats, nodeMeta, pinStored, putNode, walkDag, type PutNodeInput, type WalkResult } from './store.ts';
 
 export interface HippocampusClient {
   put(node: PutNodeInput, tx?: Tx): Promise<void>;
   pin(cid: string, tx?: Tx): Promise<void>;
   walk(root: string, depth: number, epoch: number): Promise<WalkResult>;
   meta(cid: string, tx?: Tx): Promise<NodeMeta | null>;
+  /** GET /stats: {nodes, peers, pinned} as the Hippocampus node sees them. */
+  stats(): Promise<{ nodes: number; peers: number; pinned: number }>;
 }
 
 export interface NodeMeta {
@@ -32,6 +34,7 @@ export function localHippocampus(p: Platform): HippocampusClient {
     pin: async (cid, tx) => void (await pinStored(tx ?? p.db.prisma, cid)),
     walk: (root, depth, epoch) => walkDag(p.db.prisma, p.objects, root, depth, epoch),
     meta: (cid, tx) => nodeMeta(tx ?? p.db.prisma, p.objects, cid),
+    stats: () => dagStats(p),
   };
 }
 
@@ -57,6 +60,10 @@ export function httpHippocampus(baseUrl: string, opts: { internalToken?: string;
     put: async (node) => void (await call('PUT', '/dag', node)),
     pin: async (cid) => void (await call('POST', `/dag/${encodeURIComponent(cid)}/pin`)),
     walk: (root, depth, epoch) => call<WalkResult>('POST', '/recall', { root, depth, epoch }),
+    stats: async () => {
+      const s = await call<{ nodes: number; peers: number; pinned: number }>('GET', '/stats');
+      return { nodes: s.nodes, peers: s.peers, pinned: s.pinned };
+    },
     meta: async (cid) => {
       try {
         return await call<NodeMeta>('GET', `/dag/${encodeURIComponent(cid)}/meta`);

@@ -5,6 +5,10 @@
 //   POST /dag/:cid/pin     pins (the memory-token charge is the memory domain's, see memory.ts)
 //   POST /recall           {root, depth, epoch} -> {nodes, gated, missing, levels}
 //   GET  /health, GET /stats
+//   GET|PUT /replica/dag/<sha256>  this node's own payload store, for its peers (peers.ts)
+// With HIPPOCAMPUS_NODE_ID (distributed mode) and no S3 endpoint, payloads live in the node's own
+// store under $COG_DATA_DIR/hippocampus/<node id>/; the index is the shared database. Pinned nodes
+// replicate to HIPPOCAMPUS_PEERS, a payload missing here is fetched from a peer (see peers.ts).
 // The CID may arrive percent-encoded (cog%3A%2F%2F...) or raw (cog://...): the wildcard routes
 // take both.
 import type { FastifyInstance } from 'fastify';
@@ -12,7 +16,12 @@ import { createHttp, listen } from '../../../lib/http.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { ServiceStarter } from '../../../lib/service.ts';
 import { badRequest, notFound } from '../../../lib/errors.ts';
+import path from 'node:path';
+import { createObjectStore } from '../../../lib/objects/index.ts';
+import type { ObjectStore } from '../../../lib/objects/port.ts';
 import { HIPPOCAMPUS_LOCAL } from './client.ts';
+import { parseCid, payloadKey } from './cid.ts';
+import { peeredObjects, pushToPeers, replicaRoutes, shardLost, startPinSync, type PeerOptions } from './peers.ts';
 import { MAX_LINKS, MAX_WALK_DEPTH, WRITE_KINDS, checkReaderEpoch, dagStats, nodeMeta, pinStored, putNode, readNode, walkDag, type PutNodeInput } from './store.ts';
 
 const putSchema = {
@@ -55,14 +64,25 @@ function readerEpoch(q: unknown, current: number): number {
   return checkReaderEpoch(Number(raw), current);
 }
 
-export async function hippocampusRoutes(app: FastifyInstance, opts: { platform: Platform }): Promise<void> {
+export interface HippocampusRouteOptions {
+  platform: Platform;
+  /** This node's id (HIPPOCAMPUS_NODE_ID), shown by /health and /stats. */
+  node?: string;
+  /** Called after a node is pinned here (replication to peers). */
+  onPinned?: (cid: string) => void;
+}
+
+export async function hippocampusRoutes(app: FastifyInstance, opts: HippocampusRouteOptions): Promise<void> {
   const p = opts.platform;
-  app.get('/health', async () => ({ ok: true, name: 'hippocampus', nodes: await p.db.prisma.memoryNode.count(), ts: Date.now() }));
-  app.get('/stats', async () => dagStats(p));
+  const node = opts.node ? { node: opts.node } : {};
+  app.get('/health', async () => ({ ok: true, name: 'hippocampus', ...node, nodes: await p.db.prisma.memoryNode.count(), ts: Date.now() }));
+  app.get('/stats', async () => ({ ...(await dagStats(p)), ...node }));
 
   app.put('/dag', { schema: { body: putSchema } }, async (req, reply) => {
-    const { created } = await putNode(p.db.prisma, p.objects, req.body as PutNodeInput, p.epochs.current());
-    return reply.code(created ? 201 : 200).send({ cid: (req.body as PutNodeInput).cid, created });
+    const body = req.body as PutNodeInput;
+    const { created } = await putNode(p.db.prisma, p.objects, body, p.epochs.current());
+    if (body.pinned) opts.onPinned?.(body.cid);
+    return reply.code(created ? 201 : 200).send({ cid: body.cid, created });
   });
 
   app.get('/dag/*', async (req) => {
@@ -81,6 +101,7 @@ export async function hippocampusRoutes(app: FastifyInstance, opts: { platform: 
     const rest = (req.params as { '*': string })['*'];
     if (!rest.endsWith('/pin')) throw badRequest('POST /dag/:cid/pin is the only POST under /dag');
     const { cid, pinned } = await pinStored(p.db.prisma, cidFromWildcard(rest.slice(0, -4)));
+    opts.onPinned?.(cid);
     return { cid, pinned };
   });
 
@@ -91,18 +112,45 @@ export async function hippocampusRoutes(app: FastifyInstance, opts: { platform: 
   });
 }
 
+/** The node's own payload store: its directory in distributed mode (no S3), the platform's otherwise. */
+async function nodeStore(p: Platform, node: string | undefined): Promise<{ store: ObjectStore; own: boolean }> {
+  if (!node || p.config.s3.endpoint) return { store: p.objects, own: false };
+  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(node)) throw new Error(`HIPPOCAMPUS_NODE_ID: must be 1-64 of [A-Za-z0-9_.-], got "${node}"`);
+  return { store: await createObjectStore({ dir: path.join(p.config.dataDir, 'hippocampus', node) }), own: true };
+}
+
 export const startHippocampus: ServiceStarter = async (p) => {
+  const nodeId = process.env.HIPPOCAMPUS_NODE_ID || undefined;
+  const { store: local, own } = await nodeStore(p, nodeId);
+  const peerOpts: PeerOptions = {
+    peers: p.config.hippocampusPeers,
+    internalToken: p.config.internalToken,
+    onLost: (key) => shardLost(p, key).catch((e) => p.log.warn({ key, err: (e as Error).message }, 'hippocampus: could not open shard-loss residue')),
+  };
+  // The node's platform view: its own store, reading through to its peers.
+  const hp: Platform = { ...p, objects: peerOpts.peers.length ? peeredObjects(local, peerOpts) : local };
+  const replicate = (cid: string) => {
+    const parsed = parseCid(cid);
+    if (!parsed || !peerOpts.peers.length) return;
+    const key = payloadKey(parsed.hash);
+    void local.get(key).then((body) => body && pushToPeers(peerOpts, key, body)).catch(() => {});
+  };
+  const sync = startPinSync(hp, local, peerOpts, Math.max(2000, p.config.epochIntervalMs));
   const app = createHttp({ name: 'hippocampus', log: p.log, internalToken: p.config.internalToken });
-  await app.register(hippocampusRoutes, { platform: p });
+  await app.register(hippocampusRoutes, { platform: hp, node: nodeId, onPinned: replicate });
+  await app.register(replicaRoutes, { local, platform: hp });
   const port = await listen(app, 'hippocampus', p.config.host, p.config.ports.hippocampus);
   const url = `http://127.0.0.1:${port}`;
   p.local.set(HIPPOCAMPUS_LOCAL, { url });
+  void sync.runOnce().catch(() => {});
   return {
     name: 'hippocampus',
     url,
     async close() {
+      sync.stop();
       p.local.delete(HIPPOCAMPUS_LOCAL);
       await app.close();
+      if (own) await local.close();
     },
   };
 };

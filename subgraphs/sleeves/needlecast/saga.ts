@@ -36,6 +36,8 @@ export interface SagaOptions {
   failAt?: StepName;
   /** Test-only crash simulation: stop (leave the saga running) after this step is persisted. */
   stopAfter?: StepName;
+  /** Called once a step is persisted (fault tests crash the router here). */
+  afterStep?: (step: StepName, sagaId: string) => void;
 }
 
 const inflight = new Map<string, Promise<SagaView>>();
@@ -147,6 +149,7 @@ async function execute(p: Platform, id: string, opts: SagaOptions): Promise<Saga
         if (last) await recordEvent(tx, stepEvent(updated, 'saga', 'completed'));
         return updated;
       }, { timeout: 30_000, maxWait: 30_000 });
+      opts.afterStep?.(name, id);
       if (opts.stopAfter === name) return sagaView(row);
     } catch (e) {
       if (e instanceof Problem && e.code === 'SAGA_MOVED') return getSaga(p, id);

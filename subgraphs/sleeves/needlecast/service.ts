@@ -1,6 +1,8 @@
 // The Needlecast Router (:7071). On start it finishes or compensates every saga left in flight.
 //   POST /needlecast {from, to, sagaId?, toTickRate?, stackId?, shape?} -> {ok, sagaId, route: [step names], shards: [cids], ...}
 //   GET  /needlecast/:sagaId -> the saga's state
+import fs from 'node:fs';
+import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { createHttp, listen } from '../../../lib/http.ts';
 import type { Platform } from '../../../lib/platform.ts';
@@ -36,10 +38,33 @@ function failAtFromEnv(): StepName | undefined {
   return v as StepName;
 }
 
+/**
+ * COG_NEEDLECAST_CRASH_AFTER=<step>[,<step>...]: fault injection, for tests only. The router kills
+ * itself (SIGKILL) right after the step is persisted, once per step and data dir (a marker file
+ * under $COG_DATA_DIR/faults/ remembers it), so the restarted router recovers the saga (recovery
+ * itself never crashes).
+ */
+function crashAfterFromEnv(dataDir: string): SagaOptions['afterStep'] {
+  const v = process.env.COG_NEEDLECAST_CRASH_AFTER;
+  if (!v) return undefined;
+  const steps = v.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const s of steps) if (!(STEP_NAMES as readonly string[]).includes(s)) throw new Error(`COG_NEEDLECAST_CRASH_AFTER: each must be one of ${STEP_NAMES.join(', ')}, got "${s}"`);
+  const dir = path.join(dataDir, 'faults');
+  return (step) => {
+    if (!steps.includes(step)) return;
+    const marker = path.join(dir, `needlecast-crash-${step}`);
+    if (fs.existsSync(marker)) return;
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(marker, String(Date.now()));
+    process.kill(process.pid, 'SIGKILL');
+  };
+}
+
 export function needlecastStarter(saga: SagaOptions = {}): ServiceStarter {
   return async (p) => {
-    const options = { failAt: failAtFromEnv(), ...saga };
-    const recovered = await recoverSagas(p, options);
+    const options: SagaOptions = { failAt: failAtFromEnv(), afterStep: crashAfterFromEnv(p.config.dataDir), ...saga };
+    // Recovery runs without the crash injection: a crashed saga is finished by the next router.
+    const recovered = await recoverSagas(p, { ...options, afterStep: undefined });
     if (recovered.completed.length || recovered.compensated.length) p.log.info(recovered, 'needlecast: recovered sagas');
     const app = createHttp({ name: 'needlecast', log: p.log, internalToken: p.config.internalToken });
     app.get('/health', async () => ({ ok: true, name: 'needlecast', ts: Date.now() }));

@@ -1,0 +1,428 @@
+// Load and fault benchmark, loopback only, bounded in time.
+//   npx tsx bench/load.ts [seconds=60] [--mode=embedded|distributed|both] [--faults] [--concurrency=8]
+// Sustained mixed traffic (perceive 50 %, recall 25 %, stack reads 25 %, a sync every 10 perceives)
+// from a small bounded client loop against a platform started on shifted ports; prints requests,
+// errors, throughput and p50/p99 per mode. With --faults it also runs the fault scenarios of
+// test/faults*.test.ts and prints "acknowledged N, recovered N, lost 0" for each.
+// The run functions are exported: the fault tests drive the same code.
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { startCluster, call, type Cluster } from '../test/helpers/cluster.ts';
+
+export interface LoadOptions {
+  /** Gateways to spread clients over (round robin by client). */
+  gateways: string[];
+  durationMs: number;
+  concurrency: number;
+  /** Per request; a request that takes longer counts as a hang. */
+  timeoutMs?: number;
+  /** Stop early when this resolves (fault scenarios end the load themselves). */
+  until?: Promise<unknown>;
+}
+
+export type ErrorClass = 'retryable' | 'hang' | 'other';
+
+export interface LoadResult {
+  requests: number;
+  ok: number;
+  errors: number;
+  byClass: Record<ErrorClass, number>;
+  byStatus: Record<string, number>;
+  /** Examples of non-retryable errors. */
+  samples: string[];
+  seconds: number;
+  rps: number;
+  p50: number;
+  p99: number;
+  /** Slowest failed request (ms): failures are quick, not hangs. */
+  maxErrorMs: number;
+  /** Acknowledged perceives: CID -> stack. */
+  acked: Map<string, string>;
+  stacks: string[];
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const RETRYABLE = new Set([502, 503, 504]);
+
+function percentile(sorted: number[], q: number): number {
+  if (!sorted.length) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+/** Sustained mixed traffic; every client owns one stack and one sleeve (renewed before tokens run out). */
+export async function runLoad(o: LoadOptions): Promise<LoadResult> {
+  const timeoutMs = o.timeoutMs ?? 15_000;
+  const r: LoadResult = {
+    requests: 0, ok: 0, errors: 0, byClass: { retryable: 0, hang: 0, other: 0 }, byStatus: {}, samples: [],
+    seconds: 0, rps: 0, p50: 0, p99: 0, maxErrorMs: 0, acked: new Map(), stacks: [],
+  };
+  const lat: number[] = [];
+  let stop = false;
+  void o.until?.then(() => (stop = true));
+  const deadline = Date.now() + o.durationMs;
+  const done = () => stop || Date.now() >= deadline;
+
+  /** One request; null on failure (recorded), the response otherwise. */
+  const req = async (method: string, url: string, body?: unknown, expect: number[] = [200, 201]) => {
+    const t0 = Date.now();
+    r.requests++;
+    try {
+      const res = await call(method, url, body, timeoutMs);
+      if (expect.includes(res.status)) {
+        r.ok++;
+        lat.push(res.ms);
+        return res;
+      }
+      r.errors++;
+      r.byStatus[res.status] = (r.byStatus[res.status] ?? 0) + 1;
+      const cls: ErrorClass = RETRYABLE.has(res.status) ? 'retryable' : 'other';
+      r.byClass[cls]++;
+      if (cls === 'other' && r.samples.length < 10) r.samples.push(`${method} ${new URL(url).pathname} -> ${res.status} ${JSON.stringify(res.body).slice(0, 200)}`);
+      r.maxErrorMs = Math.max(r.maxErrorMs, Date.now() - t0);
+      return null;
+    } catch (e) {
+      r.errors++;
+      const ms = Date.now() - t0;
+      const hang = (e as Error).name === 'TimeoutError' || ms >= timeoutMs;
+      const key = hang ? 'timeout' : 'network';
+      r.byStatus[key] = (r.byStatus[key] ?? 0) + 1;
+      r.byClass[hang ? 'hang' : 'retryable']++;
+      r.maxErrorMs = Math.max(r.maxErrorMs, ms);
+      return null;
+    }
+  };
+
+  const client = async (i: number) => {
+    const g = o.gateways[i % o.gateways.length]!;
+    // Setup is retried: a fault may be under way.
+    let stackId = '';
+    let sleeveId = '';
+    while (!stackId && !done()) {
+      const s = await req('POST', `${g}/v1/stacks`, { name: `load-${i}` });
+      if (s) stackId = s.body.id;
+      else await sleep(300);
+    }
+    if (stackId) r.stacks.push(stackId);
+    let compute = 0;
+    let memory = 0;
+    let sync = 0;
+    let perceives = 0;
+    const renew = async () => {
+      while (!done()) {
+        const s = await req('POST', `${g}/v1/sleeves`, { stackId, embodimentType: 'ai' });
+        if (s) {
+          const old = sleeveId;
+          sleeveId = s.body.id;
+          compute = memory = sync = 250;
+          if (old) await req('DELETE', `${g}/v1/sleeves/${old}`);
+          return;
+        }
+        await sleep(300);
+      }
+    };
+    if (stackId) await renew();
+    for (let n = 0; !done() && sleeveId; n++) {
+      if (compute < 5 || memory < 5 || sync < 3) await renew();
+      const op = n % 4;
+      let res;
+      if (op < 2) {
+        res = await req('POST', `${g}/v1/sleeves/${sleeveId}/perceive`, { input: `load ${i} ${n} ${Date.now()}` });
+        if (res) {
+          r.acked.set(res.body.cid, stackId);
+          compute -= 0.5;
+          if (++perceives % 10 === 0) {
+            if (await req('POST', `${g}/v1/sleeves/${sleeveId}/sync`)) sync -= 1;
+          }
+        }
+      } else if (op === 2) {
+        res = await req('GET', `${g}/v1/stacks/${stackId}/recall?depth=2`);
+        if (res) memory -= 2;
+      } else {
+        res = await req('GET', `${g}/v1/stacks/${stackId}`);
+      }
+      if (!res) await sleep(200); // back off a little during a fault
+    }
+  };
+  const t0 = Date.now();
+  await Promise.all(Array.from({ length: o.concurrency }, (_, i) => client(i)));
+  r.seconds = (Date.now() - t0) / 1000;
+  lat.sort((a, b) => a - b);
+  r.rps = r.ok / r.seconds;
+  r.p50 = percentile(lat, 0.5);
+  r.p99 = percentile(lat, 0.99);
+  return r;
+}
+
+export interface Verified {
+  acknowledged: number;
+  recovered: number;
+  lost: number;
+  lostCids: string[];
+}
+
+/** Every acknowledged CID must be readable (at its own epoch: no gating) on every given Hippocampus node. */
+export async function verifyAcked(acked: Map<string, string>, hippocampi: string[]): Promise<Verified> {
+  const cids = [...acked.keys()];
+  const lostCids: string[] = [];
+  let i = 0;
+  const worker = async () => {
+    while (i < cids.length) {
+      const cid = cids[i++]!;
+      const epoch = Number(cid.split('@')[1]);
+      let okAll = true;
+      for (const h of hippocampi) {
+        let res: Awaited<ReturnType<typeof call>> | undefined;
+        for (let attempt = 0; attempt < 3 && res?.status !== 200; attempt++) {
+          res = await call('GET', `${h}/dag/${encodeURIComponent(cid)}?epoch=${epoch}`, undefined, 10_000).catch(() => undefined);
+          if (res?.status !== 200) await sleep(300);
+        }
+        if (res?.status !== 200 || res.body.cid !== cid || res.body.stackId !== acked.get(cid)) okAll = false;
+      }
+      if (!okAll) lostCids.push(cid);
+    }
+  };
+  await Promise.all(Array.from({ length: 4 }, worker));
+  return { acknowledged: cids.length, recovered: cids.length - lostCids.length, lost: lostCids.length, lostCids };
+}
+
+// ---- fault scenarios ----
+
+export interface FaultReport extends Verified {
+  name: string;
+  load: LoadResult;
+  /** ms from the fault until the platform answered again. */
+  recoveredInMs: number;
+  notes: string[];
+}
+
+/** kill -9 of supervised processes during load; the supervisor restarts them. */
+export async function runKillFault(c: Cluster, opts: { victims: string[]; loadMs: number; concurrency?: number; gapMs?: number }): Promise<FaultReport> {
+  const notes: string[] = [];
+  let recoveredInMs = 0;
+  const faults = (async () => {
+    await sleep(opts.gapMs ?? 8000);
+    for (const victim of opts.victims) {
+      const pid = c.pidOf(victim);
+      if (!pid) throw new Error(`no pid for ${victim}`);
+      const t0 = Date.now();
+      process.kill(pid, 'SIGKILL');
+      notes.push(`killed ${victim} (pid ${pid})`);
+      await sleep(500);
+      const health = victim.startsWith('gateway') ? (victim === 'gateway-2' ? 'gateway2' : 'gateway') : victim.replace('-1', '').replace(/-2$/, '2');
+      await c.waitHealthy(120_000, [health]);
+      const took = Date.now() - t0;
+      recoveredInMs = Math.max(recoveredInMs, took);
+      notes.push(`${victim} back in ${took} ms as pid ${c.pidOf(victim)}`);
+      await sleep(opts.gapMs ?? 8000);
+    }
+  })();
+  const load = await runLoad({ gateways: [c.gateway, c.gateway2], durationMs: opts.loadMs, concurrency: opts.concurrency ?? 6, until: faults.catch(() => {}) });
+  await faults;
+  const hippocampi = [c.urls.hippocampus!, ...(c.urls.hippocampus2 ? [c.urls.hippocampus2] : [])];
+  const v = await verifyAcked(load.acked, hippocampi);
+  return { name: `kill -9 ${opts.victims.join(', ')}`, load, recoveredInMs, notes, ...v };
+}
+
+/** A free loopback port. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** A private nats-server with JetStream (its store survives a stop and start). */
+export async function privateNats(): Promise<{ url: string; start(): Promise<void>; stop(): Promise<void>; cleanup(): Promise<void> }> {
+  const port = await freePort();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-nats-'));
+  let proc: ChildProcess | undefined;
+  const bin = fs.existsSync('/usr/sbin/nats-server') ? '/usr/sbin/nats-server' : 'nats-server';
+  const up = () => new Promise<boolean>((resolve) => {
+    const s = net.connect(port, '127.0.0.1', () => (s.end(), resolve(true)));
+    s.once('error', () => resolve(false));
+  });
+  const api = {
+    url: `nats://127.0.0.1:${port}`,
+    async start() {
+      proc = spawn(bin, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+      for (let i = 0; i < 100 && !(await up()); i++) await sleep(100);
+      await sleep(300);
+    },
+    async stop() {
+      const p = proc;
+      if (!p || p.exitCode !== null) return;
+      await new Promise<void>((resolve) => {
+        p.once('exit', () => resolve());
+        p.kill('SIGKILL');
+      });
+    },
+    async cleanup() {
+      await api.stop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  await api.start();
+  return api;
+}
+
+/**
+ * NATS down for `outageMs` under load (the platform runs on a private nats-server): writes are
+ * buffered in the event outbox or refused cleanly, and every acknowledged perceive's event is on the
+ * stream after the gap.
+ */
+export async function runNatsFault(c: Cluster, nats: Awaited<ReturnType<typeof privateNats>>, opts: { loadMs: number; outageMs: number; concurrency?: number }): Promise<FaultReport & { eventsMissing: number; outboxLeft: number }> {
+  const notes: string[] = [];
+  let recoveredInMs = 0;
+  const fault = (async () => {
+    await sleep(Math.min(8000, opts.loadMs / 4));
+    await nats.stop();
+    notes.push('nats-server stopped');
+    await sleep(opts.outageMs);
+    const t0 = Date.now();
+    await nats.start();
+    notes.push(`nats-server started after ${opts.outageMs} ms`);
+    // Health: a perceive's event flows again.
+    recoveredInMs = Date.now() - t0;
+  })();
+  const load = await runLoad({ gateways: [c.gateway], durationMs: opts.loadMs, concurrency: opts.concurrency ?? 4 });
+  await fault;
+  const v = await verifyAcked(load.acked, [c.urls.hippocampus!]);
+  // Every acknowledged perceive was announced on the stream (outbox relayed after the gap).
+  const { NatsBus } = await import('../lib/bus/nats.ts');
+  const bus = await NatsBus.connect({ servers: nats.url, stream: c.env.COG_NATS_STREAM, subjectPrefix: c.env.COG_NATS_PREFIX });
+  const seen = new Set<string>();
+  const want = new Set(load.acked.keys());
+  const t0 = Date.now();
+  const sub = await bus.subscribe({ subjects: ['cog.perceive.>'], startSeq: 1 }, (d) => {
+    seen.add(String((d.data as { cid?: string }).cid));
+  });
+  while (Date.now() - t0 < 30_000 && [...want].some((cid) => !seen.has(cid))) await sleep(250);
+  await sub.close();
+  await bus.close();
+  const eventsMissing = [...want].filter((cid) => !seen.has(cid)).length;
+  const pg = (await import('pg')).default;
+  const db = new pg.Client({ connectionString: c.env.DATABASE_URL });
+  await db.connect();
+  let outboxLeft = -1;
+  for (let i = 0; i < 40; i++) {
+    outboxLeft = Number((await db.query('SELECT count(*)::int AS n FROM "EventOutbox"')).rows[0].n);
+    if (outboxLeft === 0) break;
+    await sleep(250);
+  }
+  await db.end();
+  notes.push(`events missing ${eventsMissing}, outbox rows left ${outboxLeft}`);
+  return { name: `NATS stopped ${opts.outageMs / 1000} s`, load, recoveredInMs, notes, eventsMissing, outboxLeft, ...v };
+}
+
+export interface SagaCrashReport {
+  name: string;
+  sagas: Array<{ sagaId: string; crashedAfter: string; status: string; sourceAlive: boolean; targetAlive: boolean }>;
+  acknowledged: number;
+  recovered: number;
+  lost: number;
+}
+
+/**
+ * Needlecast router killed mid-saga (COG_NEEDLECAST_CRASH_AFTER=<steps> in the cluster's env: the
+ * router SIGKILLs itself right after persisting each listed step, once): the supervisor restarts
+ * it and recoverSagas finishes or compensates every saga.
+ */
+export async function runSagaCrash(c: Cluster, steps: string[]): Promise<SagaCrashReport> {
+  const sagas: SagaCrashReport['sagas'] = [];
+  for (const step of steps) {
+    const s = await call('POST', `${c.gateway}/v1/stacks`, { name: `saga-${step}` });
+    const stackId = s.body.id as string;
+    const from = (await call('POST', `${c.gateway}/v1/sleeves`, { stackId, embodimentType: 'ai' })).body.id as string;
+    for (let i = 0; i < 3; i++) await call('POST', `${c.gateway}/v1/sleeves/${from}/perceive`, { input: `before ${step} ${i}` });
+    const to = (await call('POST', `${c.gateway}/v1/sleeves`, { stackId, embodimentType: 'human' })).body.id as string;
+    const sagaId = `needle:${Buffer.from(`${step}${Date.now()}`).toString('hex').slice(0, 32).padEnd(32, '0')}`;
+    const before = c.pidOf('needlecast');
+    // The router dies during this request: the client sees a connection error, not a hang.
+    const first = await call('POST', `${c.urls.needlecast}/needlecast`, { from, to, sagaId }, 30_000).catch((e: Error) => ({ status: 0, body: e.message, ms: 0 }));
+    // Restarted by the supervisor; recovery runs before it listens again.
+    await c.waitHealthy(120_000, ['needlecast']);
+    let view: { status: string } | undefined;
+    for (let i = 0; i < 60; i++) {
+      const r = await call('GET', `${c.urls.needlecast}/needlecast/${sagaId}`).catch(() => undefined);
+      view = r?.body;
+      if (view && (view.status === 'completed' || view.status === 'compensated')) break;
+      await sleep(500);
+    }
+    const stack = (await call('GET', `${c.gateway}/v1/stacks/${stackId}`)).body as { sleeves: Array<{ id: string; alive: boolean }> };
+    const alive = (id: string) => !!stack.sleeves.find((x) => x.id === id)?.alive;
+    sagas.push({ sagaId, crashedAfter: step, status: `${view?.status ?? 'unknown'} (first answer ${first.status}, router pid ${before} -> ${c.pidOf('needlecast')})`, sourceAlive: alive(from), targetAlive: alive(to) });
+  }
+  // Finished: completed moves the stack (source gone, target alive); compensated leaves the source.
+  const good = sagas.filter((x) => (x.status.startsWith('completed') && !x.sourceAlive && x.targetAlive) || (x.status.startsWith('compensated') && x.sourceAlive));
+  return { name: `needlecast router killed after ${steps.join(', ')}`, sagas, acknowledged: sagas.length, recovered: good.length, lost: sagas.length - good.length };
+}
+
+// ---- CLI ----
+
+function table(rows: Array<Record<string, string | number>>): string {
+  const cols = Object.keys(rows[0] ?? {});
+  const w = cols.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c]).length)));
+  const line = (vals: string[]) => `| ${vals.map((v, i) => v.padEnd(w[i]!)).join(' | ')} |`;
+  return [line(cols), `|${w.map((n) => '-'.repeat(n + 2)).join('|')}|`, ...rows.map((r) => line(cols.map((c) => String(r[c]))))].join('\n');
+}
+
+const loadRow = (mode: string, r: LoadResult) => ({
+  mode, seconds: r.seconds.toFixed(0), requests: r.requests, errors: r.errors, 'ok req/s': r.rps.toFixed(1), 'p50 ms': r.p50, 'p99 ms': r.p99,
+});
+
+async function main(argv: string[]): Promise<void> {
+  const seconds = Number(argv.find((a) => /^\d+$/.test(a)) ?? 60);
+  const mode = (argv.find((a) => a.startsWith('--mode='))?.slice(7) ?? 'embedded') as 'embedded' | 'distributed' | 'both';
+  const concurrency = Number(argv.find((a) => a.startsWith('--concurrency='))?.slice(14) ?? 8);
+  const faults = argv.includes('--faults');
+  const rows: Array<Record<string, string | number>> = [];
+  const faultRows: Array<Record<string, string | number>> = [];
+  const modes = mode === 'both' ? (['embedded', 'distributed'] as const) : [mode];
+  for (const m of modes) {
+    const c = await startCluster({ mode: m, shift: m === 'embedded' ? 23000 : 24000, env: faults && m === 'distributed' ? { COG_NEEDLECAST_CRASH_AFTER: 'freeze,anchor,reconstruct' } : {} });
+    try {
+      await c.waitHealthy(180_000);
+      const gateways = m === 'distributed' ? [c.gateway, c.gateway2] : [c.gateway];
+      const r = await runLoad({ gateways, durationMs: seconds * 1000, concurrency });
+      rows.push(loadRow(m, r));
+      if (r.samples.length) console.error(`${m} errors:`, r.samples.join('\n'));
+      if (faults && m === 'distributed') {
+        const k = await runKillFault(c, { victims: ['gateway-1', 'hippocampus-1'], loadMs: Math.max(40_000, seconds * 1000) });
+        faultRows.push({ fault: k.name, result: `acknowledged ${k.acknowledged}, recovered ${k.recovered}, lost ${k.lost}`, 'client errors': `${k.load.errors} (retryable ${k.load.byClass.retryable}, hangs ${k.load.byClass.hang}, other ${k.load.byClass.other})`, 'back in': `${(k.recoveredInMs / 1000).toFixed(1)} s` });
+        const s = await runSagaCrash(c, ['freeze', 'anchor', 'reconstruct']);
+        faultRows.push({ fault: s.name, result: `acknowledged ${s.acknowledged}, recovered ${s.recovered}, lost ${s.lost}`, 'client errors': '-', 'back in': s.sagas.map((x) => x.status.split(' ')[0]).join(', ') });
+      }
+    } finally {
+      await c.stop();
+    }
+  }
+  if (faults) {
+    const nats = await privateNats();
+    const c = await startCluster({ mode: 'embedded', realAdapters: true, natsUrl: nats.url, shift: 25000 });
+    try {
+      await c.waitHealthy(180_000);
+      const f = await runNatsFault(c, nats, { loadMs: 40_000, outageMs: 10_000 });
+      faultRows.push({ fault: f.name, result: `acknowledged ${f.acknowledged}, recovered ${f.recovered}, lost ${f.lost}; events missing ${f.eventsMissing}`, 'client errors': `${f.load.errors} (retryable ${f.load.byClass.retryable}, hangs ${f.load.byClass.hang}, other ${f.load.byClass.other})`, 'back in': `${(f.recoveredInMs / 1000).toFixed(1)} s` });
+    } finally {
+      await c.stop();
+      await nats.cleanup();
+    }
+  }
+  console.log(table(rows));
+  if (faultRows.length) console.log('\n' + table(faultRows));
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  main(process.argv.slice(2)).then(() => process.exit(0), (e) => {
+    console.error(e);
+    process.exit(1);
+  });
+}

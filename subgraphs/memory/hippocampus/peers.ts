@@ -1,0 +1,169 @@
+// Hippocampus peering (HIPPOCAMPUS_PEERS). Every node of a cluster shares the index (MemoryNode
+// rows in the one database) and keeps payloads in its own store. A node
+//   * replicates pinned nodes to its peers: pushes the payload on pin (PUT /replica/<key>) and, as
+//     a fallback, pulls every pinned payload it lacks from a peer on a timer (anti-entropy);
+//   * fetches a payload it lacks from a peer on read (GET /replica/<key>, the peer's own store
+//     only, so requests never bounce around the cluster) and keeps it (read repair);
+//   * opens a shard-loss residue when a known CID (an index row exists) can be served by no node.
+// The store code (store.ts) sees one ObjectStore: `peeredObjects` wraps the node's local store.
+import type { FastifyInstance } from 'fastify';
+import type { ObjectStore } from '../../../lib/objects/port.ts';
+import type { Platform } from '../../../lib/platform.ts';
+import { assertObjectKey } from '../../../lib/objects/index.ts';
+import { badRequest, notFound } from '../../../lib/errors.ts';
+import { openResidue } from '../../residues/open.ts';
+import { parseCid, payloadKey } from './cid.ts';
+
+export interface PeerOptions {
+  peers: string[];
+  internalToken?: string;
+  /** Per-peer request timeout. Default 2 s. */
+  timeoutMs?: number;
+  /** Called when a key is in no store of the cluster (after every peer was asked). */
+  onLost?: (key: string) => void | Promise<void>;
+}
+
+const headers = (token?: string): Record<string, string> => (token ? { authorization: `Bearer ${token}` } : {});
+const replicaUrl = (peer: string, key: string) => `${peer}/replica/${key.split('/').map(encodeURIComponent).join('/')}`;
+
+/** The payload from the first peer that holds it in its own store, or null. */
+export async function fetchFromPeers(o: PeerOptions, key: string): Promise<Uint8Array | null> {
+  for (const peer of o.peers) {
+    try {
+      const res = await fetch(replicaUrl(peer, key), { headers: headers(o.internalToken), signal: AbortSignal.timeout(o.timeoutMs ?? 2000) });
+      if (res.ok) return new Uint8Array(await res.arrayBuffer());
+      await res.body?.cancel();
+    } catch {
+      /* peer down or slow: ask the next one */
+    }
+  }
+  return null;
+}
+
+/** Pushes a payload to every peer; resolves to the number that stored it. */
+export async function pushToPeers(o: PeerOptions, key: string, body: Uint8Array): Promise<number> {
+  const results = await Promise.all(o.peers.map(async (peer) => {
+    try {
+      const res = await fetch(replicaUrl(peer, key), {
+        method: 'PUT', headers: { 'content-type': 'application/octet-stream', ...headers(o.internalToken) }, body, signal: AbortSignal.timeout(o.timeoutMs ?? 2000),
+      });
+      await res.body?.cancel();
+      return res.ok;
+    } catch {
+      return false;
+    }
+  }));
+  return results.filter(Boolean).length;
+}
+
+/** The node's local store, reading through to peers for what it lacks (kept locally afterwards). */
+export function peeredObjects(local: ObjectStore, o: PeerOptions): ObjectStore {
+  const fromPeers = async (key: string): Promise<Uint8Array | null> => {
+    if (!o.peers.length || !key.startsWith('dag/')) return null;
+    const body = await fetchFromPeers(o, key);
+    if (body) await local.put(key, body).catch(() => {});
+    else await Promise.resolve(o.onLost?.(key)).catch(() => {});
+    return body;
+  };
+  return {
+    put: (key, body) => local.put(key, body),
+    get: async (key) => (await local.get(key)) ?? fromPeers(key),
+    has: async (key) => (await local.has(key)) || (await fromPeers(key)) !== null,
+    delete: (key) => local.delete(key),
+    list: (prefix) => local.list(prefix),
+    close: () => local.close(),
+  };
+}
+
+/** GET/PUT /replica/<key>: a peer's view of this node's own store (never forwarded). */
+export async function replicaRoutes(app: FastifyInstance, opts: { local: ObjectStore; platform: Platform }): Promise<void> {
+  app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer', bodyLimit: 1_048_576 }, (_req, body, done) => done(null, body));
+  const keyOf = (raw: string) => {
+    const key = raw.split('/').map((s) => decodeURIComponent(s)).join('/');
+    try {
+      assertObjectKey(key);
+    } catch {
+      throw badRequest('invalid replica key');
+    }
+    if (!/^dag\/[0-9a-f]{64}$/.test(key)) throw badRequest('replica keys are dag/<sha256 hex>');
+    return key;
+  };
+  app.get('/replica/*', async (req, reply) => {
+    const key = keyOf((req.params as { '*': string })['*']);
+    const body = await opts.local.get(key);
+    if (!body) throw notFound('Replica', key);
+    return reply.type('application/octet-stream').send(Buffer.from(body));
+  });
+  app.put('/replica/*', async (req, reply) => {
+    const key = keyOf((req.params as { '*': string })['*']);
+    const body = req.body;
+    if (!Buffer.isBuffer(body) || body.length === 0) throw badRequest('replica body must be the payload bytes (application/octet-stream)');
+    // Only payloads of known nodes: the shared index names them.
+    const hash = key.slice(4);
+    const known = await opts.platform.db.prisma.memoryNode.count({ where: { cid: { startsWith: `cog://${hash}@` } } });
+    if (!known) throw notFound('Memory node', `cog://${hash}`);
+    await opts.local.put(key, new Uint8Array(body));
+    return reply.code(201).send({ key, stored: true });
+  });
+}
+
+/** Opens a shard-loss residue for every known node whose payload is the lost key. */
+export async function shardLost(p: Platform, key: string): Promise<void> {
+  const hash = key.slice(4);
+  const rows = await p.db.prisma.memoryNode.findMany({ where: { cid: { startsWith: `cog://${hash}@` } }, select: { cid: true, stackId: true }, take: 10 });
+  const epoch = p.epochs.current();
+  for (const r of rows) {
+    if (!parseCid(r.cid)) continue;
+    await p.db.prisma.$transaction((tx) => openResidue(tx, {
+      kind: 'shard-loss', trigger: `known CID ${r.cid} is unreachable on every Hippocampus node`, stackId: r.stackId, epoch,
+      evidence: { cid: r.cid }, dedupeKey: `shard-loss:${r.stackId}:${r.cid}`, expiryEpochs: p.config.residueExpiryEpochs,
+    }));
+  }
+}
+
+/**
+ * Anti-entropy: every pinned payload this node lacks is pulled from a peer. Returns a stopper.
+ * CIDs known to be held locally are remembered, so a pass costs one index query once caught up.
+ */
+export function startPinSync(p: Platform, local: ObjectStore, o: PeerOptions, everyMs: number): { stop(): void; runOnce(): Promise<number> } {
+  const held = new Set<string>();
+  let running = false;
+  const runOnce = async (): Promise<number> => {
+    if (running || !o.peers.length) return 0;
+    running = true;
+    let pulled = 0;
+    try {
+      let cursor: bigint | undefined;
+      for (;;) {
+        const rows = await p.db.prisma.memoryNode.findMany({
+          where: { pinned: true, ...(cursor !== undefined ? { writeSeq: { gt: cursor } } : {}) },
+          select: { cid: true, writeSeq: true }, orderBy: { writeSeq: 'asc' }, take: 500,
+        });
+        if (!rows.length) break;
+        cursor = rows[rows.length - 1]!.writeSeq;
+        for (const r of rows) {
+          if (held.has(r.cid)) continue;
+          const parsed = parseCid(r.cid);
+          if (!parsed) continue;
+          const key = payloadKey(parsed.hash);
+          if (await local.has(key)) {
+            held.add(r.cid);
+            continue;
+          }
+          const body = await fetchFromPeers(o, key);
+          if (body) {
+            await local.put(key, body);
+            held.add(r.cid);
+            pulled++;
+          }
+        }
+      }
+    } finally {
+      running = false;
+    }
+    return pulled;
+  };
+  const timer = setInterval(() => void runOnce().catch((e) => p.log.warn({ err: (e as Error).message }, 'hippocampus: pin sync failed')), everyMs);
+  timer.unref();
+  return { stop: () => clearInterval(timer), runOnce };
+}

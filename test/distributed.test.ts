@@ -1,0 +1,141 @@
+// `cog up --distributed` end to end: every service its own process against this machine's
+// PostgreSQL (a fresh database), NATS JetStream (a unique stream) and Redis (a unique prefix), on
+// ports shifted by +21000. The REST smoke flow through both gateways, GraphQL through both, two
+// Medulla nodes (one mining) on one chain, two Hippocampus nodes replicating pinned nodes and
+// fetching from each other, and a known CID no node can serve opening a shard-loss residue.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import fs from 'node:fs';
+import path from 'node:path';
+import { startCluster, call, type Cluster } from './helpers/cluster.ts';
+
+let c: Cluster;
+const post = (base: string, p: string, body?: unknown) => call('POST', `${base}${p}`, body ?? {});
+const get = (base: string, p: string) => call('GET', `${base}${p}`);
+const hashOf = (cid: string) => /^cog:\/\/([0-9a-f]{64})@\d+$/.exec(cid)![1]!;
+
+beforeAll(async () => {
+  c = await startCluster({ mode: 'distributed', shift: 21000 });
+  await c.waitHealthy(150_000);
+}, 170_000);
+
+afterAll(async () => {
+  await c?.stop();
+}, 30_000);
+
+describe('cog up --distributed', () => {
+  let stackId = '';
+  let sleeveId = '';
+  const cids: string[] = [];
+
+  it('runs every service as its own process, two of each peered node and of the stateless ones', async () => {
+    for (const name of ['cortex', 'medulla-1', 'medulla-2', 'hippocampus-1', 'hippocampus-2', 'gateway-1', 'gateway-2', 'faucet-1', 'faucet-2', 'worker-1', 'worker-2', 'sleeve-runtime', 'subgraph-memory']) {
+      expect(c.pidOf(name), name).toBeGreaterThan(0);
+    }
+    expect(new Set(['gateway-1', 'gateway-2', 'worker-1', 'worker-2'].map((n) => c.pidOf(n))).size).toBe(4);
+    const m1 = (await get(c.urls.medulla!, '/health')).body;
+    const m2 = (await get(c.urls.medulla2!, '/health')).body;
+    expect(m1).toMatchObject({ node: 'medulla-1', peers: 1, mining: true });
+    expect(m2).toMatchObject({ node: 'medulla-2', peers: 1, mining: false });
+    for (const h of [c.urls.hippocampus!, c.urls.hippocampus2!]) expect((await get(h, '/stats')).body.peers).toBe(1);
+  });
+
+  it('serves the REST smoke flow through both gateways', async () => {
+    const s = await post(c.gateway, '/v1/stacks', { name: 'dist' });
+    expect(s.status).toBe(201);
+    stackId = s.body.id;
+    const sl = await post(c.gateway2, '/v1/sleeves', { stackId, embodimentType: 'ai' });
+    expect(sl.status).toBe(201);
+    sleeveId = sl.body.id;
+    for (const [i, g] of [c.gateway, c.gateway2, c.gateway, c.gateway2].entries()) {
+      const r = await post(g, `/v1/sleeves/${sleeveId}/perceive`, { input: `thought ${i}` });
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      cids.push(r.body.cid);
+    }
+    // Each gateway talks to its own Hippocampus node: a recall through either walks all four.
+    for (const g of [c.gateway, c.gateway2]) {
+      const r = await get(g, `/v1/stacks/${stackId}/recall?depth=10`);
+      expect(r.status).toBe(200);
+      expect(r.body.fragments.map((f: { cid: string }) => f.cid)).toEqual([...cids].reverse());
+      expect(r.body.fidelity).toBe(1);
+    }
+    const b = await post(c.gateway2, '/v1/recall', { stackId, depth: 2 });
+    expect(b.status).toBe(200);
+    expect(b.body.fragments).toHaveLength(2);
+    const drip = await post(c.gateway2, '/v1/faucet/drip', { stackId });
+    expect(drip.status, JSON.stringify(drip.body)).toBe(200);
+    expect(drip.body.granted.compute).toBeGreaterThan(0);
+    const again = await post(c.urls.faucet2!, '/v1/faucet/drip', { stackId });
+    expect(again.status).toBe(429); // the cooldown is shared through Redis
+    const read = await get(c.gateway2, `/v1/stacks/${stackId}`);
+    expect(read.body.episodicHead).toBe(cids.at(-1));
+  });
+
+  it('needlecasts through the router process', async () => {
+    const target = await post(c.gateway, '/v1/sleeves', { stackId, embodimentType: 'human' });
+    const n = await post(c.gateway2, '/v1/needlecast', { from: sleeveId, to: target.body.id });
+    expect(n.status, JSON.stringify(n.body)).toBe(200);
+    expect(n.body).toMatchObject({ ok: true, shards: 4 });
+    const src = await get(c.gateway, `/v1/stacks/${stackId}`);
+    expect(src.body.sleeves.find((x: { id: string }) => x.id === sleeveId).alive).toBe(false);
+    sleeveId = target.body.id;
+  });
+
+  it('advances epochs, seen the same through both gateways and both Medulla nodes', async () => {
+    const e0 = (await get(c.gateway, '/v1/epochs/current')).body.epoch as number;
+    await expect.poll(async () => (await get(c.gateway2, '/v1/epochs/current')).body.epoch, { timeout: 30_000, interval: 500 }).toBeGreaterThan(e0);
+    await expect.poll(async () => {
+      const [a, b] = await Promise.all([get(c.urls.medulla!, '/health'), get(c.urls.medulla2!, '/health')]);
+      return a.body.height > 0 && Math.abs(a.body.height - b.body.height) <= 1;
+    }, { timeout: 20_000, interval: 500 }).toBe(true);
+  });
+
+  it('answers GraphQL through both gateways (subgraphs over HTTP)', async () => {
+    const query = `query($id: ID!) { stack(id: $id) { id name sleeves { id alive } } currentEpoch { epoch } hippocampusStats { nodes peers pinned } }`;
+    for (const g of [c.gateway, c.gateway2]) {
+      const r = await post(g, '/graphql', { query, variables: { id: stackId } });
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      expect(r.body.errors).toBeUndefined();
+      expect(r.body.data.stack.id).toBe(stackId);
+      expect(r.body.data.stack.sleeves).toHaveLength(2);
+      expect(r.body.data.hippocampusStats.peers).toBe(1);
+      expect(r.body.data.hippocampusStats.nodes).toBeGreaterThanOrEqual(4);
+    }
+  });
+
+  it('replicates pinned nodes to the peer Hippocampus node', async () => {
+    const r = await post(c.gateway, `/v1/stacks/${stackId}/remember`, { text: 'keep me', pin: true });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    const key = `dag/${hashOf(r.body.cid)}`;
+    // Written through gateway-1 to hippocampus-1; hippocampus-2 holds it in its own store.
+    await expect.poll(async () => (await get(c.urls.hippocampus2!, `/replica/${key}`)).status, { timeout: 15_000, interval: 300 }).toBe(200);
+    expect((await get(c.urls.hippocampus!, `/replica/${key}`)).status).toBe(200);
+    const file2 = path.join(c.dataDir, 'hippocampus', 'hippocampus-2', 'dag', hashOf(r.body.cid));
+    expect(fs.existsSync(file2)).toBe(true);
+    // The shards a needlecast pinned were replicated too.
+    for (const cid of cids) {
+      await expect.poll(async () => (await get(c.urls.hippocampus2!, `/replica/dag/${hashOf(cid)}`)).status, { timeout: 15_000, interval: 300 }).toBe(200);
+    }
+  });
+
+  it('fetches a node it lacks from its peer, and opens a shard-loss residue when no node has it', async () => {
+    const w = await post(c.gateway, `/v1/sleeves/${sleeveId}/perceive`, { input: 'only on node one' });
+    expect(w.status).toBe(200);
+    const cid = w.body.cid as string;
+    const key = `dag/${hashOf(cid)}`;
+    expect((await get(c.urls.hippocampus2!, `/replica/${key}`)).status).toBe(404); // unpinned: not replicated
+    const read = await get(c.urls.hippocampus2!, `/dag/${encodeURIComponent(cid)}`);
+    expect(read.status).toBe(200);
+    expect(read.body.cid).toBe(cid);
+    expect((await get(c.urls.hippocampus2!, `/replica/${key}`)).status).toBe(200); // kept (read repair)
+
+    const lost = await post(c.gateway, `/v1/sleeves/${sleeveId}/perceive`, { input: 'to be lost' });
+    const lostCid = lost.body.cid as string;
+    for (const n of ['hippocampus-1', 'hippocampus-2']) fs.rmSync(path.join(c.dataDir, 'hippocampus', n, 'dag', hashOf(lostCid)), { force: true });
+    const gone = await get(c.urls.hippocampus!, `/dag/${encodeURIComponent(lostCid)}`);
+    expect(gone.status).toBe(404);
+    await expect.poll(async () => {
+      const rs = (await get(c.gateway, `/v1/coordination/residues?kind=shard-loss&stackId=${encodeURIComponent(stackId)}`)).body as Array<{ kind: string; trigger: string }>;
+      return rs.some((r) => r.kind === 'shard-loss' && r.trigger.includes(lostCid));
+    }, { timeout: 10_000, interval: 300 }).toBe(true);
+  });
+});

@@ -1,0 +1,52 @@
+// Faults on the distributed topology (loopback, bounded): kill -9 of a gateway and of a
+// Hippocampus node during steady perceive/recall load, and the Needlecast Router killed mid-saga.
+// Nothing acknowledged is lost, clients see quick retryable errors (503 or a refused connection,
+// no hangs), the supervisor in bin/up.ts restarts what died, and the platform is healthy again.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { startCluster, call, type Cluster } from './helpers/cluster.ts';
+import { runKillFault, runSagaCrash } from '../bench/load.ts';
+
+let c: Cluster;
+
+beforeAll(async () => {
+  c = await startCluster({ mode: 'distributed', shift: 22000, env: { COG_NEEDLECAST_CRASH_AFTER: 'freeze,anchor,reconstruct' } });
+  await c.waitHealthy(150_000);
+}, 170_000);
+
+afterAll(async () => {
+  await c?.stop();
+}, 30_000);
+
+describe('faults: kill -9 under load', () => {
+  it('loses nothing acknowledged when a gateway and a Hippocampus node are killed, and heals', async () => {
+    const before = { g: c.pidOf('gateway-1'), h: c.pidOf('hippocampus-1') };
+    const r = await runKillFault(c, { victims: ['gateway-1', 'hippocampus-1'], loadMs: 120_000, gapMs: 5000, concurrency: 6 });
+    console.log(`${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}; ${r.notes.join('; ')}`);
+    expect(r.acknowledged).toBeGreaterThan(20);
+    expect(r.lostCids).toEqual([]);
+    expect(r.lost).toBe(0);
+    // Clear, retryable failures only, and quick ones.
+    expect(r.load.byClass.other, r.load.samples.join('\n')).toBe(0);
+    expect(r.load.byClass.hang).toBe(0);
+    expect(r.load.maxErrorMs).toBeLessThan(15_000);
+    // Supervised restarts.
+    expect(c.restarts('gateway-1')).toBeGreaterThanOrEqual(1);
+    expect(c.restarts('hippocampus-1')).toBeGreaterThanOrEqual(1);
+    expect(c.pidOf('gateway-1')).not.toBe(before.g);
+    expect(c.pidOf('hippocampus-1')).not.toBe(before.h);
+    // Back to health by itself: writes through the restarted gateway and node succeed.
+    await c.waitHealthy(60_000);
+    const stackId = r.load.stacks[0]!;
+    const sl = await call('POST', `${c.gateway}/v1/sleeves`, { stackId, embodimentType: 'ai' });
+    expect(sl.status).toBe(201);
+    for (let i = 0; i < 5; i++) expect((await call('POST', `${c.gateway}/v1/sleeves/${sl.body.id}/perceive`, { input: `after ${i}` })).status).toBe(200);
+  }, 200_000);
+
+  it('finishes or compensates a needlecast saga whose router was killed mid-saga', async () => {
+    const r = await runSagaCrash(c, ['freeze', 'anchor', 'reconstruct']);
+    console.log(`${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; ${JSON.stringify(r.sagas)}`);
+    expect(c.restarts('needlecast')).toBeGreaterThanOrEqual(3);
+    expect(r.lost, JSON.stringify(r.sagas)).toBe(0);
+    for (const s of r.sagas) expect(s.status).toMatch(/^(completed|compensated)/);
+  }, 200_000);
+});
