@@ -8,6 +8,7 @@ import {
   leafHash,
   merkleRoot,
   merkleRootFromLeafHashes,
+  merkleRootOfBinaryDigests,
   nodeHash,
   verifyInclusion,
 } from './merkle.ts';
@@ -185,6 +186,20 @@ describe('agreement with the recursive RFC 6962 definition', () => {
   it('rejects out-of-range proof requests', () => {
     expect(() => inclusionProof(entries(3), 3)).toThrow(RangeError);
     expect(() => inclusionProofFromLeafHashes([], 0)).toThrow(RangeError);
+  });
+});
+
+describe('merkleRootOfBinaryDigests', () => {
+  it('equals merkleRoot over the same 32-byte digests as bytes, for every size up to 40', () => {
+    for (let n = 0; n <= 40; n++) {
+      const bins = Array.from({ length: n }, (_, i) => createHash('sha256').update(`entry ${i} \u00e9\u{1f600}`).digest('binary'));
+      const bytes = bins.map((b) => new Uint8Array(Buffer.from(b, 'latin1')));
+      expect(toHex(merkleRootOfBinaryDigests(n, (i) => bins[i])), `size ${n}`).toBe(toHex(merkleRoot(bytes)));
+    }
+  });
+
+  it('refuses a digest that is not 32 latin1 characters', () => {
+    expect(() => merkleRootOfBinaryDigests(1, () => 'short')).toThrow(RangeError);
   });
 });
 

@@ -122,6 +122,25 @@ export function merkleRoot(leaves: readonly Uint8Array[]): Uint8Array {
   return rootOf(level);
 }
 
+/**
+ * RFC 6962 Merkle Tree Hash of `n` entries whose data are 32-byte digests the caller computed as
+ * latin1 ('binary') strings, e.g. `hash('sha256', x, 'binary')`: entry i's data is `digestAt(i)`
+ * (each still gets the 0x00 leaf prefix). Same root as `merkleRoot` over those digests as bytes,
+ * without a Buffer per entry (a Buffer digest costs ~3x a 'binary' one on Node 20).
+ */
+export function merkleRootOfBinaryDigests(n: number, digestAt: (i: number) => string): Uint8Array {
+  if (n === 0) return emptyRoot();
+  const level = new Array<Bin>(n);
+  LEAF_SCRATCH_32[0] = 0x00;
+  for (let i = 0; i < n; i++) {
+    const d = digestAt(i);
+    if (d.length !== HASH_BYTES) throw new RangeError(`digest ${i}: expected 32 latin1 characters`);
+    writeBin(LEAF_SCRATCH_32, d, 1);
+    level[i] = hashBin(LEAF_SCRATCH_32);
+  }
+  return rootOf(level);
+}
+
 /** RFC 6962 Merkle Tree Hash from already computed leaf hashes (32 bytes each). */
 export function merkleRootFromLeafHashes(hashes: readonly Uint8Array[]): Uint8Array {
   if (hashes.length === 0) return emptyRoot();

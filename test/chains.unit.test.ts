@@ -165,7 +165,7 @@ describe('header validation', () => {
 describe('coherence root', () => {
   it('recomputes every root from the documented leaf encodings', () => {
     const txs = ['0x' + 'ff'.repeat(32), '0x' + '01'.repeat(32), '0x' + '7a'.repeat(32)];
-    const cids = ['cog://' + 'a'.repeat(64) + '@3', 'cog://' + 'b'.repeat(64) + '@3', 'cog://' + 'c'.repeat(64) + '@3'];
+    const cids = ['cog://' + 'a'.repeat(64) + '@3', 'cog://' + 'b'.repeat(64) + '@3', 'cog://' + 'c'.repeat(64) + '@3', 'opaque-\u00e9\u{1f600}'];
     const sleeves = [{ type: 'human', id: 'sleeve:human:2:bbbbbbbb' }, { type: 'ai', id: 'sleeve:ai:1:aaaaaaaa' }];
     const r = computeRoots({ evmTxHashes: txs, cids, sleeves });
     const evm = mth(txs.map((t) => t.slice(2)).sort().map((h) => Buffer.from(h, 'hex')));

@@ -3,6 +3,8 @@
 //   speculative-divergence   {mergeCid}         a readable node of the stack that descends (over links) from the branch head (and the main head, when recorded)
 //   historical-non-canonical {sleeveId?}        a DHF reconstruct through that sleeve now scores fidelity >= COG_FIDELITY_MIN;
 //                            {}                 or every CID reported broken is readable on Hippocampus again
+//                            {txHashes}         (a Thalamus re-fold after a Cortex gap, evidence.source 'cortex') exactly
+//                                               Cortex's confirmed suite transactions of the epoch, folding to the recorded canonical evmRoot
 //   reorg-orphan             {height}           Medulla's main-chain block at that height commits the orphaned tuple
 //   shard-loss               {}                 the lost CID is readable on Hippocampus again
 //   routing-equivocation     {tuples: [a, b]}   two distinct tuples for the epoch, each signed by the operator's ed25519 key
@@ -11,7 +13,7 @@ import { unavailable } from '../../lib/errors.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { getSleeveRow } from '../sleeves/sleeves.ts';
 import { hippocampusClient } from '../memory/hippocampus/client.ts';
-import { tupleMessage, type CoherenceTuple } from '../chains/thalamus/coherence.ts';
+import { evmRootOf, tupleMessage, type CoherenceTuple } from '../chains/thalamus/coherence.ts';
 import type { ResidueKind } from './open.ts';
 
 export type Verdict = { ok: true; facts: Record<string, unknown> } | { ok: false; reason: string };
@@ -95,7 +97,27 @@ async function speculativeDivergence(p: Platform, r: ResidueFacts, proof: Record
   return yes({ mergeCid: proof.mergeCid, links: node.links });
 }
 
+/** A Thalamus fold that missed Cortex: the proof is the epoch's canonical transaction set, checked against Cortex. */
+async function evmRefoldProof(p: Platform, r: ResidueFacts, proof: Record<string, unknown>): Promise<Verdict> {
+  const canonical = (r.evidence.canonical ?? {}) as { evmRoot?: unknown };
+  const epoch = Number(r.evidence.epoch ?? r.epoch);
+  if (!isHex(canonical.evmRoot, 32)) return no('the residue records no canonical evmRoot');
+  const list = proof.txHashes;
+  if (!Array.isArray(list) || list.length > 100_000) return no('proof.txHashes (the epoch\'s Cortex transaction hashes) is required');
+  const norm = list.map((h) => (typeof h === 'string' ? h.replace(/^0x/i, '').toLowerCase() : ''));
+  if (!norm.every((h) => isHex(h, 32))) return no('proof.txHashes must be 32-byte hex transaction hashes');
+  if (evmRootOf(norm) !== canonical.evmRoot) return no(`proof.txHashes do not fold to the canonical evmRoot ${String(canonical.evmRoot)}`);
+  const { cortexTxSource } = await import('../chains/cortex/reconcile.ts');
+  const onCortex = new Set((await cortexTxSource(p).txHashesForEpoch(epoch)).map((h) => h.replace(/^0x/i, '').toLowerCase()));
+  const given = new Set(norm);
+  const missing = [...onCortex].filter((h) => !given.has(h));
+  const extra = [...given].filter((h) => !onCortex.has(h));
+  if (missing.length || extra.length) return no(`proof.txHashes differ from Cortex's confirmed transactions of epoch ${epoch} (${missing.length} missing, ${extra.length} not on Cortex)`);
+  return yes({ epoch, evmRoot: canonical.evmRoot, txs: given.size });
+}
+
 async function historicalNonCanonical(p: Platform, r: ResidueFacts, proof: Record<string, unknown>): Promise<Verdict> {
+  if (r.evidence.source === 'cortex') return evmRefoldProof(p, r, proof);
   if (proof.sleeveId !== undefined) {
     if (!str(proof.sleeveId)) return no('proof.sleeveId must be a sleeve id');
     if (!r.stackId) return no('the residue names no stack');

@@ -93,8 +93,19 @@ export class Chain implements ChainView {
       if (r.onMain) c.#main[b.height] = b.blockHash;
     }
     c.#rebuildMainIndexes();
+    // Pending tuples: those submitted to this node, and those of blocks a reorg detached (a peer's
+    // block may carry a tuple this node was never sent), in the order they arrived; the first per
+    // epoch wins, as in memory.
     const subs = await db.coherenceSubmission.findMany({ where: { node: opts.node }, orderBy: { id: 'asc' } });
-    for (const s of subs) if (!c.#tuples.has(s.epoch)) c.#tuples.set(s.epoch, { epoch: s.epoch, crossRoot: s.crossRoot, evmRoot: s.evmRoot, ipfsRoot: s.ipfsRoot, sleevesRoot: s.sleevesRoot });
+    const detached = await db.medullaBlock.findMany({
+      where: { node: opts.node, onMain: false, detachedAt: { not: null }, coherenceEpoch: { not: null } }, orderBy: { detachedAt: 'asc' },
+    });
+    const arrivals = [
+      ...subs.map((s) => ({ at: s.createdAt.getTime(), t: { epoch: s.epoch, crossRoot: s.crossRoot, evmRoot: s.evmRoot, ipfsRoot: s.ipfsRoot, sleevesRoot: s.sleevesRoot } })),
+      ...detached.map((d) => ({ at: d.detachedAt!.getTime(), t: { epoch: d.coherenceEpoch!, crossRoot: d.crossRoot, evmRoot: d.evmRoot, ipfsRoot: d.ipfsRoot, sleevesRoot: d.sleevesRoot } })),
+    ];
+    arrivals.sort((x, y) => x.at - y.at); // stable: on a tie the submission (listed first) wins
+    for (const { t } of arrivals) c.addTuple(t);
     return c;
   }
 
@@ -222,7 +233,8 @@ export class Chain implements ChainView {
     await this.db.$transaction(async (tx) => {
       await tx.medullaBlock.create({ data: toRow(this.opts.node, stored, false) });
       if (detached.length) {
-        await tx.medullaBlock.updateMany({ where: { node: this.opts.node, hash: { in: detached.map((d) => d.blockHash) } }, data: { onMain: false } });
+        // detachedAt persists the re-submission below: a restart mid-reorg still commits the tuple.
+        await tx.medullaBlock.updateMany({ where: { node: this.opts.node, hash: { in: detached.map((d) => d.blockHash) } }, data: { onMain: false, detachedAt: new Date() } });
       }
       await tx.medullaBlock.updateMany({ where: { node: this.opts.node, hash: { in: attached.map((a) => a.blockHash) } }, data: { onMain: true } });
       if (detached.length) await this.#onDetach(tx, detached, forkHeight, stored);

@@ -2,12 +2,14 @@
 // compute the roots (coherence.ts), sign, store the EpochAnchor with its Cortex 'anchor' intent
 // and event in one transaction, then submit the tuple to Medulla. The first fold of an epoch is
 // final: a later tick re-submits the stored tuple, so one operator never sends two tuples.
+// A Cortex gap is re-folded once Cortex answers (refoldEvmGaps: a different evmRoot is a
+// historical-non-canonical residue); a restart folds the epochs it missed (catchUp).
 import type { Platform } from '../../../lib/platform.ts';
 import { recordEvent } from '../../../lib/events.ts';
 import { enqueueChainTx } from '../outbox.ts';
 import { openResidue } from '../../residues/open.ts';
 import { medullaRpc } from '../medulla/client.ts';
-import { computeRoots, type CoherenceTuple } from './coherence.ts';
+import { computeRoots, crossRootOf, evmRootOf, type CoherenceTuple } from './coherence.ts';
 import type { Operator } from './operator.ts';
 import type { FoldSources } from './sources.ts';
 
@@ -134,4 +136,95 @@ export async function resubmitPending(ctx: FoldContext, sinceEpoch: number): Pro
   let n = 0;
   for (const r of rows) if (await submitAnchor(ctx, view(r))) n++;
   return n;
+}
+
+/** How far back the Thalamus looks: catch-up after a restart, and re-folds of Cortex gaps. */
+export const LOOKBACK_EPOCHS = 64;
+
+/** Most residue evidence keeps of the canonical transaction list. */
+const EVIDENCE_TXS = 4096;
+
+export interface Refold {
+  epoch: number;
+  evmRoot: string;
+  crossRoot: string;
+  txs: number;
+  /** The historical-non-canonical residue opened when the re-fold differs from the committed tuple. */
+  residueId: string | null;
+}
+
+/**
+ * Once Cortex answers again, re-folds the evmRoot of every recent fold (epochs [before - lookback,
+ * before)) that was folded with an `evm` gap. The committed tuple stays final (a second tuple would
+ * be equivocation); the re-fold is recorded on the anchor (evmRefold), and when it differs from the
+ * committed evmRoot the discrepancy becomes a historical-non-canonical residue. Stops at the first
+ * epoch Cortex still does not answer (retried on a later fold). Never throws.
+ */
+export async function refoldEvmGaps(ctx: FoldContext, before: number, lookback = LOOKBACK_EPOCHS): Promise<Refold[]> {
+  const db = ctx.p.db.prisma;
+  const out: Refold[] = [];
+  try {
+    const rows = await db.epochAnchor.findMany({
+      where: { gaps: { has: 'evm' }, epoch: { gte: Math.max(0, before - lookback), lt: before } }, orderBy: { epoch: 'asc' },
+    });
+    for (const r of rows) {
+      if (r.evmRefold !== null) continue;
+      let txs: string[];
+      try {
+        txs = await withTimeout(() => ctx.sources.evm.txHashesForEpoch(r.epoch), ctx.sourceTimeoutMs);
+      } catch (e) {
+        ctx.p.log.warn({ epoch: r.epoch, err: (e as Error).message }, 'thalamus: cortex still not answering, re-fold later');
+        break;
+      }
+      const evmRoot = evmRootOf(txs);
+      const crossRoot = crossRootOf(evmRoot, r.ipfsRoot, r.sleevesRoot, r.btcRoot);
+      const canonical = [...new Set(txs.map((h) => h.replace(/^0x/i, '').toLowerCase()))].sort();
+      const refold = await db.$transaction(async (tx) => {
+        const now = await tx.epochAnchor.findUnique({ where: { epoch: r.epoch } });
+        if (!now || now.evmRefold !== null) return null; // another instance got there first
+        let residueId: string | null = null;
+        if (evmRoot !== r.evmRoot) {
+          const { residue } = await openResidue(tx, {
+            kind: 'historical-non-canonical',
+            trigger: `Cortex did not answer the fold of epoch ${r.epoch}; its re-fold has evmRoot ${evmRoot}, the committed tuple ${r.evmRoot}`,
+            epoch: r.epoch,
+            evidence: {
+              source: 'cortex', epoch: r.epoch, gaps: r.gaps,
+              committed: { crossRoot: r.crossRoot, evmRoot: r.evmRoot, blockHash: r.blockHash, blockHeight: r.blockHeight },
+              canonical: { crossRoot, evmRoot, txs: canonical.length, txHashes: canonical.slice(0, EVIDENCE_TXS) },
+            },
+            dedupeKey: `historical-non-canonical:thalamus-evm:${r.epoch}`, expiryEpochs: ctx.p.config.residueExpiryEpochs,
+          });
+          residueId = residue.id;
+        }
+        const value: Refold = { epoch: r.epoch, evmRoot, crossRoot, txs: canonical.length, residueId };
+        await tx.epochAnchor.update({ where: { epoch: r.epoch }, data: { evmRefold: { ...value, atEpoch: before } } });
+        await recordEvent(tx, {
+          subject: 'cog.thalamus.refolded', type: 'thalamus.refolded',
+          data: { ...value, committedCrossRoot: r.crossRoot, committedEvmRoot: r.evmRoot, differs: evmRoot !== r.evmRoot },
+          msgId: `thalamus-refolded:${r.epoch}`,
+        });
+        return value;
+      }, TX_OPTS);
+      if (refold) out.push(refold);
+    }
+  } catch (e) {
+    ctx.p.log.warn({ err: (e as Error).message }, 'thalamus: re-fold of cortex gaps failed, will retry');
+  }
+  return out;
+}
+
+/**
+ * After a restart: folds every ended epoch after the last stored fold that has none, oldest first,
+ * at most the last `lookback` ended epochs (older ones stay unfolded). Nothing when no fold was
+ * ever stored (a first start folds from the next ended epoch on).
+ */
+export async function catchUp(ctx: FoldContext, current: number, lookback = LOOKBACK_EPOCHS): Promise<Fold[]> {
+  const db = ctx.p.db.prisma;
+  const last = await db.epochAnchor.findFirst({ orderBy: { epoch: 'desc' }, select: { epoch: true } });
+  if (!last || current < 1) return [];
+  const from = Math.max(last.epoch + 1, current - lookback);
+  const out: Fold[] = [];
+  for (let e = from; e <= current - 1; e++) out.push(await foldEpoch(ctx, e));
+  return out;
 }

@@ -1,10 +1,11 @@
 // Thalamus router (:7072): folds every epoch that ends (p.epochs.onAdvance) and on
-// POST /v1/epoch/tick; GET /v1/epoch is the current epoch {epoch, height, tip}.
+// POST /v1/epoch/tick; GET /v1/epoch is the current epoch {epoch, height, tip}. At start it
+// catches up on the epochs that ended while it was down (the last 64 at most).
 import { conflict } from '../../../lib/errors.ts';
 import { createHttp, listen } from '../../../lib/http.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { RunningService, ServiceStarter } from '../../../lib/service.ts';
-import { foldEpoch, resubmitPending, type Fold, type FoldContext } from './fold.ts';
+import { catchUp, foldEpoch, LOOKBACK_EPOCHS, refoldEvmGaps, resubmitPending, type Fold, type FoldContext } from './fold.ts';
 import { loadOperator } from './operator.ts';
 import { platformSources, type FoldSources } from './sources.ts';
 
@@ -18,6 +19,8 @@ export interface ThalamusOptions {
   port?: number;
   sources?: FoldSources;
   medullaUrl?: string;
+  /** Ended epochs a restart catches up on and gaps are re-folded over (default 64). */
+  lookbackEpochs?: number;
 }
 
 export async function createThalamus(p: Platform, opts: ThalamusOptions = {}): Promise<ThalamusService> {
@@ -35,11 +38,20 @@ export async function createThalamus(p: Platform, opts: ThalamusOptions = {}): P
     chain = run.catch(() => {});
     return run;
   };
+  const lookback = opts.lookbackEpochs ?? LOOKBACK_EPOCHS;
   const foldEnded = async (epoch: number) => {
     const f = await foldEpoch(ctx, epoch);
     await resubmitPending(ctx, epoch - 16);
+    // Cortex answered this fold: earlier folds it missed are re-folded (a discrepancy is a residue).
+    if (!f.gaps.includes('evm')) await refoldEvmGaps(ctx, epoch, lookback);
     return f;
   };
+
+  // A restart folds the epochs that ended while it was down (bounded), before any new advance.
+  void serial(async () => {
+    const folds = await catchUp(ctx, p.epochs.current(), lookback);
+    if (folds.length) p.log.info({ from: folds[0].epoch, to: folds[folds.length - 1].epoch }, 'thalamus: caught up on missed epochs');
+  }).catch((e) => p.log.warn({ err: (e as Error).message }, 'thalamus: catch-up failed'));
 
   // Advances coalesce: while a fold runs (a stalled source costs its timeout), only the latest
   // ended epoch waits, so a stall never builds a backlog.
