@@ -322,6 +322,316 @@ export async function runNatsFault(c: Cluster, nats: Awaited<ReturnType<typeof p
   return { name: `NATS stopped ${opts.outageMs / 1000} s`, load, recoveredInMs, notes, eventsMissing, outboxLeft, ...v };
 }
 
+/** What a client saw from one probe request during an outage (status, problem type, Retry-After). */
+export interface Probe { route: string; status: number; contentType: string; retryAfter: string | null; ms: number; code?: string }
+
+/** One request whose headers matter (the fault probes check problem+json and Retry-After). */
+export async function probe(method: string, url: string, body?: unknown, timeoutMs = 15_000): Promise<Probe> {
+  const t0 = Date.now();
+  const route = `${method} ${new URL(url).pathname}`;
+  try {
+    const res = await fetch(url, {
+      method,
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const text = await res.text();
+    let code: string | undefined;
+    try {
+      code = (JSON.parse(text) as { code?: string }).code;
+    } catch {
+      /* not JSON */
+    }
+    return { route, status: res.status, contentType: res.headers.get('content-type') ?? '', retryAfter: res.headers.get('retry-after'), ms: Date.now() - t0, code };
+  } catch (e) {
+    return { route, status: (e as Error).name === 'TimeoutError' ? -1 : 0, contentType: '', retryAfter: null, ms: Date.now() - t0 };
+  }
+}
+
+const PG_BIN = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/14/bin'].find((d) => fs.existsSync(path.join(d, 'initdb')));
+
+/**
+ * A private PostgreSQL cluster on a free loopback port (initdb into a temp dir; as root it runs as the
+ * `postgres` user): the machine's shared server is never stopped. stop() is `pg_ctl stop -m fast`.
+ */
+export async function privatePostgres(): Promise<{ url: string; port: number; start(): Promise<void>; stop(): Promise<void>; cleanup(): Promise<void> }> {
+  if (!PG_BIN) throw new Error('no PostgreSQL binaries under /usr/lib/postgresql');
+  const { execFileSync } = await import('node:child_process');
+  const port = await freePort();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-pg-'));
+  const data = path.join(dir, 'data');
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) execFileSync('chown', ['postgres', dir]);
+  const run = (bin: string, args: string[]) => {
+    const cmd = path.join(PG_BIN, bin);
+    if (asRoot) execFileSync('runuser', ['-u', 'postgres', '--', cmd, ...args], { stdio: 'ignore', cwd: dir });
+    else execFileSync(cmd, args, { stdio: 'ignore', cwd: dir });
+  };
+  run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-N']);
+  const api = {
+    url: `postgresql://postgres@127.0.0.1:${port}/postgres`,
+    port,
+    async start() {
+      run('pg_ctl', ['-D', data, '-o', `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`, '-l', path.join(dir, 'log'), '-w', 'start']);
+    },
+    async stop() {
+      try {
+        run('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
+      } catch {
+        /* not running */
+      }
+    },
+    async cleanup() {
+      try {
+        run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
+      } catch {
+        /* not running */
+      }
+      // Should pg_ctl have failed, end the postmaster this run started (its pid file), then its dir.
+      try {
+        const pid = Number(fs.readFileSync(path.join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+        if (pid > 1) process.kill(pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  await api.start();
+  return api;
+}
+
+/** A private redis-server on a free loopback port, without persistence. */
+export async function privateRedis(): Promise<{ url: string; start(): Promise<void>; stop(): Promise<void>; cleanup(): Promise<void> }> {
+  const port = await freePort();
+  let proc: ChildProcess | undefined;
+  const up = () => new Promise<boolean>((resolve) => {
+    const s = net.connect(port, '127.0.0.1', () => (s.end(), resolve(true)));
+    s.once('error', () => resolve(false));
+  });
+  const api = {
+    url: `redis://127.0.0.1:${port}`,
+    async start() {
+      proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+      for (let i = 0; i < 100 && !(await up()); i++) await sleep(100);
+    },
+    async stop() {
+      const p = proc;
+      if (!p || p.exitCode !== null || p.signalCode !== null) return;
+      await new Promise<void>((resolve) => {
+        p.once('exit', () => resolve());
+        p.kill('SIGKILL');
+      });
+    },
+    async cleanup() {
+      await api.stop();
+    },
+  };
+  await api.start();
+  return api;
+}
+
+/** A server stopped for `outageMs` in the middle of a load run, with probes sent during the gap. */
+async function outageUnderLoad(c: Cluster, srv: { stop(): Promise<void>; start(): Promise<void> }, opts: { loadMs: number; outageMs: number; concurrency?: number; probes: () => Promise<Probe[]>; after?: (startedAt: number) => Promise<void> }) {
+  const notes: string[] = [];
+  const probes: Probe[] = [];
+  let recoveredInMs = 0;
+  const fault = (async () => {
+    await sleep(Math.min(8000, opts.loadMs / 4));
+    await srv.stop();
+    const t0 = Date.now();
+    notes.push('stopped');
+    // Probes run during the gap; the server comes back on time whatever they take.
+    const probing = (async () => {
+      await sleep(1500);
+      while (Date.now() - t0 < opts.outageMs - 2500) {
+        probes.push(...(await opts.probes()));
+        await sleep(1000);
+      }
+    })();
+    await sleep(opts.outageMs);
+    await probing;
+    await srv.start();
+    const t1 = Date.now();
+    notes.push(`started again after ${t1 - t0} ms`);
+    const seen: string[] = [];
+    recoveredInMs = await writesFlowAgain(c, t1, 30_000, seen);
+    notes.push(`writes flow again ${recoveredInMs} ms after the restart (meanwhile ${seen.join(', ') || 'nothing refused'})`);
+    await opts.after?.(t1);
+    return t1;
+  })();
+  const load = await runLoad({ gateways: [c.gateway], durationMs: opts.loadMs, concurrency: opts.concurrency ?? 4, timeoutMs: 15_000 });
+  const startedAt = await fault;
+  return { load, probes, notes, recoveredInMs, startedAt };
+}
+
+/** Polls a write until it succeeds again; returns ms since `since`. */
+async function writesFlowAgain(c: Cluster, since: number, timeoutMs = 30_000, seen: string[] = []): Promise<number> {
+  for (;;) {
+    const r = await probe('POST', `${c.gateway}/v1/stacks`, { name: 'after-outage' });
+    if (r.status === 201) return Date.now() - since;
+    const k = `${r.status} ${r.code ?? ''}`;
+    if (!seen.includes(k)) seen.push(k);
+    if (Date.now() - since > timeoutMs) throw new Error(`writes still refused ${timeoutMs} ms after the outage: ${JSON.stringify(r)}`);
+    await sleep(250);
+  }
+}
+
+export type OutageReport = FaultReport & { probes: Probe[]; halfApplied: number };
+
+/**
+ * PostgreSQL (a private cluster the platform's DATABASE_URL points at) stopped for `outageMs` under
+ * load: writes in the gap are a quick 503 problem+json with Retry-After, nothing is half-applied
+ * (every stored memory node's stack exists and every acknowledged CID is intact), and writes flow
+ * again without restarting the platform.
+ */
+export async function runPostgresFault(c: Cluster, pgs: Awaited<ReturnType<typeof privatePostgres>>, opts: { loadMs: number; outageMs: number; concurrency?: number }): Promise<OutageReport> {
+  let sleeve = '';
+  const s = await call('POST', `${c.gateway}/v1/stacks`, { name: 'pg-probe' });
+  const sl = await call('POST', `${c.gateway}/v1/sleeves`, { stackId: s.body.id, embodimentType: 'ai' });
+  sleeve = sl.body.id;
+  const o = await outageUnderLoad(c, pgs, {
+    ...opts,
+    probes: async () => [
+      await probe('POST', `${c.gateway}/v1/stacks`, { name: 'during-outage' }),
+      await probe('POST', `${c.gateway}/v1/sleeves/${sleeve}/perceive`, { input: 'during outage' }),
+    ],
+  });
+  const recoveredInMs = o.recoveredInMs;
+  const v = await verifyAcked(o.load.acked, [c.urls.hippocampus!]);
+  // Half-applied perceives: a memory node without its stack, or a perceive counted nowhere.
+  const pg = (await import('pg')).default;
+  const db = new pg.Client({ connectionString: c.env.DATABASE_URL });
+  await db.connect();
+  const orphan = Number((await db.query('SELECT count(*)::int AS n FROM "MemoryNode" m WHERE NOT EXISTS (SELECT 1 FROM "Stack" s WHERE s.id = m."stackId")')).rows[0].n);
+  await db.end();
+  return { name: `PostgreSQL stopped ${opts.outageMs / 1000} s`, load: o.load, recoveredInMs, notes: o.notes, probes: o.probes, halfApplied: orphan, ...v };
+}
+
+/**
+ * Redis (a private server the platform's REDIS_URL points at) stopped for `outageMs` under load: the
+ * gateway keeps answering (its rate limit lets requests through while the cache is down), the faucet
+ * refuses cleanly (503: its cooldown cannot be checked) and both work again when Redis returns.
+ */
+export async function runRedisFault(c: Cluster, redis: Awaited<ReturnType<typeof privateRedis>>, opts: { loadMs: number; outageMs: number; concurrency?: number }): Promise<OutageReport & { faucetAfter: number }> {
+  const stacks: string[] = [];
+  for (let i = 0; i < 12; i++) stacks.push((await call('POST', `${c.gateway}/v1/stacks`, { name: `redis-probe-${i}` })).body.id);
+  let k = 0;
+  // The faucet drips again once Redis is back (a stack that never dripped), checked right after
+  // the restart, while the load still runs.
+  let faucetAfter = -1;
+  const faucetSeen: string[] = [];
+  const faucetAgain = async (startedAt: number) => {
+    for (let i = 0; i < 60; i++) {
+      const r = await probe('POST', `${c.urls.faucet}/v1/faucet/drip`, { stackId: stacks[11] });
+      if (r.status === 200 || r.status === 201) {
+        faucetAfter = Date.now() - startedAt;
+        return;
+      }
+      if (faucetSeen.length < 5) faucetSeen.push(`${r.status} ${r.code ?? ''} ${r.ms}ms`);
+      await sleep(500);
+    }
+  };
+  const o = await outageUnderLoad(c, redis, {
+    ...opts,
+    probes: async () => [
+      await probe('GET', `${c.gateway}/v1/stacks/${stacks[0]}`),
+      await probe('POST', `${c.urls.faucet}/v1/faucet/drip`, { stackId: stacks[1 + (k++ % 10)] }),
+    ],
+    after: faucetAgain,
+  });
+  const recoveredInMs = o.recoveredInMs;
+  o.notes.push(`faucet drips again ${faucetAfter} ms after the restart (before that: ${faucetSeen.join(', ') || 'nothing'})`);
+  const v = await verifyAcked(o.load.acked, [c.urls.hippocampus!]);
+  return { name: `Redis stopped ${opts.outageMs / 1000} s`, load: o.load, recoveredInMs, notes: o.notes, probes: o.probes, halfApplied: 0, faucetAfter, ...v };
+}
+
+/** The pid of the anvil node listening on `port` (a child of a platform this run started), if any. */
+export function anvilPid(port: number): number | undefined {
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    let argv: string[];
+    try {
+      argv = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0');
+    } catch {
+      continue;
+    }
+    if (!/(^|\/)anvil$/.test(argv[0] ?? '')) continue;
+    const i = argv.indexOf('--port');
+    if (i >= 0 && Number(argv[i + 1]) === port) return Number(d);
+  }
+  return undefined;
+}
+
+export type CortexFaultReport = FaultReport & {
+  anvilBefore: number; anvilAfter?: number; blocksDuring: number; blocksSince: number; medullaDown: number; foldsDuring: number; outboxLeft: number; outboxRows: number; chainBack: number;
+};
+
+/**
+ * Cortex (the embedded anvil) stopped under load: SIGSTOP, so it neither answers nor refuses. Medulla
+ * keeps mining, Thalamus keeps folding and submitting (its evm leaves are the outbox rows confirmed so
+ * far, read from the database, so a Cortex outage is no gap: the unconfirmed ones wait), the Cortex
+ * service's supervision ends the hung node and starts it again from its state file, and the chain
+ * outbox (everything the platform acknowledged and owes the chain) drains afterwards.
+ */
+export async function runCortexFault(c: Cluster, opts: { loadMs: number; concurrency?: number }): Promise<CortexFaultReport> {
+  const notes: string[] = [];
+  const port = Number(c.env.CORTEX_PORT);
+  const before = anvilPid(port);
+  if (!before) throw new Error(`no anvil on port ${port}`);
+  const height = async () => Number((await call('GET', `${c.urls.medulla}/health`).catch(() => ({ body: {} as Record<string, unknown> }))).body?.height ?? NaN);
+  let stoppedAt = 0;
+  let backAt = 0;
+  let blocksDuring = 0;
+  let foldsDuring = 0;
+  let medullaDown = 0;
+  let h0 = NaN;
+  const pg = (await import('pg')).default;
+  const db = new pg.Client({ connectionString: c.env.DATABASE_URL });
+  await db.connect();
+  const lastFold = async () => Number((await db.query('SELECT coalesce(max(epoch), -1)::int AS e FROM "EpochAnchor" WHERE submitted')).rows[0].e);
+  const fault = (async () => {
+    await sleep(Math.min(8000, opts.loadMs / 4));
+    h0 = await height();
+    const f0 = await lastFold();
+    process.kill(before, 'SIGSTOP');
+    stoppedAt = Date.now();
+    notes.push(`anvil pid ${before} stopped (SIGSTOP)`);
+    // Back when a node answers on the port again (the supervisor's restart).
+    for (;;) {
+      const r = await call('POST', c.urls.cortex!, { jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }, 1500).catch(() => undefined);
+      if (r?.status === 200 && anvilPid(port) !== before) break;
+      if (!Number.isFinite(await height())) medullaDown++;
+      if (Date.now() - stoppedAt > 60_000) throw new Error('anvil was not restarted within 60 s');
+      await sleep(500);
+    }
+    backAt = Date.now();
+    blocksDuring = (await height()) - h0;
+    foldsDuring = (await lastFold()) - f0;
+    notes.push(`anvil back as pid ${anvilPid(port)} after ${backAt - stoppedAt} ms; meanwhile Medulla mined ${blocksDuring} blocks and Thalamus folded and submitted ${foldsDuring} epochs`);
+  })();
+  const load = await runLoad({ gateways: [c.gateway], durationMs: opts.loadMs, concurrency: opts.concurrency ?? 3 });
+  await fault;
+  const v = await verifyAcked(load.acked, [c.urls.hippocampus!]);
+  let outboxLeft = -1;
+  const t0 = Date.now();
+  while (Date.now() - t0 < 90_000) {
+    outboxLeft = Number((await db.query(`SELECT count(*)::int AS n FROM "ChainOutbox" WHERE status IN ('pending', 'submitted')`)).rows[0].n);
+    if (outboxLeft === 0) break;
+    await sleep(500);
+  }
+  const outboxRows = Number((await db.query(`SELECT count(*)::int AS n FROM "ChainOutbox" WHERE status = 'confirmed'`)).rows[0].n);
+  await db.end();
+  const blocksSince = (await height()) - h0;
+  notes.push(`Medulla unanswered ${medullaDown} times during the outage, +${blocksSince} blocks from the stop until the outbox drained`);
+  notes.push(`outbox drained ${Date.now() - backAt} ms after the restart (${outboxRows} confirmed, ${outboxLeft} left)`);
+  return {
+    name: 'Cortex (anvil) stopped', load, recoveredInMs: backAt - stoppedAt, notes, ...v,
+    anvilBefore: before, anvilAfter: anvilPid(port), blocksDuring, blocksSince, medullaDown, foldsDuring, outboxLeft, outboxRows, chainBack: backAt - stoppedAt,
+  };
+}
+
 export interface SagaCrashReport {
   name: string;
   sagas: Array<{ sagaId: string; crashedAfter: string; status: string; sourceAlive: boolean; targetAlive: boolean }>;
@@ -414,6 +724,37 @@ async function main(argv: string[]): Promise<void> {
     } finally {
       await c.stop();
       await nats.cleanup();
+    }
+    const errs = (l: LoadResult) => `${l.errors} (retryable ${l.byClass.retryable}, hangs ${l.byClass.hang}, other ${l.byClass.other})`;
+    const pgs = await privatePostgres();
+    const cp = await startCluster({ mode: 'embedded', realAdapters: true, databaseUrl: pgs.url, shift: 26000 });
+    try {
+      await cp.waitHealthy(180_000);
+      const f = await runPostgresFault(cp, pgs, { loadMs: 40_000, outageMs: 10_000 });
+      const refused = f.probes.filter((x) => x.status === 503 && x.retryAfter).length;
+      faultRows.push({ fault: f.name, result: `acknowledged ${f.acknowledged}, recovered ${f.recovered}, lost ${f.lost}; half-applied ${f.halfApplied}; gap writes 503 + Retry-After ${refused}/${f.probes.length}`, 'client errors': errs(f.load), 'back in': `${(f.recoveredInMs / 1000).toFixed(1)} s` });
+    } finally {
+      await cp.stop();
+      await pgs.cleanup();
+    }
+    const redis = await privateRedis();
+    const cr = await startCluster({ mode: 'embedded', realAdapters: true, redisUrl: redis.url, shift: 27000 });
+    try {
+      await cr.waitHealthy(180_000);
+      const f = await runRedisFault(cr, redis, { loadMs: 40_000, outageMs: 10_000 });
+      const faucet503 = f.probes.filter((x) => x.route.includes('faucet') && x.status === 503).length;
+      faultRows.push({ fault: f.name, result: `acknowledged ${f.acknowledged}, recovered ${f.recovered}, lost ${f.lost}; faucet 503 ${faucet503}, drips again after ${(f.faucetAfter / 1000).toFixed(1)} s`, 'client errors': errs(f.load), 'back in': `${(f.recoveredInMs / 1000).toFixed(1)} s` });
+    } finally {
+      await cr.stop();
+      await redis.cleanup();
+    }
+    const cc = await startCluster({ mode: 'embedded', realAdapters: true, shift: 28000 });
+    try {
+      await cc.waitHealthy(180_000);
+      const f = await runCortexFault(cc, { loadMs: 30_000, concurrency: 2 });
+      faultRows.push({ fault: f.name, result: `acknowledged ${f.acknowledged}, recovered ${f.recovered}, lost ${f.lost}; Medulla +${f.blocksDuring} blocks, Thalamus +${f.foldsDuring} folds meanwhile; outbox left ${f.outboxLeft}`, 'client errors': errs(f.load), 'back in': `${(f.recoveredInMs / 1000).toFixed(1)} s` });
+    } finally {
+      await cc.stop();
     }
   }
   console.log(table(rows));

@@ -73,6 +73,19 @@ function sqlState(e: unknown): string | undefined {
 }
 
 /**
+ * node-postgres errors of a connection that broke mid-query (the server stopped or restarted) carry
+ * no SQLSTATE; through the Prisma adapter they arrive as a plain Error with `clientVersion`.
+ */
+const PG_CONNECTION_LOST = /Connection terminated|connection error and is not queryable|Client was closed and is not queryable|timeout exceeded when trying to connect|Can't reach database server/;
+function lostConnection(e: unknown): boolean {
+  const x = e as { message?: unknown; clientVersion?: unknown; cause?: { message?: unknown } } | null;
+  if (!x || typeof x !== 'object') return false;
+  for (const m of [x.message, x.cause?.message]) if (typeof m === 'string' && PG_CONNECTION_LOST.test(m)) return true;
+  const code = (x as { code?: unknown }).code;
+  return typeof x.clientVersion === 'string' && typeof code === 'string' && /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT)$/.test(code);
+}
+
+/**
  * Maps a database error a client can cause, or a database outage, to a problem (undefined for
  * anything else): data exceptions (class 22, e.g. a NUL byte in a text value) are a 400; lost
  * connections, serialization failures and resource exhaustion are a retryable 503.
@@ -80,6 +93,7 @@ function sqlState(e: unknown): string | undefined {
 export function databaseProblem(e: unknown): Problem | undefined {
   const prismaCode = (e as { code?: unknown } | null)?.code;
   if (typeof prismaCode === 'string' && /^P10(0[12]|17)$/.test(prismaCode)) return unavailable('the database is not reachable', 2);
+  if (lostConnection(e)) return unavailable('the database connection was lost; retry', 2);
   const state = sqlState(e);
   if (!state) return undefined;
   if (state.startsWith('22')) return badRequest('A value cannot be stored (for example a NUL character in a text field)');

@@ -28,6 +28,10 @@ export interface ClusterOptions {
   realAdapters?: boolean;
   /** Another NATS server (fault tests run their own). */
   natsUrl?: string;
+  /** Another PostgreSQL database (fault tests run their own server); used as is, never dropped. */
+  databaseUrl?: string;
+  /** Another Redis server (fault tests run their own). */
+  redisUrl?: string;
   env?: Record<string, string>;
 }
 
@@ -66,16 +70,18 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `cog-${o.mode}-`));
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !VITE_VARS.includes(k))) as Record<string, string>;
   const real = o.mode === 'distributed' || o.realAdapters;
-  const db = real ? await freshDatabase() : undefined;
+  const db = real && !o.databaseUrl ? await freshDatabase() : undefined;
+  const databaseUrl = o.databaseUrl ?? db?.url;
   const natsUrl = o.natsUrl ?? NATS_URL;
+  const redisUrl = o.redisUrl ?? REDIS_URL;
   const env: Record<string, string> = {
     ...inherited,
     ...shiftedPortsEnv(o.shift),
     COG_DATA_DIR: dataDir,
     COG_MASTER_KEY: randomBytes(32).toString('hex'),
     LOG_LEVEL: 'warn',
-    ...(real && db
-      ? { DATABASE_URL: db.url, NATS_URL: natsUrl, REDIS_URL, COG_NATS_STREAM: `COGT_${id}`, COG_NATS_PREFIX: `cogt_${id}`, COG_REDIS_PREFIX: `cogt:${id}:` }
+    ...(real && databaseUrl
+      ? { DATABASE_URL: databaseUrl, NATS_URL: natsUrl, REDIS_URL: redisUrl, COG_NATS_STREAM: `COGT_${id}`, COG_NATS_PREFIX: `cogt_${id}`, COG_REDIS_PREFIX: `cogt:${id}:` }
       : {}),
     ...o.env,
   };
@@ -181,7 +187,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       await sleep(300);
       await db?.drop().catch(() => {});
       if (real) await cleanupNats(natsUrl, env.COG_NATS_STREAM!).catch(() => {});
-      if (real) await cleanupRedis(env.COG_REDIS_PREFIX!).catch(() => {});
+      if (real) await cleanupRedis(redisUrl, env.COG_REDIS_PREFIX!).catch(() => {});
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
@@ -200,9 +206,9 @@ async function cleanupNats(url: string, stream: string): Promise<void> {
   }
 }
 
-async function cleanupRedis(prefix: string): Promise<void> {
+async function cleanupRedis(url: string, prefix: string): Promise<void> {
   const { Redis } = await import('ioredis');
-  const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 2000 });
   try {
     await r.connect();
     let cursor = '0';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { Wallet } from 'ethers';
 import type { Platform } from '../../../lib/platform.ts';
 import type { ServiceStarter } from '../../../lib/service.ts';
-import { startAnvil, waitForRpc, type Anvil, type AnvilOptions } from './anvil.ts';
+import { rpc, startAnvil, waitForRpc, type Anvil, type AnvilOptions } from './anvil.ts';
 import { CORTEX_CHAIN_ID, deploymentsFile, ensureSuite, operatorKey, providerFor, type Deployment } from './deploy.ts';
 import { rewindToChain, startSubmitter, type CortexChain, type Submitter, type SubmitterOptions } from './submitter.ts';
 import { reconcileChain } from './reconcile.ts';
@@ -34,17 +34,19 @@ function blockTime(env = process.env): number {
 export async function startCortexWith(p: Platform, opts: { submitter?: SubmitterOptions; reconcileMs?: number; anvil?: Partial<AnvilOptions> } = {}): Promise<CortexService & { close(): Promise<void>; anvil?: Anvil }> {
   let anvil: Anvil | undefined;
   let rpcUrl = p.config.cortexRpcUrl;
+  const anvilOptions: AnvilOptions = {
+    port: p.config.ports.cortex,
+    host: '127.0.0.1',
+    chainId: CORTEX_CHAIN_ID,
+    blockTime: blockTime(),
+    mixedMining: process.env.COG_CORTEX_MIXED_MINING === '1',
+    statePath: path.join(p.config.dataDir, 'cortex', 'state.json'),
+    stateInterval: 5,
+    ...opts.anvil,
+  };
   if (!rpcUrl) {
-    anvil = await startAnvil({
-      port: p.config.ports.cortex,
-      host: '127.0.0.1',
-      chainId: CORTEX_CHAIN_ID,
-      blockTime: blockTime(),
-      mixedMining: process.env.COG_CORTEX_MIXED_MINING === '1',
-      statePath: path.join(p.config.dataDir, 'cortex', 'state.json'),
-      stateInterval: 5,
-      ...opts.anvil,
-    });
+    anvil = await startAnvil(anvilOptions);
+    anvilOptions.port = anvil.port; // a restart comes back on the same port
     rpcUrl = anvil.url;
   } else await waitForRpc(rpcUrl);
   const provider = providerFor(rpcUrl);
@@ -66,10 +68,80 @@ export async function startCortexWith(p: Platform, opts: { submitter?: Submitter
     timer.unref();
     const service: CortexService = { rpcUrl, chain, suite, submitter, rewound };
     p.local.set('cortex', service);
+    // Our own anvil is supervised: when it stops answering (refused for 2 s: killed or crashed; no
+    // answer for 10 s: hung) it is ended and started again on the same port from its state file,
+    // the suite is checked (redeployed on a fresh chain) and outbox rows whose blocks were lost are
+    // sent again.
+    let closed = false;
+    let downSince = 0;
+    let busy = false;
+    let restarting: Promise<void> | undefined;
+    const restartAnvil = async () => {
+      const old = anvil!;
+      p.log.warn({ port: anvilOptions.port }, 'cortex: anvil stopped answering, restarting it');
+      try {
+        process.kill(-old.child.pid!, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+      for (let attempt = 1; !closed; attempt++) {
+        try {
+          anvil = await startAnvil(anvilOptions);
+          break;
+        } catch (e) {
+          p.log.warn({ attempt, err: (e as Error).message }, 'cortex: anvil restart failed, retrying');
+          await new Promise((r) => setTimeout(r, Math.min(5000, 500 * attempt)));
+        }
+      }
+      if (closed) {
+        await anvil?.close(); // closed while restarting: no child outlives the service
+        return;
+      }
+      const { deployment, fresh: again } = await ensureSuite(provider, key, deploymentsFile(p.config.dataDir, chainId));
+      chain.suite = deployment;
+      service.suite = deployment;
+      const resent = await rewindToChain(p.db.prisma, provider, again, p.log);
+      p.log.warn({ pid: anvil!.child.pid, fresh: again, resent }, 'cortex: anvil restarted');
+    };
+    const watch = anvil
+      ? setInterval(() => {
+          if (busy || closed) return;
+          busy = true;
+          const dead = anvil!.child.exitCode !== null || anvil!.child.signalCode !== null;
+          void (async () => {
+            try {
+              if (!dead) {
+                try {
+                  await rpc(service.rpcUrl, 'eth_chainId', [], 2000);
+                  downSince = 0;
+                  return;
+                } catch (e) {
+                  // Refused: the node is gone, restart soon. No answer: it may only be busy, so
+                  // give it 10 s (a restart loses the blocks since its last state write).
+                  const refused = (e as { cause?: { code?: unknown } }).cause?.code === 'ECONNREFUSED';
+                  downSince ||= Date.now();
+                  if (Date.now() - downSince < (refused ? 2000 : 10_000)) return;
+                }
+              }
+              restarting = restartAnvil();
+              await restarting;
+              downSince = 0;
+            } catch (e) {
+              p.log.warn({ err: (e as Error).message }, 'cortex: anvil supervision failed, will retry');
+            } finally {
+              busy = false;
+            }
+          })();
+        }, 1000)
+      : undefined;
+    watch?.unref();
     return {
       ...service,
       anvil,
       async close() {
+        closed = true;
+        clearInterval(watch);
+        await restarting?.catch(() => {});
         clearInterval(timer);
         await submitter.close();
         p.local.delete('cortex');
