@@ -1,15 +1,21 @@
 // Router benchmark: requests/s and p50/p99 for a query spanning four subgraphs (stacks, sleeves,
-// economy, memory) at 50 concurrent clients, three ways in the same run on the same data:
+// economy, memory) at 50 concurrent clients, on the same data, four ways in the same run:
 //   ours    the platform's gateway (in-process subgraphs, fastify)
 //   stock   a stock @apollo/gateway + Apollo standalone server reaching the same subgraphs over HTTP
-//   direct  one subgraph called directly (the stacks subgraph alone), for router overhead
+//   small   ours on a one-subgraph query, and that subgraph called directly (router overhead)
+// once over embedded PGlite and once over this machine's PostgreSQL (the distributed database;
+// skipped with a note when it cannot be reached). The load generator (autocannon) runs in its own
+// process so it does not share the server's event loop.
 // Run: npx tsx bench/router.ts [seconds per run, default 8]
-import autocannon from 'autocannon';
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { ApolloServer } from '@apollo/server';
 import { startStandaloneServer } from '@apollo/server/standalone';
 import { ApolloGateway, RemoteGraphQLDataSource } from '@apollo/gateway';
 import fs from 'node:fs';
-import { testPlatform } from '../test/helpers/platform.ts';
+import { testPlatform, type TestPlatform } from '../test/helpers/platform.ts';
+import { freshDatabase } from '../test/helpers/postgres.ts';
+import { openDatabase } from '../lib/db/index.ts';
 import { startGateway } from '../router/service.ts';
 import { subgraphService } from '../router/subgraph-service.ts';
 import { supergraphFile } from '../router/compose.ts';
@@ -17,31 +23,49 @@ import { readSupergraphConfig } from '../router/subgraphs.ts';
 import { newContext } from '../lib/graphql.ts';
 
 export const QUERY = '{ stacks(first: 20) { id name sleeves { id embodimentType drift } balances { compute memory } memory(first: 3) { cid epoch } } }';
+const SMALL = '{ stacks(first: 20) { id name } }';
 
 interface Run { name: string; rps: number; p50: number; p99: number; errors: number }
 
-async function load(name: string, url: string, seconds: number, query = QUERY): Promise<Run> {
-  const r = await autocannon({
-    url, connections: 50, duration: seconds, method: 'POST',
-    headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }),
+const autocannonBin = createRequire(import.meta.url).resolve('autocannon/autocannon.js');
+
+/** 50 clients for `seconds`, from a separate autocannon process. */
+function load(name: string, url: string, seconds: number, query = QUERY): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const args = [autocannonBin, '-c', '50', '-d', String(seconds), '-m', 'POST', '-H', 'content-type=application/json', '-b', JSON.stringify({ query }), '--json', url];
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.on('error', reject);
+    child.on('close', () => {
+      try {
+        const r = JSON.parse(out) as { requests: { average: number }; latency: { p50: number; p99: number }; errors: number; non2xx: number };
+        resolve({ name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.non2xx });
+      } catch (e) {
+        reject(new Error(`autocannon printed no result for ${name}: ${(e as Error).message}`));
+      }
+    });
   });
-  return { name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.non2xx };
 }
 
-export async function runRouterBench(seconds = 8): Promise<Run[]> {
-  // The rate limit is read from the platform's config (lib/config.ts): off for the benchmark.
-  const p = await testPlatform({ GATEWAY_PORT: '0', LOG_LEVEL: 'silent', COG_RATE_LIMIT_PER_MIN: '0' });
-  // 20 stacks with 3 sleeves each and a few memory nodes.
+/** 20 stacks with 3 sleeves, 3 memory nodes and a balance per sleeve. */
+async function seed(p: TestPlatform): Promise<void> {
   for (let i = 0; i < 20; i++) {
     const id = `stack:human:${i + 1}:${i.toString(16).padStart(12, '0')}`;
     await p.db.prisma.stack.create({ data: { id, name: `s${i}`, kind: 'human', shape: 'A', pubKey: i.toString(16).padStart(64, '0'), syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1, residueCoeff: 1, routingCoeff: 1, masterSecret: 'x' } });
     for (let j = 0; j < 3; j++) {
-      await p.db.prisma.sleeve.create({ data: { id: `sleeve:ai:${i * 3 + j + 1}:${(i * 3 + j).toString(16).padStart(8, '0')}`, stackId: id, embodimentType: 'ai', shape: 'A', tickRate: 2000 } });
+      const sleeve = `sleeve:ai:${i * 3 + j + 1}:${(i * 3 + j).toString(16).padStart(8, '0')}`;
+      await p.db.prisma.sleeve.create({ data: { id: sleeve, stackId: id, embodimentType: 'ai', shape: 'A', tickRate: 2000 } });
+      await p.db.prisma.balance.create({ data: { account: `sleeve:${sleeve}`, token: 'compute', milli: 1000n } });
     }
     for (let k = 0; k < 3; k++) {
       await p.db.prisma.memoryNode.create({ data: { cid: `cog://${(i * 3 + k).toString(16).padStart(64, '0')}@0`, stackId: id, epoch: 0, links: [], size: 10 } });
     }
   }
+}
+
+async function runOn(p: TestPlatform, label: string, seconds: number): Promise<Run[]> {
+  await seed(p);
   const ours = await startGateway(p);
   const subgraphs = readSupergraphConfig();
   const services = await Promise.all(subgraphs.map((s) => {
@@ -58,35 +82,61 @@ export async function runRouterBench(seconds = 8): Promise<Run[]> {
 
   const runs: Run[] = [];
   await load('warmup', `${ours.url}/graphql`, 2);
-  runs.push(await load('ours (platform gateway)', `${ours.url}/graphql`, seconds));
+  runs.push(await load(`${label}: ours (platform gateway)`, `${ours.url}/graphql`, seconds));
   await load('warmup', stockUrl, 2);
-  runs.push(await load('stock @apollo/gateway', stockUrl, seconds));
-  const direct = '{ stacks(first: 20) { id name } }';
-  runs.push(await load('ours, stacks-only query', `${ours.url}/graphql`, seconds, direct));
-  runs.push(await load('stacks subgraph direct', urlOf.get('stacks')!, seconds, direct));
+  runs.push(await load(`${label}: stock @apollo/gateway`, stockUrl, seconds));
+  runs.push(await load(`${label}: ours, stacks-only query`, `${ours.url}/graphql`, seconds, SMALL));
+  runs.push(await load(`${label}: stacks subgraph direct`, urlOf.get('stacks')!, seconds, SMALL));
 
   await stock.stop();
   for (const s of services) await s.close();
   await ours.close();
-  await p.cleanup();
   return runs;
 }
 
-export function formatRouterBench(runs: Run[]): string {
-  const [ours, stock, oursSmall, direct] = runs;
+export async function runRouterBench(seconds = 8): Promise<{ runs: Run[]; notes: string[] }> {
+  // The rate limit is read from the platform's config (lib/config.ts): off for the benchmark.
+  const env = { GATEWAY_PORT: '0', LOG_LEVEL: 'silent', COG_RATE_LIMIT_PER_MIN: '0' };
+  const notes: string[] = [];
+  const lite = await testPlatform(env);
+  const runs = await runOn(lite, 'PGlite', seconds);
+  await lite.cleanup();
+
+  let fresh: Awaited<ReturnType<typeof freshDatabase>> | undefined;
+  try {
+    fresh = await freshDatabase();
+  } catch (e) {
+    notes.push(`PostgreSQL rows skipped: ${(e as Error).message}`);
+  }
+  if (fresh) {
+    const p = await testPlatform(env);
+    await p.db.close();
+    p.db = await openDatabase({ databaseUrl: fresh.url, dataDir: p.config.dataDir, poolSize: 20 });
+    runs.push(...(await runOn(p, 'PostgreSQL', seconds)));
+    await p.cleanup();
+    await fresh.drop();
+  }
+  return { runs, notes };
+}
+
+export function formatRouterBench({ runs, notes }: { runs: Run[]; notes: string[] }): string {
   const rows = runs.map((r) => `| ${r.name} | ${r.rps.toFixed(0)} | ${r.p50} | ${r.p99} | ${r.errors} |`);
+  const summary: string[] = [];
+  for (let i = 0; i + 3 < runs.length; i += 4) {
+    const [ours, stock, small, direct] = runs.slice(i, i + 4);
+    const label = ours.name.split(':')[0];
+    summary.push(`${label}: four-subgraph query ours / stock = ${(ours.rps / stock.rps).toFixed(2)}x; one-subgraph query ours ${small.rps.toFixed(0)} req/s vs direct ${direct.rps.toFixed(0)} req/s (${(small.rps / direct.rps).toFixed(2)}x)`);
+  }
   return [
-    '| setup | req/s | p50 ms | p99 ms | errors |', '|---|---|---|---|---|', ...rows, '',
-    `four-subgraph query: ours / stock = ${(ours.rps / stock.rps).toFixed(2)}x`,
-    `router overhead on a one-subgraph query: ours ${oursSmall.rps.toFixed(0)} req/s vs direct ${direct.rps.toFixed(0)} req/s (${(oursSmall.rps / direct.rps).toFixed(2)}x)`,
-    'reference (public graphql-gateways-benchmark, other hardware): stock @apollo/gateway 115 req/s, Hive Gateway 297 req/s',
+    '| setup | req/s | p50 ms | p99 ms | errors |', '|---|---|---|---|---|', ...rows, '', ...summary, ...notes,
+    'reference (public graphql-gateways-benchmark, other hardware, static subgraphs): stock @apollo/gateway 115 req/s, Hive Gateway 297 req/s',
   ].join('\n');
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const secs = Number(process.argv[2] ?? 8);
-  runRouterBench(secs).then((runs) => {
-    console.log(formatRouterBench(runs));
+  runRouterBench(secs).then((r) => {
+    console.log(formatRouterBench(r));
     process.exit(0);
   });
 }

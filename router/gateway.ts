@@ -1,10 +1,10 @@
 // The GraphQL router: @apollo/gateway over the checked-in supergraph, served by Apollo Server 5
 // mounted on the gateway's fastify. Embedded mode executes each subgraph in-process
-// (LocalGraphQLDataSource: no HTTP hop); distributed mode reaches each over HTTP with keep-alive.
+// (InProcessDataSource: no HTTP hop); distributed mode reaches each over HTTP with keep-alive.
 import fs from 'node:fs';
 import { ApolloServer, HeaderMap } from '@apollo/server';
 import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
-import { ApolloGateway, LocalGraphQLDataSource, RemoteGraphQLDataSource } from '@apollo/gateway';
+import { ApolloGateway, RemoteGraphQLDataSource } from '@apollo/gateway';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { GraphQLSchema } from 'graphql';
 import type { Platform } from '../lib/platform.ts';
@@ -12,6 +12,7 @@ import { newContext, type GqlContext } from '../lib/graphql.ts';
 import { buildSubgraph, readSupergraphConfig } from './subgraphs.ts';
 import { supergraphFile } from './compose.ts';
 import { limitRules } from './limits.ts';
+import { InProcessDataSource } from './local-source.ts';
 
 // @apollo/gateway reports usage data to Apollo and probes cloud metadata endpoints unless told not
 // to; the platform sends nothing off the machine.
@@ -24,8 +25,8 @@ export interface GraphqlOptions {
 
 export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Promise<{ server: ApolloServer<GqlContext>; apiSchema: () => GraphQLSchema }> {
   const subgraphs = readSupergraphConfig();
-  const local = new Map<string, LocalGraphQLDataSource>();
-  if (!opts.remote) for (const s of subgraphs) local.set(s.name, new LocalGraphQLDataSource(await buildSubgraph(s)));
+  const local = new Map<string, InProcessDataSource>();
+  if (!opts.remote) for (const s of subgraphs) local.set(s.name, new InProcessDataSource(await buildSubgraph(s)));
   const gateway = new ApolloGateway({
     supergraphSdl: fs.readFileSync(supergraphFile, 'utf8'),
     buildService: ({ name, url }) => {

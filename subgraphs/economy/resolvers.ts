@@ -2,24 +2,18 @@
 // through the economy domain (ledger.ts, treasury.ts, faucet.ts) the /v1 routes call.
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
-import { listAliveSleevesOfStacks } from '../sleeves/sleeves.ts';
+import { aliveSleeveTotals } from '../sleeves/sleeves.ts';
 import { balancesOf, claimableAccount, sleeveAccount, zeroAmounts, CORE_TOKENS, TOKENS, type TokenAmounts } from './ledger.ts';
 import { claim, emissionView, issuance, stackBalancesB, type CoreAmounts, type EmissionEvent } from './treasury.ts';
 import { drip } from './faucet.ts';
 
 type EmissionRow = NonNullable<Awaited<ReturnType<GqlContext['platform']['db']['prisma']['emission']['findUnique']>>>;
 
-/** Sum over each stack's alive sleeves: two queries for any number of stacks. */
+/** Sum over each stack's alive sleeves: one query for any number of stacks. */
 const stackBalances = (ctx: GqlContext) =>
   loader<string, TokenAmounts>(ctx, 'stackBalances', async (stackIds) => {
-    const sleeves = await listAliveSleevesOfStacks(ctx.platform.db.prisma, stackIds);
-    const bal = await balancesOf(ctx.platform.db.prisma, sleeves.map((s) => sleeveAccount(s.id)));
-    return stackIds.map((id) => {
-      const milli = zeroAmounts();
-      for (const s of sleeves) if (s.stackId === id) for (const t of TOKENS) milli[t] += Math.round(bal.get(sleeveAccount(s.id))![t] * 1000);
-      for (const t of TOKENS) milli[t] /= 1000;
-      return milli;
-    });
+    const totals = await aliveSleeveTotals(ctx.platform.db.prisma, stackIds);
+    return stackIds.map((id) => totals.get(id)!);
   });
 
 const core = (b: TokenAmounts): CoreAmounts => Object.fromEntries(CORE_TOKENS.map((t) => [t, b[t]])) as CoreAmounts;

@@ -7,7 +7,7 @@ import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
 import { enqueueChainTx } from '../chains/outbox.ts';
-import { balanceOf, balancesOf, burn, mint, poolAccount, sleeveAccount, sweep, toMilli, zeroAmounts, type Token, type TokenAmounts } from '../economy/ledger.ts';
+import { balanceOf, balancesOf, burn, fromMilli, mint, poolAccount, sleeveAccount, sweep, toMilli, zeroAmounts, TOKENS, type Token, type TokenAmounts } from '../economy/ledger.ts';
 import { getStackRow, STACK_KINDS, type StackKind } from '../stacks/stacks.ts';
 import { sleeveView, type SleeveRow, type SleeveView } from './view.ts';
 
@@ -112,8 +112,23 @@ export function listAliveSleeves(db: Db | Tx, stackId?: string): Promise<SleeveR
 }
 
 /** The alive sleeves of many stacks in one query (batched reads of other contexts). */
-export function listAliveSleevesOfStacks(db: Db | Tx, stackIds: readonly string[]): Promise<SleeveRow[]> {
-  return db.sleeve.findMany({ where: { alive: true, stackId: { in: [...stackIds] } }, orderBy: { seq: 'asc' } });
+/**
+ * Token totals over each stack's alive sleeves, summed in the database (one query for any number
+ * of stacks; GET /v1/tokens/balances and GraphQL Stack.balances).
+ */
+export async function aliveSleeveTotals(db: Db | Tx, stackIds: readonly string[]): Promise<Map<string, TokenAmounts>> {
+  const out = new Map<string, TokenAmounts>(stackIds.map((id) => [id, zeroAmounts()]));
+  if (!stackIds.length) return out;
+  const rows = await db.$queryRaw<Array<{ stackId: string; token: string; milli: bigint }>>`
+    SELECT s."stackId", b.token, SUM(b.milli)::bigint AS milli
+    FROM "Sleeve" s JOIN "Balance" b ON b.account = ${sleeveAccount('')}::text || s.id
+    WHERE s.alive AND s."stackId" = ANY(${[...stackIds]})
+    GROUP BY s."stackId", b.token`;
+  for (const r of rows) {
+    const a = out.get(r.stackId);
+    if (a && (TOKENS as readonly string[]).includes(r.token)) a[r.token as Token] = fromMilli(r.milli);
+  }
+  return out;
 }
 
 /** Alive sleeves with their balances (GET /v1/sleeves). */
@@ -201,13 +216,7 @@ export async function unfreezeSleeve(tx: Tx, id: string): Promise<SleeveRow> {
 /** Sum over the stack's alive sleeves (GET /v1/tokens/balances/:stackId); 404 for an unknown stack. */
 export async function stackTokenTotals(p: Platform, stackId: string): Promise<{ stackId: string; sleeveTotals: TokenAmounts }> {
   await getStackRow(p.db.prisma, stackId);
-  const rows = await listAliveSleeves(p.db.prisma, stackId);
-  const b = await balancesOf(p.db.prisma, rows.map((r) => sleeveAccount(r.id)));
-  const milli = new Map<Token, number>();
-  for (const amounts of b.values()) for (const [k, v] of Object.entries(amounts)) milli.set(k as Token, (milli.get(k as Token) ?? 0) + Math.round(v * 1000));
-  const sleeveTotals = zeroAmounts();
-  for (const [k, v] of milli) sleeveTotals[k] = v / 1000;
-  return { stackId, sleeveTotals };
+  return { stackId, sleeveTotals: (await aliveSleeveTotals(p.db.prisma, [stackId])).get(stackId)! };
 }
 
 /** Alive sleeves whose drift exceeds the maximum (GET /v1/coordination/desync). */
