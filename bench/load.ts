@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { startCluster, call, type Cluster } from '../test/helpers/cluster.ts';
+import { STEP_NAMES } from '../subgraphs/sleeves/needlecast/steps.ts';
 
 export interface LoadOptions {
   /** Gateways to spread clients over (round robin by client). */
@@ -697,7 +698,7 @@ async function main(argv: string[]): Promise<void> {
   const faultRows: Array<Record<string, string | number>> = [];
   const modes = mode === 'both' ? (['embedded', 'distributed'] as const) : [mode];
   for (const m of modes) {
-    const c = await startCluster({ mode: m, shift: m === 'embedded' ? 23000 : 24000, env: faults && m === 'distributed' ? { COG_NEEDLECAST_CRASH_AFTER: 'freeze,anchor,reconstruct' } : {} });
+    const c = await startCluster({ mode: m, shift: m === 'embedded' ? 23000 : 24000, env: faults && m === 'distributed' ? { COG_NEEDLECAST_CRASH_AFTER: STEP_NAMES.join(',') } : {} });
     try {
       await c.waitHealthy(180_000);
       const gateways = m === 'distributed' ? [c.gateway, c.gateway2] : [c.gateway];
@@ -707,7 +708,7 @@ async function main(argv: string[]): Promise<void> {
       if (faults && m === 'distributed') {
         const k = await runKillFault(c, { victims: ['gateway-1', 'hippocampus-1'], loadMs: Math.max(40_000, seconds * 1000) });
         faultRows.push({ fault: k.name, result: `acknowledged ${k.acknowledged}, recovered ${k.recovered}, lost ${k.lost}`, 'client errors': `${k.load.errors} (retryable ${k.load.byClass.retryable}, hangs ${k.load.byClass.hang}, other ${k.load.byClass.other})`, 'back in': `${(k.recoveredInMs / 1000).toFixed(1)} s` });
-        const s = await runSagaCrash(c, ['freeze', 'anchor', 'reconstruct']);
+        const s = await runSagaCrash(c, [...STEP_NAMES]);
         faultRows.push({ fault: s.name, result: `acknowledged ${s.acknowledged}, recovered ${s.recovered}, lost ${s.lost}`, 'client errors': '-', 'back in': s.sagas.map((x) => x.status.split(' ')[0]).join(', ') });
       }
     } finally {
