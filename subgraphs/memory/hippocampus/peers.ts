@@ -5,17 +5,22 @@
 //   * fetches a payload it lacks from a peer on read (GET /replica/<key>, the peer's own store
 //     only, so requests never bounce around the cluster) and keeps it (read repair);
 //   * opens a shard-loss residue when a known CID (an index row exists) can be served by no node.
+// A payload from a peer is trusted only when it hashes to its CID (checked against the index row
+// that names it): a corrupt or lying peer is skipped like a missing one.
 // The store code (store.ts) sees one ObjectStore: `peeredObjects` wraps the node's local store.
 import type { FastifyInstance } from 'fastify';
+import type { Db } from '../../../lib/db/index.ts';
 import type { ObjectStore } from '../../../lib/objects/port.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { assertObjectKey } from '../../../lib/objects/index.ts';
-import { badRequest, notFound } from '../../../lib/errors.ts';
+import { Problem, badRequest, notFound } from '../../../lib/errors.ts';
 import { openResidue } from '../../residues/open.ts';
-import { parseCid, payloadKey } from './cid.ts';
+import { computeCid, computeDataCid, parseCid, payloadKey } from './cid.ts';
 
 export interface PeerOptions {
   peers: string[];
+  /** The shared index, to check a peer's payload against the CID that names it. */
+  db: Db;
   internalToken?: string;
   /** Per-peer request timeout. Default 2 s. */
   timeoutMs?: number;
@@ -26,12 +31,34 @@ export interface PeerOptions {
 const headers = (token?: string): Record<string, string> => (token ? { authorization: `Bearer ${token}` } : {});
 const replicaUrl = (peer: string, key: string) => `${peer}/replica/${key.split('/').map(encodeURIComponent).join('/')}`;
 
-/** The payload from the first peer that holds it in its own store, or null. */
+/**
+ * True when `body` is the payload of a known node stored under `key` (dag/<hash>): some index row
+ * `cog://<hash>@<epoch>` hashes to <hash> over this payload, in the node form (with its owner,
+ * epoch and links) or the data form (cid.ts).
+ */
+export async function payloadMatches(db: Db, key: string, body: Uint8Array): Promise<boolean> {
+  const hash = key.slice(4);
+  const rows = await db.memoryNode.findMany({ where: { cid: { startsWith: `cog://${hash}@` } }, select: { cid: true, stackId: true, epoch: true, links: true }, take: 10 });
+  if (!rows.length) return false;
+  let data: string;
+  try {
+    data = new TextDecoder('utf-8', { fatal: true }).decode(body);
+  } catch {
+    return false;
+  }
+  return rows.some((r) => computeCid({ data, links: r.links, epoch: r.epoch, stackId: r.stackId }) === r.cid || computeDataCid({ data, epoch: r.epoch }) === r.cid);
+}
+
+/** The payload from the first peer that holds it in its own store and hashes to its CID, or null. */
 export async function fetchFromPeers(o: PeerOptions, key: string): Promise<Uint8Array | null> {
   for (const peer of o.peers) {
     try {
       const res = await fetch(replicaUrl(peer, key), { headers: headers(o.internalToken), signal: AbortSignal.timeout(o.timeoutMs ?? 2000) });
-      if (res.ok) return new Uint8Array(await res.arrayBuffer());
+      if (res.ok) {
+        const body = new Uint8Array(await res.arrayBuffer());
+        if (await payloadMatches(o.db, key, body)) return body;
+        continue; // corrupt or foreign: ask the next peer
+      }
       await res.body?.cancel();
     } catch {
       /* peer down or slow: ask the next one */
@@ -98,10 +125,11 @@ export async function replicaRoutes(app: FastifyInstance, opts: { local: ObjectS
     const key = keyOf((req.params as { '*': string })['*']);
     const body = req.body;
     if (!Buffer.isBuffer(body) || body.length === 0) throw badRequest('replica body must be the payload bytes (application/octet-stream)');
-    // Only payloads of known nodes: the shared index names them.
+    // Only payloads of known nodes (the shared index names them), and only the right bytes.
     const hash = key.slice(4);
     const known = await opts.platform.db.prisma.memoryNode.count({ where: { cid: { startsWith: `cog://${hash}@` } } });
     if (!known) throw notFound('Memory node', `cog://${hash}`);
+    if (!(await payloadMatches(opts.platform.db.prisma, key, new Uint8Array(body)))) throw new Problem(422, 'PAYLOAD_MISMATCH', 'Payload does not match its CID', `the payload does not hash to cog://${hash}@<epoch> of any known node`);
     await opts.local.put(key, new Uint8Array(body));
     return reply.code(201).send({ key, stored: true });
   });

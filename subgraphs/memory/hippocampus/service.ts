@@ -124,6 +124,7 @@ export const startHippocampus: ServiceStarter = async (p) => {
   const { store: local, own } = await nodeStore(p, nodeId);
   const peerOpts: PeerOptions = {
     peers: p.config.hippocampusPeers,
+    db: p.db.prisma,
     internalToken: p.config.internalToken,
     onLost: (key) => shardLost(p, key).catch((e) => p.log.warn({ key, err: (e as Error).message }, 'hippocampus: could not open shard-loss residue')),
   };
