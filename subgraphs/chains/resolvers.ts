@@ -1,31 +1,21 @@
 // Chains subgraph resolvers: the current epoch, Medulla blocks and manual mining, all through the
-// Medulla RPC client (subgraphs/chains/medulla/client.ts), as the /v1 chains routes do.
+// chains context's epoch module (epochs.ts) the /v1 chains routes use too.
 import type { GqlContext } from '../../lib/graphql.ts';
 import { guarded, health, loader } from '../../lib/graphql.ts';
 import { badRequest, unavailable } from '../../lib/errors.ts';
 import type { Platform } from '../../lib/platform.ts';
-import type { EpochInfo } from '../../lib/epoch.ts';
-import { getBlock, getInfo, mineBlock, MedullaRpcError } from './medulla/client.ts';
+import { MedullaRpcError } from './medulla/client.ts';
+import { blockAtHeight, currentEpochInfo, mineBlockNow } from './epochs.ts';
 import type { Block } from './medulla/header.ts';
 
 const RPC_NOT_FOUND = -32004;
 const RPC_INVALID_PARAMS = -32602;
 
-/** Medulla's chain info; when Medulla does not answer, the last epoch announced on the bus (as GET /v1/epochs/current). */
-export async function currentEpochInfo(p: Platform): Promise<EpochInfo & { difficulty: number | null }> {
-  try {
-    const { epoch, height, tip, difficulty } = await getInfo(p.config.urls.medulla, { timeoutMs: 2000 });
-    return { epoch, height, tip, difficulty };
-  } catch {
-    return { ...p.epochs.info(), difficulty: null };
-  }
-}
-
 /** The main-chain block at a height, or null; RPC failures as Problems. */
 async function blockAt(p: Platform, height: number): Promise<Block | null> {
   if (!Number.isInteger(height) || height < 0) throw badRequest('height must be a non-negative integer', [{ path: 'height', message: 'is negative' }]);
   try {
-    return await getBlock(p.config.urls.medulla, height);
+    return await blockAtHeight(p, height);
   } catch (e) {
     if (e instanceof MedullaRpcError && e.code === RPC_NOT_FOUND) return null;
     if (e instanceof MedullaRpcError && e.code === RPC_INVALID_PARAMS) throw badRequest(e.message, [{ path: 'height', message: 'is invalid' }]);
@@ -41,13 +31,7 @@ const loadBlock = (ctx: GqlContext, height: number) => blockLoader(ctx).load(hei
 
 export const resolvers = {
   Mutation: {
-    mineBlock: guarded(async (_: unknown, __: unknown, ctx: GqlContext) => {
-      try {
-        return await mineBlock(ctx.platform.config.urls.medulla);
-      } catch (e) {
-        throw unavailable(`Medulla could not mine a block: ${(e as Error).message}`, 2);
-      }
-    }),
+    mineBlock: guarded((_: unknown, __: unknown, ctx: GqlContext) => mineBlockNow(ctx.platform)),
   },
   Query: {
     currentEpoch: guarded((_: unknown, __: unknown, ctx: GqlContext) => currentEpochInfo(ctx.platform)),

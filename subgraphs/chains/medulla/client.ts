@@ -38,7 +38,4 @@ export async function medullaRpc<T = unknown>(url: string, method: string, param
 
 export const getInfo = (url: string, opts?: { timeoutMs?: number }) => medullaRpc<ChainInfo>(url, 'getinfo', [], opts);
 
-/** Mines one block now (queued behind other manual requests) and returns it. */
-export const mineBlock = (url: string, opts?: { timeoutMs?: number }) => medullaRpc<Block>(url, 'mineblock', [], { timeoutMs: opts?.timeoutMs ?? 120_000 });
-
-export const getBlock = (url: string, height: number) => medullaRpc<Block>(url, 'getblock', [height]);
+export const getBlock = (url: string, height: number, token?: string) => medullaRpc<Block>(url, 'getblock', [height], { token });
