@@ -20,10 +20,9 @@ let nextId = 1;
 /** Calls `method`; throws MedullaRpcError for an RPC error, or the fetch error when unreachable. */
 export async function medullaRpc<T = unknown>(url: string, method: string, params: unknown[] | Record<string, unknown> = [], opts: { timeoutMs?: number; token?: string } = {}): Promise<T> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
-  // Medulla is internal: every caller in the platform (gateway, Thalamus, peers, resolvers) sends the
-  // process's internal token (validated at start by loadConfig) unless it passes its own.
-  const token = opts.token ?? process.env.COG_INTERNAL_TOKEN;
-  if (token) headers.authorization = `Bearer ${token}`;
+  // Medulla is internal: every caller in the platform (gateway, Thalamus, peers, resolvers) passes
+  // its validated config's internal token (p.config.internalToken).
+  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
   const res = await fetch(`${url.replace(/\/+$/, '')}/rpc`, {
     method: 'POST',
     headers,
@@ -36,6 +35,6 @@ export async function medullaRpc<T = unknown>(url: string, method: string, param
   return body.result as T;
 }
 
-export const getInfo = (url: string, opts?: { timeoutMs?: number }) => medullaRpc<ChainInfo>(url, 'getinfo', [], opts);
+export const getInfo = (url: string, opts?: { timeoutMs?: number; token?: string }) => medullaRpc<ChainInfo>(url, 'getinfo', [], opts);
 
 export const getBlock = (url: string, height: number, token?: string) => medullaRpc<Block>(url, 'getblock', [height], { token });

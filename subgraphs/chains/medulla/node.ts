@@ -88,7 +88,7 @@ export class MedullaNode {
     if (this.#polling || this.#closed || !this.peers.length) return;
     this.#polling = true;
     try {
-      await pollPeers(this.chain, this.peers, this.p.log, () => this.#kick());
+      await pollPeers(this.chain, this.peers, this.p.log, () => this.#kick(), this.p.config.internalToken);
     } finally {
       this.#polling = false;
     }
@@ -123,7 +123,7 @@ export class MedullaNode {
       }
       if (r.status === 'extended' || r.status === 'reorg') {
         if (full) this.#manual.shift()?.resolve(blockJson(block));
-        void announce(this.peers, blockJson(block), this.self, this.p.log);
+        void announce(this.peers, blockJson(block), this.self, this.p.log, this.p.config.internalToken);
       }
     }
   }
@@ -144,7 +144,7 @@ export class MedullaNode {
       const sources = from ? [from, ...this.peers.filter((x) => x !== from)] : this.peers;
       for (const peer of sources) {
         try {
-          await syncFrom(this.chain, peer, block.blockHash);
+          await syncFrom(this.chain, peer, block.blockHash, this.p.config.internalToken);
           break;
         } catch (e) {
           this.p.log.debug({ peer, err: (e as Error).message }, 'fetching a branch failed');
