@@ -37,7 +37,10 @@ export function toGraphQLError(e: unknown): GraphQLError {
   e = databaseProblem(e) ?? e;
   if (isProblem(e)) {
     const body = e.toJSON();
-    return new GraphQLError(String(body.detail), { extensions: { ...body, code: e.code, http: { status: e.status } } });
+    // The problem's status travels in extensions.status, never as the HTTP status: an executed
+    // operation is a 200 in both modes (a non-2xx would make clients drop partial data, and the
+    // router's HTTP data source would take it for a transport failure).
+    return new GraphQLError(String(body.detail), { extensions: { ...body, code: e.code } });
   }
   return new GraphQLError('Internal error', { extensions: { code: 'INTERNAL' } });
 }

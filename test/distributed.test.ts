@@ -2,11 +2,14 @@
 // PostgreSQL (a fresh database), NATS JetStream (a unique stream) and Redis (a unique prefix), on
 // ports shifted by +21000. The REST smoke flow through both gateways, GraphQL through both, two
 // Medulla nodes (one mining) on one chain, two Hippocampus nodes replicating pinned nodes and
-// fetching from each other, and a known CID no node can serve opening a shard-loss residue.
+// fetching from each other, and a known CID no node can serve opening a shard-loss residue. Then
+// the black-box end-to-end suite (test/e2e/suite.ts) against the same cluster, through both gateways.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
 import { startCluster, call, type Cluster } from './helpers/cluster.ts';
+import { registerE2eSuite } from './e2e/suite.ts';
+import { registerSubscriptionSuite } from './e2e/subscriptions.ts';
 
 let c: Cluster;
 const post = (base: string, p: string, body?: unknown) => call('POST', `${base}${p}`, body ?? {});
@@ -139,3 +142,6 @@ describe('cog up --distributed', () => {
     }, { timeout: 10_000, interval: 300 }).toBe(true);
   });
 });
+
+registerE2eSuite(() => c, 'distributed');
+registerSubscriptionSuite(() => c);
