@@ -3,7 +3,8 @@
 // Sustained mixed traffic (perceive 50 %, recall 25 %, stack reads 25 %, a sync every 10 perceives)
 // from a small bounded client loop against a platform started on shifted ports; prints requests,
 // errors, throughput and p50/p99 per mode. With --faults it also runs the fault scenarios of
-// test/faults*.test.ts and prints "acknowledged N, recovered N, lost 0" for each.
+// test/faults*.test.ts (kill -9, saga crashes, both Hippocampus nodes stopped, NATS, PostgreSQL, Redis,
+// Cortex) and prints "acknowledged N, recovered N, lost 0" for each.
 // The run functions are exported: the fault tests drive the same code.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -633,6 +634,133 @@ export async function runCortexFault(c: Cluster, opts: { loadMs: number; concurr
   };
 }
 
+export type HippocampusFaultReport = FaultReport & {
+  /** How long both nodes were stopped (ms): the requested time, longer if no epoch ended meanwhile. */
+  stoppedMs: number;
+  medullaBlocksDuring: number;
+  epochsDuring: number;
+  cortexBlocksDuring: number;
+  /** Medulla or Cortex did not answer a sample during the stop. */
+  chainsDown: number;
+  /** Folds stored during the stop, and the epochs among them folded with an `ipfs` gap. */
+  foldsDuring: number;
+  ipfsGapEpochs: number[];
+  /** Of those, the epochs whose shard-loss residue (dedupe key shard-loss:thalamus:<epoch>) is open. */
+  residueEpochs: number[];
+  /** Probe requests through both gateways during the stop. */
+  probes: Probe[];
+  /** ms from SIGCONT until a perceive and a recall succeed through both gateways. */
+  flowsAgainInMs: number;
+};
+
+/**
+ * Both Hippocampus nodes stopped (SIGSTOP: they neither answer nor refuse) under perceive/recall
+ * load, then continued. The other chains keep running: Medulla mines, epochs advance, Cortex makes
+ * blocks, the Thalamus folds every ended epoch with an `ipfs` gap (its DAG leaves come through the
+ * Hippocampus) and each such gap opens a shard-loss residue. Clients get quick 503 problems (every
+ * node costs one bounded attempt), nothing acknowledged is lost, and writes flow again after SIGCONT.
+ */
+export async function runHippocampusFault(c: Cluster, opts: { loadMs: number; stopMs?: number; concurrency?: number }): Promise<HippocampusFaultReport> {
+  const notes: string[] = [];
+  const stopMs = opts.stopMs ?? 10_000;
+  const nodes = ['hippocampus-1', 'hippocampus-2'].map((name) => ({ name, pid: c.pidOf(name) }));
+  for (const n of nodes) if (!n.pid) throw new Error(`no pid for ${n.name}`);
+  const medulla = async () => {
+    const r = await call('GET', `${c.urls.medulla}/health`, undefined, 3000).catch(() => undefined);
+    return { height: Number(r?.body?.height ?? NaN), epoch: Number(r?.body?.epoch ?? NaN) };
+  };
+  const cortexBlock = async () => {
+    const r = await call('POST', c.urls.cortex!, { jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] }, 3000).catch(() => undefined);
+    return typeof r?.body?.result === 'string' ? Number(BigInt(r.body.result)) : NaN;
+  };
+  const pg = (await import('pg')).default;
+  const db = new pg.Client({ connectionString: c.env.DATABASE_URL });
+  await db.connect();
+  const lastFold = async () => Number((await db.query('SELECT coalesce(max(epoch), -1)::int AS e FROM "EpochAnchor"')).rows[0].e);
+  const gapEpochs = async (after: number, upTo = 1e9) =>
+    (await db.query(`SELECT epoch FROM "EpochAnchor" WHERE 'ipfs' = ANY(gaps) AND epoch > $1 AND epoch <= $2 ORDER BY epoch`, [after, upTo])).rows.map((r) => Number(r.epoch));
+  // A probe stack with a sleeve on each gateway, made before the stop.
+  const gateways = [c.gateway, c.gateway2];
+  const probeSleeves: Array<{ g: string; stackId: string; sleeveId: string }> = [];
+  for (const g of gateways) {
+    const stackId = (await call('POST', `${g}/v1/stacks`, { name: 'hippocampus-probe' })).body.id as string;
+    const sleeveId = (await call('POST', `${g}/v1/sleeves`, { stackId, embodimentType: 'ai' })).body.id as string;
+    await call('POST', `${g}/v1/sleeves/${sleeveId}/perceive`, { input: 'before the stop' });
+    probeSleeves.push({ g, stackId, sleeveId });
+  }
+  const probes: Probe[] = [];
+  let stoppedMs = 0;
+  let flowsAgainInMs = -1;
+  let chainsDown = 0;
+  let foldsDuring = 0;
+  let ipfsGapEpochs: number[] = [];
+  let before = { m: { height: NaN, epoch: NaN }, b: NaN, f: -1 };
+  let after = { m: { height: NaN, epoch: NaN }, b: NaN, f: -1 };
+  const fault = (async () => {
+    await sleep(Math.min(8000, opts.loadMs / 4));
+    before = { m: await medulla(), b: await cortexBlock(), f: await lastFold() };
+    const t0 = Date.now();
+    for (const n of nodes) process.kill(n.pid!, 'SIGSTOP');
+    notes.push(`SIGSTOP ${nodes.map((n) => `${n.name} (pid ${n.pid})`).join(', ')}`);
+    // Probes run beside the clock (each may take up to its timeout); only those answered before
+    // SIGCONT count.
+    const pending: Array<Promise<void>> = [];
+    let contAt = Infinity;
+    const launch = (method: string, url: string, body?: unknown) =>
+      pending.push(probe(method, url, body).then((x) => void (Date.now() < contAt && probes.push(x))));
+    try {
+      // The requested time, and on until an epoch ended during the stop (a slow machine mines slowly).
+      for (let k = 0; Date.now() - t0 < stopMs || (!(await gapEpochs(before.f)).length && Date.now() - t0 < stopMs * 3); k++) {
+        const x = probeSleeves[k % probeSleeves.length]!;
+        if (Date.now() - t0 < stopMs - 3000) {
+          launch('POST', `${x.g}/v1/sleeves/${x.sleeveId}/perceive`, { input: `during the stop ${k}` });
+          launch('GET', `${x.g}/v1/stacks/${x.stackId}/recall?depth=2`);
+        }
+        if (!Number.isFinite((await medulla()).height) || !Number.isFinite(await cortexBlock())) chainsDown++;
+        await sleep(1000);
+      }
+      after = { m: await medulla(), b: await cortexBlock(), f: await lastFold() };
+    } finally {
+      contAt = Date.now();
+      for (const n of nodes) process.kill(n.pid!, 'SIGCONT');
+      stoppedMs = Date.now() - t0;
+    }
+    await Promise.all(pending);
+    notes.push(`SIGCONT after ${stoppedMs} ms`);
+    foldsDuring = after.f - before.f;
+    ipfsGapEpochs = await gapEpochs(before.f, after.f);
+    // Flowing again: a perceive and a recall succeed through both gateways.
+    const t1 = Date.now();
+    for (const x of probeSleeves) {
+      for (;;) {
+        const w = await probe('POST', `${x.g}/v1/sleeves/${x.sleeveId}/perceive`, { input: 'after the stop' });
+        const r = w.status === 200 ? await probe('GET', `${x.g}/v1/stacks/${x.stackId}/recall?depth=2`) : w;
+        if (r.status === 200) break;
+        if (Date.now() - t1 > 60_000) throw new Error(`perceive/recall did not flow again within 60 s (last ${r.route} -> ${r.status})`);
+        await sleep(250);
+      }
+    }
+    flowsAgainInMs = Date.now() - t1;
+  })();
+  // The load runs on past the fault: writes must flow again, and what they acknowledge must stay.
+  const load = await runLoad({ gateways, durationMs: opts.loadMs, concurrency: opts.concurrency ?? 4 });
+  await fault;
+  const v = await verifyAcked(load.acked, [c.urls.hippocampus!, c.urls.hippocampus2!]);
+  const keys = ipfsGapEpochs.map((e) => `shard-loss:thalamus:${e}`);
+  const residueEpochs = (await db.query(`SELECT epoch FROM "Residue" WHERE kind = 'shard-loss' AND status = 'open' AND "dedupeKey" = ANY($1) ORDER BY epoch`, [keys])).rows.map((r) => Number(r.epoch));
+  await db.end();
+  const medullaBlocksDuring = after.m.height - before.m.height;
+  const epochsDuring = after.m.epoch - before.m.epoch;
+  const cortexBlocksDuring = after.b - before.b;
+  const refused = probes.filter((x) => x.status === 503 && /problem\+json/.test(x.contentType) && x.retryAfter).length;
+  notes.push(`during the stop: Medulla +${medullaBlocksDuring} blocks, epoch +${epochsDuring}, Cortex +${cortexBlocksDuring} blocks, chains unanswered ${chainsDown}; ${foldsDuring} folds, ipfs gaps at epochs [${ipfsGapEpochs.join(', ')}], shard-loss residues open for [${residueEpochs.join(', ')}]`);
+  notes.push(`probes: ${refused}/${probes.length} were 503 problem+json with Retry-After, slowest ${Math.max(0, ...probes.map((x) => x.ms))} ms; perceive and recall flow again ${flowsAgainInMs} ms after SIGCONT`);
+  return {
+    name: `Hippocampus (both nodes) stopped ${(stoppedMs / 1000).toFixed(0)} s`, load, recoveredInMs: flowsAgainInMs, notes, ...v,
+    stoppedMs, medullaBlocksDuring, epochsDuring, cortexBlocksDuring, chainsDown, foldsDuring, ipfsGapEpochs, residueEpochs, probes, flowsAgainInMs,
+  };
+}
+
 export interface SagaCrashReport {
   name: string;
   sagas: Array<{ sagaId: string; crashedAfter: string; status: string; sourceAlive: boolean; targetAlive: boolean }>;
@@ -710,6 +838,13 @@ async function main(argv: string[]): Promise<void> {
         faultRows.push({ fault: k.name, result: `acknowledged ${k.acknowledged}, recovered ${k.recovered}, lost ${k.lost}`, 'client errors': `${k.load.errors} (retryable ${k.load.byClass.retryable}, hangs ${k.load.byClass.hang}, other ${k.load.byClass.other})`, 'back in': `${(k.recoveredInMs / 1000).toFixed(1)} s` });
         const s = await runSagaCrash(c, [...STEP_NAMES]);
         faultRows.push({ fault: s.name, result: `acknowledged ${s.acknowledged}, recovered ${s.recovered}, lost ${s.lost}`, 'client errors': '-', 'back in': s.sagas.map((x) => x.status.split(' ')[0]).join(', ') });
+        const h = await runHippocampusFault(c, { loadMs: 40_000, stopMs: 10_000 });
+        faultRows.push({
+          fault: h.name,
+          result: `acknowledged ${h.acknowledged}, recovered ${h.recovered}, lost ${h.lost}; Medulla +${h.medullaBlocksDuring} blocks, Cortex +${h.cortexBlocksDuring} blocks, ${h.foldsDuring} folds (${h.ipfsGapEpochs.length} ipfs gaps, ${h.residueEpochs.length} shard-loss residues) meanwhile`,
+          'client errors': `${h.load.errors} (retryable ${h.load.byClass.retryable}, hangs ${h.load.byClass.hang}, other ${h.load.byClass.other}; slowest ${h.load.maxErrorMs} ms)`,
+          'back in': `${(h.flowsAgainInMs / 1000).toFixed(1)} s`,
+        });
       }
     } finally {
       await c.stop();

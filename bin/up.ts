@@ -1,7 +1,8 @@
 // `cog up --distributed`: every service as its own process (`cog service <name>`) against real
 // infrastructure (DATABASE_URL, NATS_URL, REDIS_URL; S3_ENDPOINT when set), supervised: a process
 // that exits is restarted with backoff. Two Medulla and two Hippocampus nodes peer with each other;
-// the gateway, faucet and worker run twice behind their shared state. deploy/Procfile and
+// the gateway, faucet and worker run twice behind their shared state; every Hippocampus client has
+// the other node as fallback (HIPPOCAMPUS_FALLBACK_URLS). deploy/Procfile and
 // deploy/compose.yaml describe the same topology for real hosts.
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
@@ -22,24 +23,30 @@ export function topology(cfg: Config): ProcessSpec[] {
   const m2 = p.medulla + 1;
   const h2 = p.hippocampus + 1;
   const local = (port: number) => `http://127.0.0.1:${port}`;
+  // Every process that reaches the Hippocampus over HTTP has both nodes: its primary, then the
+  // other as fallback. Gateway-2 and worker-2 prefer hippocampus-2, the rest hippocampus-1.
+  const via1 = { HIPPOCAMPUS_FALLBACK_URLS: local(h2) };
+  const via2 = { HIPPOCAMPUS_URL: local(h2), HIPPOCAMPUS_FALLBACK_URLS: local(p.hippocampus) };
   const specs: ProcessSpec[] = [
     { name: 'cortex', service: 'cortex', env: {} },
     { name: 'medulla-1', service: 'medulla', env: { MEDULLA_NODE_ID: 'medulla-1', MEDULLA_PEERS: local(m2) } },
     { name: 'medulla-2', service: 'medulla', env: { MEDULLA_NODE_ID: 'medulla-2', MEDULLA_PORT: String(m2), MEDULLA_PEERS: local(p.medulla), MEDULLA_AUTOMINE: 'off' } },
     { name: 'hippocampus-1', service: 'hippocampus', env: { HIPPOCAMPUS_NODE_ID: 'hippocampus-1', HIPPOCAMPUS_PEERS: local(h2) } },
     { name: 'hippocampus-2', service: 'hippocampus', env: { HIPPOCAMPUS_NODE_ID: 'hippocampus-2', HIPPOCAMPUS_PORT: String(h2), HIPPOCAMPUS_PEERS: local(p.hippocampus) } },
-    { name: 'thalamus', service: 'thalamus', env: {} },
-    { name: 'dhf', service: 'dhf', env: {} },
+    { name: 'thalamus', service: 'thalamus', env: { ...via1 } },
+    { name: 'dhf', service: 'dhf', env: { ...via1 } },
     { name: 'treasury', service: 'treasury', env: {} },
     { name: 'faucet-1', service: 'faucet', env: {} },
     { name: 'faucet-2', service: 'faucet', env: { FAUCET_PORT: String(p.faucet + 100) } },
-    { name: 'needlecast', service: 'needlecast', env: {} },
-    { name: 'sleeve-runtime', service: 'sleeve-runtime', env: {} },
-    { name: 'worker-1', service: 'worker', env: { COG_RUNNER_ID: 'worker-1' } },
-    { name: 'worker-2', service: 'worker', env: { COG_RUNNER_ID: 'worker-2' } },
-    ...['stacks', 'sleeves', 'memory', 'chains', 'economy', 'residues'].map((sg) => ({ name: `subgraph-${sg}`, service: `subgraph-${sg}`, env: {} })),
-    { name: 'gateway-1', service: 'gateway', env: { COG_SUBGRAPHS: 'remote' } },
-    { name: 'gateway-2', service: 'gateway', env: { COG_SUBGRAPHS: 'remote', GATEWAY_PORT: String(p.gateway + 100), HIPPOCAMPUS_URL: local(h2) } },
+    { name: 'needlecast', service: 'needlecast', env: { ...via1 } },
+    { name: 'sleeve-runtime', service: 'sleeve-runtime', env: { ...via1 } },
+    { name: 'worker-1', service: 'worker', env: { COG_RUNNER_ID: 'worker-1', ...via1 } },
+    { name: 'worker-2', service: 'worker', env: { COG_RUNNER_ID: 'worker-2', ...via2 } },
+    ...['stacks', 'sleeves', 'memory', 'chains', 'economy', 'residues'].map((sg) => ({
+      name: `subgraph-${sg}`, service: `subgraph-${sg}`, env: sg === 'memory' || sg === 'residues' ? { ...via1 } : {},
+    })),
+    { name: 'gateway-1', service: 'gateway', env: { COG_SUBGRAPHS: 'remote', ...via1 } },
+    { name: 'gateway-2', service: 'gateway', env: { COG_SUBGRAPHS: 'remote', GATEWAY_PORT: String(p.gateway + 100), ...via2 } },
   ];
   return specs;
 }

@@ -107,6 +107,10 @@ export interface Config {
   cortexRpcUrl?: string;
   medullaPeers: string[];
   hippocampusPeers: string[];
+  /** HIPPOCAMPUS_FALLBACK_URLS: Hippocampus nodes tried in order when urls.hippocampus fails (connection error, timeout, 5xx). */
+  hippocampusFallbacks: string[];
+  /** HIPPOCAMPUS_TIMEOUT_MS: per-attempt timeout of a Hippocampus HTTP call (a dead node costs this much). */
+  hippocampusTimeoutMs: number;
   /** Where services find each other (spec's *_URL variables). */
   urls: {
     base: string;
@@ -178,6 +182,8 @@ export function loadConfig(env: Env = process.env): Config {
     cortexRpcUrl: url(env, 'CORTEX_RPC_URL'),
     medullaPeers: list(env, 'MEDULLA_PEERS'),
     hippocampusPeers: list(env, 'HIPPOCAMPUS_PEERS'),
+    hippocampusFallbacks: list(env, 'HIPPOCAMPUS_FALLBACK_URLS'),
+    hippocampusTimeoutMs: int(env, 'HIPPOCAMPUS_TIMEOUT_MS', 2500, 100, 120_000),
     urls: {
       // COG_BASE_URL, not BASE_URL: that name is too common (vite and others set it).
       base: url(env, 'COG_BASE_URL', local(ports.gateway))!,

@@ -4,6 +4,8 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
+import { startHippocampus } from '../subgraphs/memory/hippocampus/service.ts';
+import type { RunningService } from '../lib/service.ts';
 import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/service.ts';
 import { createThalamus, type ThalamusService } from '../subgraphs/chains/thalamus/service.ts';
 import { platformSources, type FoldSources } from '../subgraphs/chains/thalamus/sources.ts';
@@ -19,6 +21,7 @@ function mth(leaves: Buffer[]): Buffer {
 }
 
 let p: TestPlatform;
+let hippocampus: RunningService | undefined;
 let m: MedullaService;
 let th: ThalamusService | undefined;
 
@@ -27,7 +30,8 @@ const cortex = { up: false, calls: 0, txs: new Map<number, string[]>() };
 let sources: FoldSources;
 
 beforeAll(async () => {
-  p = await testPlatform({ COG_EPOCH_INTERVAL_MS: '200' });
+  p = await testPlatform({ COG_EPOCH_INTERVAL_MS: '200' , HIPPOCAMPUS_PORT: '0' });
+  hippocampus = await startHippocampus(p); // the fold's DAG leaves come through it (in-process)
   m = await createMedulla(p, { port: 0, autoMine: false, intervalMs: 1, genesisDifficulty: 1, node: 'g1' });
   sources = {
     ...platformSources(p),
@@ -43,6 +47,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await th?.close();
   await m?.close();
+  await hippocampus?.close();
   await p?.cleanup();
 });
 

@@ -6,6 +6,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { verify } from '../lib/crypto.ts';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
+import { startHippocampus } from '../subgraphs/memory/hippocampus/service.ts';
+import type { RunningService } from '../lib/service.ts';
 import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/service.ts';
 import { createThalamus, type ThalamusService } from '../subgraphs/chains/thalamus/service.ts';
 import { platformSources } from '../subgraphs/chains/thalamus/sources.ts';
@@ -21,11 +23,13 @@ function mth(leaves: Buffer[]): Buffer {
 }
 
 let p: TestPlatform;
+let hippocampus: RunningService | undefined;
 let m: MedullaService;
 let th: ThalamusService;
 
 beforeAll(async () => {
-  p = await testPlatform({ COG_EPOCH_INTERVAL_MS: '200' });
+  p = await testPlatform({ COG_EPOCH_INTERVAL_MS: '200' , HIPPOCAMPUS_PORT: '0' });
+  hippocampus = await startHippocampus(p); // the fold's DAG leaves come through it (in-process)
   m = await createMedulla(p, { port: 0, autoMine: false, intervalMs: 1, genesisDifficulty: 1, node: 't1' });
   for (let i = 0; i < 4; i++) await m.node.mineNow(); // Medulla at height 4, as p.setEpoch(4) below
   th = await createThalamus(p, { port: 0, medullaUrl: m.url });
@@ -33,6 +37,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await th?.close();
   await m?.close();
+  await hippocampus?.close();
   await p?.cleanup();
 });
 

@@ -1,11 +1,11 @@
 // Faults on the distributed topology (loopback, bounded): kill -9 of a gateway and of a
-// Hippocampus node during steady perceive/recall load, and the Needlecast Router killed after each
-// saga step.
+// Hippocampus node during steady perceive/recall load, the Needlecast Router killed after each
+// saga step, and both Hippocampus nodes stopped (SIGSTOP) under load while the chains keep running.
 // Nothing acknowledged is lost, clients see quick retryable errors (503 or a refused connection,
 // no hangs), the supervisor in bin/up.ts restarts what died, and the platform is healthy again.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { startCluster, call, type Cluster } from './helpers/cluster.ts';
-import { runKillFault, runSagaCrash } from '../bench/load.ts';
+import { runHippocampusFault, runKillFault, runSagaCrash } from '../bench/load.ts';
 import { STEP_NAMES } from '../subgraphs/sleeves/needlecast/steps.ts';
 
 let c: Cluster;
@@ -51,4 +51,35 @@ describe('faults: kill -9 under load', () => {
     expect(r.lost, JSON.stringify(r.sagas)).toBe(0);
     for (const s of r.sagas) expect(s.status).toMatch(/^(completed|compensated)/);
   }, 400_000);
+
+  it('keeps Medulla, Cortex and the Thalamus running while both Hippocampus nodes are stopped; the gap becomes a shard-loss residue', async () => {
+    const r = await runHippocampusFault(c, { loadMs: 35_000, stopMs: 10_000, concurrency: 4 });
+    console.log(`${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}, slowest ${r.load.maxErrorMs} ms; ${r.notes.join('; ')}`);
+    expect(r.acknowledged).toBeGreaterThan(20);
+    expect(r.lostCids).toEqual([]);
+    expect(r.lost).toBe(0);
+    // Quick, clear, retryable failures: 503 problem+json with Retry-After, never a hang.
+    expect(r.load.byClass.other, r.load.samples.join('\n')).toBe(0);
+    expect(r.load.byClass.hang).toBe(0);
+    expect(r.load.maxErrorMs).toBeLessThan(15_000);
+    expect(r.probes.length).toBeGreaterThanOrEqual(4);
+    for (const x of r.probes) {
+      expect(x, JSON.stringify(x)).toMatchObject({ status: 503, code: 'UNAVAILABLE' });
+      expect(x.contentType).toMatch(/application\/problem\+json/);
+      expect(x.retryAfter).toBeTruthy();
+      expect(x.ms).toBeLessThan(15_000);
+    }
+    // The other chains kept running through the stop.
+    expect(r.chainsDown).toBe(0);
+    expect(r.medullaBlocksDuring).toBeGreaterThanOrEqual(1);
+    expect(r.epochsDuring).toBeGreaterThanOrEqual(1);
+    expect(r.cortexBlocksDuring).toBeGreaterThanOrEqual(1);
+    expect(r.foldsDuring).toBeGreaterThanOrEqual(1);
+    // The Thalamus folded without the Hippocampus, and each such gap is a shard-loss residue.
+    expect(r.ipfsGapEpochs.length).toBeGreaterThanOrEqual(1);
+    expect(r.residueEpochs).toEqual(r.ipfsGapEpochs);
+    // Continued, not restarted, and flowing again.
+    expect(c.restarts('hippocampus-2')).toBe(0);
+    expect(r.flowsAgainInMs).toBeGreaterThanOrEqual(0);
+  }, 150_000);
 });

@@ -24,12 +24,13 @@ export interface ThalamusOptions {
 }
 
 export async function createThalamus(p: Platform, opts: ThalamusOptions = {}): Promise<ThalamusService> {
+  const sourceTimeoutMs = Math.min(2000, Math.max(1000, Math.floor(p.config.epochIntervalMs / 2)));
   const ctx: FoldContext = {
     p,
-    sources: opts.sources ?? platformSources(p),
+    sources: opts.sources ?? platformSources(p, { sourceTimeoutMs }),
     operator: loadOperator(p.config.dataDir),
     medullaUrl: opts.medullaUrl ?? p.config.urls.medulla,
-    sourceTimeoutMs: Math.min(2000, Math.max(1000, Math.floor(p.config.epochIntervalMs / 2))),
+    sourceTimeoutMs,
   };
   // Folds run one at a time; an advance during a fold queues the next one.
   let chain: Promise<unknown> = Promise.resolve();

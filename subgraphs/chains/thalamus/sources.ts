@@ -1,7 +1,10 @@
 // Where a fold's leaves come from. Each source is an interface so a remote (HTTP) implementation
 // can replace the in-process one; a source that fails or stalls becomes a gap in the fold.
+// The DAG leaves come through the Hippocampus itself (its store when it runs in this process, its
+// HTTP API with failover otherwise), not from the shared index: when no Hippocampus node answers
+// the fold has an `ipfs` gap, it never silently reads around a stopped Hippocampus.
 import type { Platform } from '../../../lib/platform.ts';
-import { dagWritesInEpoch } from '../../memory/hippocampus/store.ts';
+import { hippocampusClient } from '../../memory/hippocampus/client.ts';
 import { listAliveSleeves } from '../../sleeves/sleeves.ts';
 
 /** Cortex: hashes of the epoch's transactions that touch the contract suite. */
@@ -25,13 +28,20 @@ export interface FoldSources {
   sleeves: SleeveSource;
 }
 
-export function platformSources(p: Platform): FoldSources {
+/**
+ * `sourceTimeoutMs`: the fold's bound on a source. Each Hippocampus node gets its share of it, so a
+ * hung primary still leaves time for the fallback before the read becomes a gap.
+ */
+export function platformSources(p: Platform, opts: { sourceTimeoutMs?: number } = {}): FoldSources {
+  const nodes = 1 + p.config.hippocampusFallbacks.length;
+  const perNode = opts.sourceTimeoutMs ? Math.max(200, Math.floor(opts.sourceTimeoutMs / nodes) - 50) : undefined;
   // Loaded in the background: the Cortex module pulls in ethers and the contract artifacts.
   const cortex = import('../cortex/reconcile.ts').then((m) => m.cortexTxSource(p));
   cortex.catch(() => {});
   return {
     evm: { txHashesForEpoch: async (epoch) => (await cortex).txHashesForEpoch(epoch) },
-    dag: { cidsForEpoch: (epoch) => dagWritesInEpoch(p.db.prisma, epoch) },
+    // Chosen per call: in embedded mode the Hippocampus may start after the Thalamus's sources.
+    dag: { cidsForEpoch: (epoch) => hippocampusClient(p, { timeoutMs: perNode }).epochWrites(epoch) },
     sleeves: { activeSleeves: async () => (await listAliveSleeves(p.db.prisma)).map((s) => ({ type: s.embodimentType, id: s.id })) },
   };
 }

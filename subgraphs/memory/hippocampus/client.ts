@@ -2,16 +2,20 @@
 // Hippocampus runs in this process (p.local has 'hippocampus'), straight to its store. The local
 // path takes the caller's transaction, which PGlite (one connection) needs: a write from another
 // connection while the perceive transaction holds the database would wait for it forever.
+// Over HTTP the client fails over: HIPPOCAMPUS_URL first, then HIPPOCAMPUS_FALLBACK_URLS, each
+// attempt bounded by HIPPOCAMPUS_TIMEOUT_MS; no node answering is a 503 (unavailable).
 import type { Tx } from '../../../lib/db/index.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { Problem, unavailable } from '../../../lib/errors.ts';
-import { dagStats, nodeMeta, pinStored, putNode, walkDag, type PutNodeInput, type WalkResult } from './store.ts';
+import { dagStats, dagWritesInEpoch, nodeMeta, pinStored, putNode, walkDag, type PutNodeInput, type WalkResult } from './store.ts';
 
 export interface HippocampusClient {
   put(node: PutNodeInput, tx?: Tx): Promise<void>;
   pin(cid: string, tx?: Tx): Promise<void>;
   walk(root: string, depth: number, epoch: number): Promise<WalkResult>;
   meta(cid: string, tx?: Tx): Promise<NodeMeta | null>;
+  /** CIDs written in an epoch, in write order (the Thalamus's ipfsRoot leaves). */
+  epochWrites(epoch: number): Promise<string[]>;
   /** GET /stats: {nodes, peers, pinned} as the Hippocampus node sees them. */
   stats(): Promise<{ nodes: number; peers: number; pinned: number }>;
 }
@@ -34,32 +38,80 @@ export function localHippocampus(p: Platform): HippocampusClient {
     pin: async (cid, tx) => void (await pinStored(tx ?? p.db.prisma, cid)),
     walk: (root, depth, epoch) => walkDag(p.db.prisma, p.objects, root, depth, epoch),
     meta: (cid, tx) => nodeMeta(tx ?? p.db.prisma, p.objects, cid),
+    epochWrites: (epoch) => dagWritesInEpoch(p.db.prisma, epoch),
     stats: () => dagStats(p),
   };
 }
 
-export function httpHippocampus(baseUrl: string, opts: { internalToken?: string; timeoutMs?: number } = {}): HippocampusClient {
+/** After a node fails, it is tried last for this long: a dead node costs one timeout, not one per call. */
+const DOWN_MS = 5000;
+const downUntil = new Map<string, number>();
+/**
+ * With fallbacks, a node that failed recently is probed by one call at a time, for at most
+ * DOWN_ATTEMPT_MS; concurrent calls skip it. So with every node hung (SIGSTOP) callers get their
+ * 503 in milliseconds instead of holding their transactions (and row locks) for the timeouts.
+ */
+const DOWN_ATTEMPT_MS = 1000;
+const probing = new Set<string>();
+
+/** The nodes in the order to try them: the configured order, nodes that failed recently last. */
+function attemptOrder(nodes: string[]): Array<{ base: string; down: boolean }> {
+  const now = Date.now();
+  const isDown = (u: string) => (downUntil.get(u) ?? 0) > now;
+  return [...nodes.filter((u) => !isDown(u)).map((base) => ({ base, down: false })), ...nodes.filter(isDown).map((base) => ({ base, down: true }))];
+}
+
+/**
+ * The Hippocampus over HTTP. `baseUrls` is the primary then its fallbacks: a connection error, a
+ * timeout or a 5xx moves on to the next node (every call is idempotent: content-addressed puts,
+ * pins, walks and reads); a 4xx is the answer. When no node answers: a 503 problem.
+ */
+export function httpHippocampus(baseUrls: string | string[], opts: { internalToken?: string; timeoutMs?: number } = {}): HippocampusClient {
+  const nodes = [...new Set((Array.isArray(baseUrls) ? baseUrls : [baseUrls]).map((u) => u.replace(/\/+$/, '')))];
+  if (!nodes.length) throw new Error('httpHippocampus: no Hippocampus URL');
   const call = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
-    let res: Response;
-    try {
-      res = await fetch(`${baseUrl}${path}`, {
-        method,
-        headers: { 'content-type': 'application/json', ...(opts.internalToken ? { authorization: `Bearer ${opts.internalToken}` } : {}) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000),
-      });
-    } catch {
-      throw unavailable('the Hippocampus is not reachable');
+    const failures: string[] = [];
+    const timeoutMs = opts.timeoutMs ?? 2500;
+    for (const { base, down } of attemptOrder(nodes)) {
+      const probe = down && nodes.length > 1;
+      if (probe && probing.has(base)) {
+        failures.push(`${base} failed recently`);
+        continue;
+      }
+      if (probe) probing.add(base);
+      let res: Response;
+      try {
+        res = await fetch(`${base}${path}`, {
+          method,
+          headers: { 'content-type': 'application/json', ...(opts.internalToken ? { authorization: `Bearer ${opts.internalToken}` } : {}) },
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(probe ? Math.min(timeoutMs, DOWN_ATTEMPT_MS) : timeoutMs),
+        });
+      } catch (e) {
+        downUntil.set(base, Date.now() + DOWN_MS);
+        failures.push(`${base} ${(e as Error).name === 'TimeoutError' ? 'timed out' : 'not reachable'}`);
+        continue;
+      } finally {
+        if (probe) probing.delete(base);
+      }
+      if (res.status >= 500) {
+        await res.body?.cancel().catch(() => {});
+        downUntil.set(base, Date.now() + DOWN_MS);
+        failures.push(`${base} answered ${res.status}`);
+        continue;
+      }
+      downUntil.delete(base);
+      const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
+      if (res.ok) return json as T;
+      throw new Problem(res.status, String(json.code ?? 'HIPPOCAMPUS'), String(json.title ?? 'Hippocampus refused'), String(json.detail ?? ''));
     }
-    const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
-    if (res.ok) return json as T;
-    if (res.status >= 500) throw unavailable(`the Hippocampus answered ${res.status}`);
-    throw new Problem(res.status, String(json.code ?? 'HIPPOCAMPUS'), String(json.title ?? 'Hippocampus refused'), String(json.detail ?? ''));
+    throw unavailable(`no Hippocampus node answered (${failures.join('; ')})`);
   };
   return {
     put: async (node) => void (await call('PUT', '/dag', node)),
     pin: async (cid) => void (await call('POST', `/dag/${encodeURIComponent(cid)}/pin`)),
     walk: (root, depth, epoch) => call<WalkResult>('POST', '/recall', { root, depth, epoch }),
+    epochWrites: async (epoch) => (await call<{ epoch: number; cids: string[] }>('GET', `/epochs/${epoch}/writes`)).cids,
     stats: async () => {
       const s = await call<{ nodes: number; peers: number; pinned: number }>('GET', '/stats');
       return { nodes: s.nodes, peers: s.peers, pinned: s.pinned };
@@ -75,7 +127,10 @@ export function httpHippocampus(baseUrl: string, opts: { internalToken?: string;
   };
 }
 
-export function hippocampusClient(p: Platform): HippocampusClient {
+/** `timeoutMs` overrides HIPPOCAMPUS_TIMEOUT_MS per attempt (the Thalamus bounds its whole source read). */
+export function hippocampusClient(p: Platform, opts: { timeoutMs?: number } = {}): HippocampusClient {
   if (p.local.has(HIPPOCAMPUS_LOCAL)) return localHippocampus(p);
-  return httpHippocampus(p.config.urls.hippocampus, { internalToken: p.config.internalToken });
+  return httpHippocampus([p.config.urls.hippocampus, ...p.config.hippocampusFallbacks], {
+    internalToken: p.config.internalToken, timeoutMs: opts.timeoutMs ?? p.config.hippocampusTimeoutMs,
+  });
 }

@@ -4,6 +4,8 @@
 //   GET  /dag/:cid/meta   index metadata {cid, stackId, epoch, links, pinned, stored} (never gated)
 //   POST /dag/:cid/pin     pins (the memory-token charge is the memory domain's, see memory.ts)
 //   POST /recall           {root, depth, epoch} -> {nodes, gated, missing, levels}
+//   GET  /epochs/:epoch/writes  {epoch, cids}: the CIDs written in the epoch, in write order (the
+//                          Thalamus's ipfsRoot leaves: a Hippocampus that does not answer is a gap)
 //   GET  /health, GET /stats
 //   GET|PUT /replica/dag/<sha256>  this node's own payload store, for its peers (peers.ts)
 // With HIPPOCAMPUS_NODE_ID (distributed mode) and no S3 endpoint, payloads live in the node's own
@@ -22,7 +24,7 @@ import type { ObjectStore } from '../../../lib/objects/port.ts';
 import { HIPPOCAMPUS_LOCAL } from './client.ts';
 import { parseCid, payloadKey } from './cid.ts';
 import { peeredObjects, pushToPeers, replicaRoutes, shardLost, startPinSync, type PeerOptions } from './peers.ts';
-import { MAX_LINKS, MAX_WALK_DEPTH, WRITE_KINDS, checkReaderEpoch, dagStats, nodeMeta, pinStored, putNode, readNode, walkDag, type PutNodeInput } from './store.ts';
+import { MAX_LINKS, MAX_WALK_DEPTH, WRITE_KINDS, checkReaderEpoch, dagStats, dagWritesInEpoch, nodeMeta, pinStored, putNode, readNode, walkDag, type PutNodeInput } from './store.ts';
 
 const putSchema = {
   type: 'object',
@@ -103,6 +105,14 @@ export async function hippocampusRoutes(app: FastifyInstance, opts: HippocampusR
     const { cid, pinned } = await pinStored(p.db.prisma, cidFromWildcard(rest.slice(0, -4)));
     opts.onPinned?.(cid);
     return { cid, pinned };
+  });
+
+  app.get('/epochs/:epoch/writes', async (req) => {
+    const raw = (req.params as { epoch: string }).epoch;
+    if (!/^\d{1,15}$/.test(raw)) throw badRequest('epoch must be a non-negative integer');
+    const epoch = Number(raw);
+    // Any epoch, also one ahead of this node's view: the folding Thalamus may have seen it first.
+    return { epoch, cids: await dagWritesInEpoch(p.db.prisma, epoch) };
   });
 
   app.post('/recall', { schema: { body: recallSchema } }, async (req) => {
