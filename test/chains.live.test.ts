@@ -3,9 +3,8 @@
 // never waiting for it.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startEventRelay } from '../lib/events.ts';
-import { testPlatform, type TestPlatform } from './helpers/platform.ts';
-import { startHippocampus } from '../subgraphs/memory/hippocampus/service.ts';
-import type { RunningService } from '../lib/service.ts';
+import type { TestPlatform } from './helpers/platform.ts';
+import { thalamusPlatform } from './helpers/thalamus.ts';
 import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/service.ts';
 import { medullaRpc } from '../subgraphs/chains/medulla/client.ts';
 import type { Block } from '../subgraphs/chains/medulla/header.ts';
@@ -19,7 +18,7 @@ const T = 150;
 const DUTY = 0.5;
 let GENESIS = 0;
 let p: TestPlatform;
-let hippocampus: RunningService | undefined;
+let fixture: Awaited<ReturnType<typeof thalamusPlatform>> | undefined;
 let m: MedullaService;
 let th: ThalamusService;
 let relay: ReturnType<typeof startEventRelay>;
@@ -30,8 +29,8 @@ beforeAll(async () => {
   const r = await probe.measure(genesisBlock(1), 400);
   await probe.close();
   GENESIS = Math.max(1, Math.round(((r.hashes / r.elapsedMs) * DUTY * T * 4)));
-  p = await testPlatform({ COG_EPOCH_INTERVAL_MS: String(T) , HIPPOCAMPUS_PORT: '0' });
-  hippocampus = await startHippocampus(p); // the fold's DAG leaves come through it (in-process)
+  fixture = await thalamusPlatform(T);
+  p = fixture.p;
   relay = startEventRelay(p, { pollMs: 50 });
   await p.bus.subscribe({ subjects: ['cog.epoch.advanced'] }, (d) => {
     const e = d.data.epoch as number;
@@ -47,8 +46,7 @@ afterAll(async () => {
   await m?.close();
   await th?.close();
   await relay?.close();
-  await hippocampus?.close();
-  await p?.cleanup();
+  await fixture?.close();
 });
 
 it('retargets from a wrong start to the block interval while the Thalamus folds with Cortex stalled', async () => {

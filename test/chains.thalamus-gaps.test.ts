@@ -1,27 +1,17 @@
 // Thalamus with a Cortex source that stalls and comes back: the gapped epochs are re-folded once
 // Cortex answers, a re-fold that differs from the committed tuple opens historical-non-canonical
 // (the committed tuple stays final), and a restart catches up on the epochs it missed (bounded).
-import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { testPlatform, type TestPlatform } from './helpers/platform.ts';
-import { startHippocampus } from '../subgraphs/memory/hippocampus/service.ts';
-import type { RunningService } from '../lib/service.ts';
+import type { TestPlatform } from './helpers/platform.ts';
+import { mth, sha, thalamusPlatform } from './helpers/thalamus.ts';
 import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/service.ts';
 import { createThalamus, type ThalamusService } from '../subgraphs/chains/thalamus/service.ts';
 import { platformSources, type FoldSources } from '../subgraphs/chains/thalamus/sources.ts';
 import { checkProof } from '../subgraphs/residues/proofs.ts';
 
-const sha = (...parts: Buffer[]) => createHash('sha256').update(Buffer.concat(parts)).digest();
-function mth(leaves: Buffer[]): Buffer {
-  if (leaves.length === 0) return sha();
-  if (leaves.length === 1) return sha(Buffer.from([0]), leaves[0]);
-  let k = 1;
-  while (k * 2 < leaves.length) k *= 2;
-  return sha(Buffer.from([1]), mth(leaves.slice(0, k)), mth(leaves.slice(k)));
-}
 
 let p: TestPlatform;
-let hippocampus: RunningService | undefined;
+let fixture: Awaited<ReturnType<typeof thalamusPlatform>> | undefined;
 let m: MedullaService;
 let th: ThalamusService | undefined;
 
@@ -30,8 +20,8 @@ const cortex = { up: false, calls: 0, txs: new Map<number, string[]>() };
 let sources: FoldSources;
 
 beforeAll(async () => {
-  p = await testPlatform({ COG_EPOCH_INTERVAL_MS: '200' , HIPPOCAMPUS_PORT: '0' });
-  hippocampus = await startHippocampus(p); // the fold's DAG leaves come through it (in-process)
+  fixture = await thalamusPlatform(200);
+  p = fixture.p;
   m = await createMedulla(p, { port: 0, autoMine: false, intervalMs: 1, genesisDifficulty: 1, node: 'g1' });
   sources = {
     ...platformSources(p),
@@ -47,8 +37,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await th?.close();
   await m?.close();
-  await hippocampus?.close();
-  await p?.cleanup();
+  await fixture?.close();
 });
 
 async function waitFor<T>(fn: () => Promise<T | null | undefined | false>, ms = 8000): Promise<T> {

@@ -1,35 +1,25 @@
 // Thalamus folds over real rows (recomputed here independently), submits to Medulla, and keeps
 // folding with gaps when a source fails or stalls.
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { verify } from '../lib/crypto.ts';
-import { testPlatform, type TestPlatform } from './helpers/platform.ts';
-import { startHippocampus } from '../subgraphs/memory/hippocampus/service.ts';
-import type { RunningService } from '../lib/service.ts';
+import type { TestPlatform } from './helpers/platform.ts';
+import { mth, sha, thalamusPlatform } from './helpers/thalamus.ts';
 import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/service.ts';
 import { createThalamus, type ThalamusService } from '../subgraphs/chains/thalamus/service.ts';
 import { platformSources } from '../subgraphs/chains/thalamus/sources.ts';
 import { tupleMessage } from '../subgraphs/chains/thalamus/coherence.ts';
 
-const sha = (...parts: Buffer[]) => createHash('sha256').update(Buffer.concat(parts)).digest();
-function mth(leaves: Buffer[]): Buffer {
-  if (leaves.length === 0) return sha();
-  if (leaves.length === 1) return sha(Buffer.from([0]), leaves[0]);
-  let k = 1;
-  while (k * 2 < leaves.length) k *= 2;
-  return sha(Buffer.from([1]), mth(leaves.slice(0, k)), mth(leaves.slice(k)));
-}
 
 let p: TestPlatform;
-let hippocampus: RunningService | undefined;
+let fixture: Awaited<ReturnType<typeof thalamusPlatform>> | undefined;
 let m: MedullaService;
 let th: ThalamusService;
 
 beforeAll(async () => {
-  p = await testPlatform({ COG_EPOCH_INTERVAL_MS: '200' , HIPPOCAMPUS_PORT: '0' });
-  hippocampus = await startHippocampus(p); // the fold's DAG leaves come through it (in-process)
+  fixture = await thalamusPlatform(200);
+  p = fixture.p;
   m = await createMedulla(p, { port: 0, autoMine: false, intervalMs: 1, genesisDifficulty: 1, node: 't1' });
   for (let i = 0; i < 4; i++) await m.node.mineNow(); // Medulla at height 4, as p.setEpoch(4) below
   th = await createThalamus(p, { port: 0, medullaUrl: m.url });
@@ -37,8 +27,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await th?.close();
   await m?.close();
-  await hippocampus?.close();
-  await p?.cleanup();
+  await fixture?.close();
 });
 
 async function waitFor<T>(fn: () => Promise<T | null | undefined | false>, ms = 5000): Promise<T> {

@@ -1,6 +1,5 @@
 // Chains, pure parts: retarget convergence, header validation (each kind of bad block), the
 // coherence roots recomputed independently with node:crypto.
-import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SynapticField } from '../lib/mmr.ts';
 import { generateIdentity, sign, verify } from '../lib/crypto.ts';
@@ -9,17 +8,8 @@ import { encodeHeader, hashHeader, meetsTarget, toBlock, type Block, type BlockH
 import { MAX_STEP, nextDifficulty, RETARGET_WINDOW, type RetargetPoint } from '../subgraphs/chains/medulla/retarget.ts';
 import { HeaderError, parseBlock, validateBlock, type ChainView } from '../subgraphs/chains/medulla/validate.ts';
 import { computeRoots, crossRootOf, tupleMessage, ZERO_ROOT } from '../subgraphs/chains/thalamus/coherence.ts';
+import { mth, sha } from './helpers/thalamus.ts';
 
-const sha = (...parts: Buffer[]) => createHash('sha256').update(Buffer.concat(parts)).digest();
-
-/** Independent RFC 6962 Merkle Tree Hash (recursive definition of the RFC). */
-function mth(leaves: Buffer[]): Buffer {
-  if (leaves.length === 0) return sha();
-  if (leaves.length === 1) return sha(Buffer.from([0]), leaves[0]);
-  let k = 1;
-  while (k * 2 < leaves.length) k *= 2;
-  return sha(Buffer.from([1]), mth(leaves.slice(0, k)), mth(leaves.slice(k)));
-}
 
 /** Simulated miner: exponential solve times for a fixed hash rate (deterministic PRNG). */
 function simulate(hashrate: number, intervalMs: number, d0: number, blocks: number, seed: number) {
