@@ -14,6 +14,8 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { startCluster, call, type Cluster } from '../test/helpers/cluster.ts';
 import { STEP_NAMES } from '../subgraphs/sleeves/needlecast/steps.ts';
+import { topology } from '../bin/up.ts';
+import { loadConfig } from '../lib/config.ts';
 
 export interface LoadOptions {
   /** Gateways to spread clients over (round robin by client). */
@@ -202,6 +204,17 @@ export interface FaultReport extends Verified {
 }
 
 /** kill -9 of supervised processes during load; the supervisor restarts them. */
+/**
+ * The cluster health check (Cluster.urls key) of a topology process, or undefined for those that
+ * serve no HTTP (worker runners, the sleeve runtime).
+ */
+export function healthCheckOf(victim: string): string | undefined {
+  if (victim.startsWith('subgraph-')) return victim;
+  const m = /^(gateway|faucet|medulla|hippocampus)-([12])$/.exec(victim);
+  if (m) return m[2] === '1' ? m[1] : `${m[1]}2`;
+  return ['thalamus', 'dhf', 'treasury', 'needlecast', 'cortex'].includes(victim) ? victim : undefined;
+}
+
 export async function runKillFault(c: Cluster, opts: { victims: string[]; loadMs: number; concurrency?: number; gapMs?: number }): Promise<FaultReport> {
   const notes: string[] = [];
   let recoveredInMs = 0;
@@ -214,8 +227,11 @@ export async function runKillFault(c: Cluster, opts: { victims: string[]; loadMs
       process.kill(pid, 'SIGKILL');
       notes.push(`killed ${victim} (pid ${pid})`);
       await sleep(500);
-      const health = victim.startsWith('gateway') ? (victim === 'gateway-2' ? 'gateway2' : 'gateway') : victim.replace('-1', '').replace(/-2$/, '2');
-      await c.waitHealthy(120_000, [health]);
+      // Back when the supervisor has a new pid for it and, if it serves HTTP, its health answers.
+      for (let i = 0; i < 240 && (c.pidOf(victim) ?? pid) === pid; i++) await sleep(500);
+      if ((c.pidOf(victim) ?? pid) === pid) throw new Error(`${victim} was not restarted`);
+      const health = healthCheckOf(victim);
+      if (health && c.urls[health]) await c.waitHealthy(120_000, [health]);
       const took = Date.now() - t0;
       recoveredInMs = Math.max(recoveredInMs, took);
       notes.push(`${victim} back in ${took} ms as pid ${c.pidOf(victim)}`);
@@ -834,7 +850,9 @@ async function main(argv: string[]): Promise<void> {
       rows.push(loadRow(m, r));
       if (r.samples.length) console.error(`${m} errors:`, r.samples.join('\n'));
       if (faults && m === 'distributed') {
-        const k = await runKillFault(c, { victims: ['gateway-1', 'hippocampus-1'], loadMs: Math.max(40_000, seconds * 1000) });
+        // Every process of the topology, one at a time (Cortex last: its anvil restarts with it).
+        const victims = topology(loadConfig(c.env)).map((x) => x.name).sort((a, b) => Number(a === 'cortex') - Number(b === 'cortex'));
+        const k = await runKillFault(c, { victims, loadMs: 60 * 60_000, gapMs: 3000 });
         faultRows.push({ fault: k.name, result: `acknowledged ${k.acknowledged}, recovered ${k.recovered}, lost ${k.lost}`, 'client errors': `${k.load.errors} (retryable ${k.load.byClass.retryable}, hangs ${k.load.byClass.hang}, other ${k.load.byClass.other})`, 'back in': `${(k.recoveredInMs / 1000).toFixed(1)} s` });
         const s = await runSagaCrash(c, [...STEP_NAMES]);
         faultRows.push({ fault: s.name, result: `acknowledged ${s.acknowledged}, recovered ${s.recovered}, lost ${s.lost}`, 'client errors': '-', 'back in': s.sagas.map((x) => x.status.split(' ')[0]).join(', ') });

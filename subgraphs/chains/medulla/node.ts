@@ -1,5 +1,5 @@
 // A Medulla node: its chain, its miner loop (background duty cycle, or full speed while manual
-// requests wait), coherence submissions, and peer sync.
+// requests wait or the tip is late), coherence submissions, and peer sync.
 import { verify } from '../../../lib/crypto.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { recordEvent } from '../../../lib/events.ts';
@@ -14,6 +14,13 @@ import { invalidParams } from './rpc.ts';
 
 /** PGlite on a busy 2-core machine can exceed Prisma's 5 s default. */
 const TX_OPTS = { timeout: 20_000, maxWait: 20_000 };
+
+/**
+ * A background search switches to full speed once the tip is this many intervals old: on a loaded
+ * machine the duty-cycled miner gets a small share of a core and epochs would stall until the
+ * retarget caught up. Mining policy only: the difficulty rule is unchanged.
+ */
+export const LATE_INTERVALS = 2;
 
 export interface MedullaNodeOptions {
   node: string;
@@ -103,14 +110,19 @@ export class MedullaNode {
 
   async #run(): Promise<void> {
     while (!this.#closed) {
-      const full = this.#manual.length > 0;
+      const lateAt = this.chain.tip().tsMs + LATE_INTERVALS * this.opts.intervalMs;
+      const full = this.#manual.length > 0 || (this.opts.autoMine && Date.now() >= lateAt);
       if (!full && !this.opts.autoMine) {
         await new Promise<void>((r) => (this.#wake = r));
         continue;
       }
       const template = this.chain.template();
       this.#searching = { coherenceEpoch: template.coherenceEpoch, full };
+      // Re-plan at full speed if this background search makes the tip late (#kick cancels it).
+      const late = full ? undefined : setTimeout(() => this.#kick(), Math.max(0, lateAt - Date.now()));
+      late?.unref();
       const sol = await this.#miner.search(template, full);
+      clearTimeout(late);
       this.#searching = null;
       if (!sol || this.#closed) continue;
       const block = toBlock({ ...template, nonce: sol.nonce, tsMs: sol.tsMs });
