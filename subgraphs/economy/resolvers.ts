@@ -3,7 +3,7 @@
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
 import { aliveSleeveTotals } from '../sleeves/sleeves.ts';
-import { balancesOf, claimableAccount, sleeveAccount, zeroAmounts, CORE_TOKENS, TOKENS, type TokenAmounts } from './ledger.ts';
+import { balancesOf, claimableAccount, zeroAmounts, CORE_TOKENS, type TokenAmounts } from './ledger.ts';
 import { claim, emissionView, issuance, stackBalancesB, type CoreAmounts, type EmissionEvent } from './treasury.ts';
 import { drip } from './faucet.ts';
 

@@ -111,7 +111,6 @@ export function listAliveSleeves(db: Db | Tx, stackId?: string): Promise<SleeveR
   return db.sleeve.findMany({ where: { alive: true, ...(stackId ? { stackId } : {}) }, orderBy: { seq: 'asc' } });
 }
 
-/** The alive sleeves of many stacks in one query (batched reads of other contexts). */
 /**
  * Token totals over each stack's alive sleeves, summed in the database (one query for any number
  * of stacks; GET /v1/tokens/balances and GraphQL Stack.balances).
