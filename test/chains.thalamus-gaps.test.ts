@@ -3,7 +3,7 @@
 // (the committed tuple stays final), and a restart catches up on the epochs it missed (bounded).
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { TestPlatform } from './helpers/platform.ts';
-import { mth, sha, thalamusPlatform } from './helpers/thalamus.ts';
+import { mth, sha, thalamusPlatform, waitFor } from './helpers/thalamus.ts';
 import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/service.ts';
 import { createThalamus, type ThalamusService } from '../subgraphs/chains/thalamus/service.ts';
 import { platformSources, type FoldSources } from '../subgraphs/chains/thalamus/sources.ts';
@@ -40,22 +40,15 @@ afterAll(async () => {
   await fixture?.close();
 });
 
-async function waitFor<T>(fn: () => Promise<T | null | undefined | false>, ms = 8000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > until) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+/** Folds here wait on a stalling Cortex source: a longer poll than the helper's default. */
+const FOLD_WAIT_MS = 8000;
 
 it('re-folds the epochs Cortex missed once it answers; a differing re-fold is a historical-non-canonical residue', async () => {
   const db = p.db.prisma;
   th = await createThalamus(p, { port: 0, medullaUrl: m.url, sources });
   for (const e of [2, 3]) {
     p.setEpoch(e); // epochs 1 and 2 end while Cortex is down
-    await waitFor(() => db.epochAnchor.findUnique({ where: { epoch: e - 1 } }));
+    await waitFor(() => db.epochAnchor.findUnique({ where: { epoch: e - 1 } }), FOLD_WAIT_MS);
   }
   const gapped1 = (await db.epochAnchor.findUnique({ where: { epoch: 1 } }))!;
   const gapped2 = (await db.epochAnchor.findUnique({ where: { epoch: 2 } }))!;
@@ -69,8 +62,8 @@ it('re-folds the epochs Cortex missed once it answers; a differing re-fold is a 
   cortex.txs.set(1, [tx1, tx2, tx1]);
   cortex.up = true;
   p.setEpoch(4); // epoch 3 folds complete, then 1 and 2 are re-folded
-  const re1 = await waitFor(async () => (await db.epochAnchor.findUnique({ where: { epoch: 1 } }))?.evmRefold as Record<string, unknown> | null);
-  const re2 = await waitFor(async () => (await db.epochAnchor.findUnique({ where: { epoch: 2 } }))?.evmRefold as Record<string, unknown> | null);
+  const re1 = await waitFor(async () => (await db.epochAnchor.findUnique({ where: { epoch: 1 } }))?.evmRefold as Record<string, unknown> | null, FOLD_WAIT_MS);
+  const re2 = await waitFor(async () => (await db.epochAnchor.findUnique({ where: { epoch: 2 } }))?.evmRefold as Record<string, unknown> | null, FOLD_WAIT_MS);
   expect((await db.epochAnchor.findUnique({ where: { epoch: 3 } }))?.gaps).toEqual([]);
 
   // Recomputed independently: epoch 1's canonical evmRoot and crossRoot.
@@ -107,7 +100,7 @@ it('re-folds the epochs Cortex missed once it answers; a differing re-fold is a 
   // Re-folded once: later folds do not ask Cortex about epochs 1 and 2 again.
   const calls = cortex.calls;
   p.setEpoch(5);
-  await waitFor(() => db.epochAnchor.findUnique({ where: { epoch: 4 } }));
+  await waitFor(() => db.epochAnchor.findUnique({ where: { epoch: 4 } }), FOLD_WAIT_MS);
   await th.tick();
   expect(cortex.calls - calls).toBe(1); // epoch 4's own fold only
   expect(await db.residue.count({ where: { kind: 'historical-non-canonical' } })).toBe(1);
@@ -119,12 +112,12 @@ it('after a restart folds every epoch it missed, oldest first, within the lookba
   th = undefined;
   p.setEpoch(12); // epochs 5..11 end while the Thalamus is down
   th = await createThalamus(p, { port: 0, medullaUrl: m.url, sources, lookbackEpochs: 4 });
-  await waitFor(async () => (await db.epochAnchor.count({ where: { epoch: { gte: 8, lte: 11 } } })) === 4);
+  await waitFor(async () => (await db.epochAnchor.count({ where: { epoch: { gte: 8, lte: 11 } } })) === 4, FOLD_WAIT_MS);
   const rows = await db.epochAnchor.findMany({ where: { epoch: { gte: 5 } }, orderBy: { epoch: 'asc' } });
   expect(rows.map((r) => r.epoch)).toEqual([8, 9, 10, 11]); // the last 4 ended epochs; 5..7 are past the bound
   expect(rows.every((r) => r.gaps.length === 0)).toBe(true);
   expect(rows.map((r) => r.createdAt.getTime())).toEqual(rows.map((r) => r.createdAt.getTime()).sort((a, b) => a - b));
   // And every caught-up tuple reaches Medulla.
-  await waitFor(async () => (await db.epochAnchor.count({ where: { epoch: { gte: 8, lte: 11 }, submitted: true } })) === 4);
+  await waitFor(async () => (await db.epochAnchor.count({ where: { epoch: { gte: 8, lte: 11 }, submitted: true } })) === 4, FOLD_WAIT_MS);
   expect(await db.coherenceSubmission.count({ where: { epoch: { gte: 8, lte: 11 } } })).toBe(4);
 }, 60_000);

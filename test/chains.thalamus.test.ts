@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { verify } from '../lib/crypto.ts';
 import type { TestPlatform } from './helpers/platform.ts';
-import { mth, sha, thalamusPlatform } from './helpers/thalamus.ts';
+import { mth, sha, thalamusPlatform, waitFor } from './helpers/thalamus.ts';
 import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/service.ts';
 import { createThalamus, type ThalamusService } from '../subgraphs/chains/thalamus/service.ts';
 import { platformSources } from '../subgraphs/chains/thalamus/sources.ts';
@@ -29,16 +29,6 @@ afterAll(async () => {
   await m?.close();
   await fixture?.close();
 });
-
-async function waitFor<T>(fn: () => Promise<T | null | undefined | false>, ms = 5000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > until) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 it('folds the ended epoch from Cortex, Hippocampus and sleeve rows, signs it, and Medulla commits it', async () => {
   const db = p.db.prisma;

@@ -5,6 +5,7 @@
 // acknowledged is lost.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { startCluster, call, type Cluster } from './helpers/cluster.ts';
+import { expectNothingLost, expectRetryableOnly } from './helpers/faults.ts';
 import { runCortexFault } from '../bench/load.ts';
 
 let c: Cluster;
@@ -23,11 +24,8 @@ describe('faults: Cortex outage', () => {
   it('keeps Medulla and Thalamus running, restarts the anvil node, and drains the outbox', async () => {
     const r = await runCortexFault(c, { loadMs: 28_000, concurrency: 2 });
     console.log(`${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}; ${r.notes.join('; ')}`);
-    expect(r.acknowledged).toBeGreaterThan(20);
-    expect(r.lostCids).toEqual([]);
-    expect(r.lost).toBe(0);
-    expect(r.load.byClass.other, r.load.samples.join('\n')).toBe(0);
-    expect(r.load.byClass.hang).toBe(0);
+    expectNothingLost(r);
+    expectRetryableOnly(r.load);
     // The other chains kept running: Medulla answered throughout and kept mining (how many blocks
     // fall inside the outage itself depends on the machine's load, so the count runs until the
     // outbox has drained), and Thalamus folded every epoch Medulla mined without Cortex.

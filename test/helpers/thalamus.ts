@@ -1,6 +1,6 @@
 // Shared by the Thalamus tests: an independent RFC 6962 Merkle Tree Hash (the recursive definition
 // of the RFC, so the fold's roots are recomputed without lib/merkle.ts), and a test platform with
-// an in-process Hippocampus (the fold's DAG leaves come through it).
+// an in-process Hippocampus (the fold's DAG leaves come through it), and a poll for fold results.
 import { createHash } from 'node:crypto';
 import { startHippocampus } from '../../subgraphs/memory/hippocampus/service.ts';
 import type { RunningService } from '../../lib/service.ts';
@@ -15,6 +15,17 @@ export function mth(leaves: Buffer[]): Buffer {
   let k = 1;
   while (k * 2 < leaves.length) k *= 2;
   return sha(Buffer.from([1]), mth(leaves.slice(0, k)), mth(leaves.slice(k)));
+}
+
+/** The first truthy value `fn` yields (polled every 25 ms), or an error after `ms`. */
+export async function waitFor<T>(fn: () => Promise<T | null | undefined | false>, ms = 5000): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > until) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 25));
+  }
 }
 
 /** A test platform with its epoch interval and an in-process Hippocampus; close() stops both. */
