@@ -12,6 +12,11 @@ export interface EpochInfo {
 export interface EpochSource {
   current(): number;
   info(): EpochInfo;
+  /**
+   * Takes an answer read straight from Medulla (a block just mined, a getinfo) when it is newer than
+   * the last event: a client that mines and then reads sees its own block without waiting for the bus.
+   */
+  observe(info: EpochInfo): void;
   /** Called after each advance; returns an unsubscribe function. */
   onAdvance(cb: (info: EpochInfo) => void): () => void;
   close(): Promise<void>;
@@ -23,6 +28,7 @@ export async function followEpochs(bus: Bus, seed: () => Promise<EpochInfo>): Pr
   const listeners = new Set<(i: EpochInfo) => void>();
   const apply = (next: EpochInfo) => {
     if (next.height < info.height && next.epoch <= info.epoch) return;
+    if (next.height === info.height && next.epoch === info.epoch && next.tip === info.tip) return;
     info = next;
     for (const l of listeners) {
       try {
@@ -44,6 +50,7 @@ export async function followEpochs(bus: Bus, seed: () => Promise<EpochInfo>): Pr
   return {
     current: () => info.epoch,
     info: () => info,
+    observe: apply,
     onAdvance(cb) {
       listeners.add(cb);
       return () => listeners.delete(cb);

@@ -11,19 +11,27 @@ import type { Block } from './medulla/header.ts';
 export async function currentEpochInfo(p: Platform): Promise<EpochInfo & { difficulty: number | null }> {
   try {
     const { epoch, height, tip, difficulty } = await medullaRpc<ChainInfo>(p.config.urls.medulla, 'getinfo', [], { timeoutMs: 2000, token: p.config.internalToken });
+    p.epochs.observe({ epoch, height, tip });
     return { epoch, height, tip, difficulty };
   } catch {
     return { ...p.epochs.info(), difficulty: null };
   }
 }
 
-/** Mines one block on Medulla now; 503 (retry in 2 s) when it cannot. */
+/**
+ * Mines one block on Medulla now; 503 (retry in 2 s) when it cannot. This process takes the new epoch
+ * at once (the bus event follows): a client that mines and then recalls through the same gateway reads
+ * at the epoch it just made.
+ */
 export async function mineBlockNow(p: Platform): Promise<Block> {
+  let b: Block;
   try {
-    return await medullaRpc<Block>(p.config.urls.medulla, 'mineblock', [], { timeoutMs: 120_000, token: p.config.internalToken });
+    b = await medullaRpc<Block>(p.config.urls.medulla, 'mineblock', [], { timeoutMs: 120_000, token: p.config.internalToken });
   } catch (e) {
     throw unavailable(`Medulla could not mine a block: ${(e as Error).message}`, 2);
   }
+  p.epochs.observe({ epoch: b.epoch, height: b.height, tip: b.blockHash });
+  return b;
 }
 
 /** The block at a height (Medulla's RPC errors as MedullaRpcError). */
