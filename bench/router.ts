@@ -1,8 +1,14 @@
 // Router benchmark: requests/s and p50/p99 for a query spanning four subgraphs (stacks, sleeves,
-// economy, memory) at 50 concurrent clients, on the same data, four ways in the same run:
-//   ours    the platform's gateway (in-process subgraphs, fastify)
-//   stock   a stock @apollo/gateway + Apollo standalone server reaching the same subgraphs over HTTP
-//   small   ours on a one-subgraph query, and that subgraph called directly (router overhead)
+// economy, memory) at 50 concurrent clients, on the same data, in the same run:
+//   ours     the platform's gateway (in-process subgraphs, fastify), as shipped: identical
+//            concurrent subgraph queries coalesce (router/coalesce.ts)
+//   off      the same with COG_GRAPHQL_COALESCE=off
+//   stock    a stock @apollo/gateway + Apollo standalone server reaching the same subgraphs over HTTP
+//   hive     Hive Gateway (@graphql-hive/gateway-runtime) over the same subgraphs over HTTP, as
+//            shipped (it shares identical in-flight subgraph requests), and with that off
+//   small    ours (coalescing off) on a one-subgraph query, and that subgraph called directly
+//            (router overhead)
+// Every setup's answer is checked against ours before it is loaded.
 // once over embedded PGlite and once over this machine's PostgreSQL (the distributed database;
 // skipped with a note when it cannot be reached). The load generator (autocannon) runs in its own
 // process so it does not share the server's event loop.
@@ -12,7 +18,9 @@ import { createRequire } from 'node:module';
 import { ApolloServer } from '@apollo/server';
 import { startStandaloneServer } from '@apollo/server/standalone';
 import { ApolloGateway, RemoteGraphQLDataSource } from '@apollo/gateway';
+import { createGatewayRuntime } from '@graphql-hive/gateway-runtime';
 import fs from 'node:fs';
+import http from 'node:http';
 import { testPlatform, type TestPlatform } from '../test/helpers/platform.ts';
 import { freshDatabase } from '../test/helpers/postgres.ts';
 import { openDatabase } from '../lib/db/index.ts';
@@ -26,11 +34,22 @@ export const QUERY = '{ stacks(first: 20) { id name sleeves { id embodimentType 
 const SMALL = '{ stacks(first: 20) { id name } }';
 
 interface Run { name: string; rps: number; p50: number; p99: number; errors: number }
+type Setup = 'ours' | 'off' | 'stock' | 'hive' | 'hiveOff' | 'small' | 'direct';
+
+const SETUPS: Record<Setup, string> = {
+  ours: 'ours (platform gateway)',
+  off: 'ours, coalescing off',
+  stock: 'stock @apollo/gateway',
+  hive: 'Hive Gateway',
+  hiveOff: 'Hive Gateway, dedupe off',
+  small: 'ours (coalescing off), stacks-only query',
+  direct: 'stacks subgraph direct',
+};
 
 const autocannonBin = createRequire(import.meta.url).resolve('autocannon/autocannon.js');
 
 /** 50 clients for `seconds`, from a separate autocannon process. */
-function load(name: string, url: string, seconds: number, query = QUERY): Promise<Run> {
+export function load(name: string, url: string, seconds: number, query = QUERY): Promise<Run> {
   return new Promise((resolve, reject) => {
     const args = [autocannonBin, '-c', '50', '-d', String(seconds), '-m', 'POST', '-H', 'content-type=application/json', '-b', JSON.stringify({ query }), '--json', url];
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] });
@@ -48,8 +67,16 @@ function load(name: string, url: string, seconds: number, query = QUERY): Promis
   });
 }
 
+/** One request's answer; each setup must give the same data and no errors before it is loaded. */
+async function answer(url: string, query: string): Promise<string> {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
+  const body = (await res.json()) as { data?: unknown; errors?: unknown };
+  if (res.status !== 200 || body.errors || !body.data) throw new Error(`${url} answered ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
+  return JSON.stringify(body.data);
+}
+
 /** 20 stacks with 3 sleeves, 3 memory nodes and a balance per sleeve. */
-async function seed(p: TestPlatform): Promise<void> {
+export async function seed(p: TestPlatform): Promise<void> {
   for (let i = 0; i < 20; i++) {
     const id = `stack:human:${i + 1}:${i.toString(16).padStart(12, '0')}`;
     await p.db.prisma.stack.create({ data: { id, name: `s${i}`, kind: 'human', shape: 'A', pubKey: i.toString(16).padStart(64, '0'), syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1, residueCoeff: 1, routingCoeff: 1, masterSecret: 'x' } });
@@ -67,6 +94,7 @@ async function seed(p: TestPlatform): Promise<void> {
 async function runOn(p: TestPlatform, label: string, seconds: number): Promise<Run[]> {
   await seed(p);
   const ours = await startGateway(p);
+  const uncoalesced = await startGateway({ ...p, config: { ...p.config, graphqlCoalesce: false } });
   const subgraphs = readSupergraphConfig();
   const services = await Promise.all(subgraphs.map((s) => {
     process.env[`SUBGRAPH_${s.name.toUpperCase()}_PORT`] = '0';
@@ -79,18 +107,54 @@ async function runOn(p: TestPlatform, label: string, seconds: number): Promise<R
   });
   const stock = new ApolloServer({ gateway: stockGateway });
   const { url: stockUrl } = await startStandaloneServer(stock, { listen: { port: 0, host: '127.0.0.1' }, context: async () => newContext(p) });
+  // Hive Gateway over the same subgraphs: the checked-in supergraph with its URLs pointed at them.
+  const sdl = fs.readFileSync(supergraphFile, 'utf8').replace(/@join__graph\(name: "(\w+)", url: "[^"]*"\)/g, (_m, name: string) => `@join__graph(name: "${name}", url: "${urlOf.get(name)}")`);
+  // As shipped it shares identical in-flight subgraph requests (deduplicateInflightRequests); the
+  // second instance has that off, to compare the engines alone.
+  const startHive = async (dedupe: boolean) => {
+    const runtime = createGatewayRuntime({
+      supergraph: sdl, logging: false, graphqlEndpoint: '/graphql',
+      transportEntries: { '*.http': { options: { deduplicateInflightRequests: dedupe } } },
+    });
+    const server = http.createServer(runtime);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const close = async () => {
+      await new Promise((r) => server.close(r));
+      await runtime.dispose();
+    };
+    return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}/graphql`, close };
+  };
+  const hive = await startHive(true);
+  const hiveOff = await startHive(false);
+
+  const expected = await answer(`${ours.url}/graphql`, QUERY);
+  for (const url of [`${uncoalesced.url}/graphql`, stockUrl, hive.url, hiveOff.url]) {
+    if ((await answer(url, QUERY)) !== expected) throw new Error(`${url} gave a different answer from the platform gateway`);
+  }
+  if ((await answer(urlOf.get('stacks')!, SMALL)) !== (await answer(`${ours.url}/graphql`, SMALL))) throw new Error('the stacks subgraph and the gateway disagree');
 
   const runs: Run[] = [];
   await load('warmup', `${ours.url}/graphql`, 2);
-  runs.push(await load(`${label}: ours (platform gateway)`, `${ours.url}/graphql`, seconds));
+  const run = async (setup: Setup, url: string, query = QUERY) => runs.push(await load(`${label}: ${SETUPS[setup]}`, url, seconds, query));
+  await run('ours', `${ours.url}/graphql`);
+  await load('warmup', `${uncoalesced.url}/graphql`, 2);
+  await run('off', `${uncoalesced.url}/graphql`);
   await load('warmup', stockUrl, 2);
-  runs.push(await load(`${label}: stock @apollo/gateway`, stockUrl, seconds));
-  runs.push(await load(`${label}: ours, stacks-only query`, `${ours.url}/graphql`, seconds, SMALL));
-  runs.push(await load(`${label}: stacks subgraph direct`, urlOf.get('stacks')!, seconds, SMALL));
+  await run('stock', stockUrl);
+  await load('warmup', hive.url, 2);
+  await run('hive', hive.url);
+  await load('warmup', hiveOff.url, 2);
+  await run('hiveOff', hiveOff.url);
+  // Router overhead: the gateway with nothing shared, against the subgraph it forwards to.
+  await run('small', `${uncoalesced.url}/graphql`, SMALL);
+  await run('direct', urlOf.get('stacks')!, SMALL);
 
   await stock.stop();
+  await hive.close();
+  await hiveOff.close();
   for (const s of services) await s.close();
   await ours.close();
+  await uncoalesced.close();
   return runs;
 }
 
@@ -122,10 +186,10 @@ export async function runRouterBench(seconds = 8): Promise<{ runs: Run[]; notes:
 export function formatRouterBench({ runs, notes }: { runs: Run[]; notes: string[] }): string {
   const rows = runs.map((r) => `| ${r.name} | ${r.rps.toFixed(0)} | ${r.p50} | ${r.p99} | ${r.errors} |`);
   const summary: string[] = [];
-  for (let i = 0; i + 3 < runs.length; i += 4) {
-    const [ours, stock, small, direct] = runs.slice(i, i + 4);
-    const label = ours.name.split(':')[0];
-    summary.push(`${label}: four-subgraph query ours / stock = ${(ours.rps / stock.rps).toFixed(2)}x; one-subgraph query ours ${small.rps.toFixed(0)} req/s vs direct ${direct.rps.toFixed(0)} req/s (${(small.rps / direct.rps).toFixed(2)}x)`);
+  for (const label of new Set(runs.map((r) => r.name.split(':')[0]))) {
+    const of = (setup: Setup) => runs.find((r) => r.name === `${label}: ${SETUPS[setup]}`)!;
+    const x = (a: Setup, b: Setup) => `${(of(a).rps / of(b).rps).toFixed(2)}x`;
+    summary.push(`${label}: four-subgraph query ours / stock = ${x('ours', 'stock')}, ours / Hive = ${x('ours', 'hive')}; coalescing off / stock = ${x('off', 'stock')}, off / Hive dedupe off = ${x('off', 'hiveOff')}; one-subgraph query ours / direct = ${x('small', 'direct')}`);
   }
   return [
     '| setup | req/s | p50 ms | p99 ms | errors |', '|---|---|---|---|---|', ...rows, '', ...summary, ...notes,

@@ -131,6 +131,8 @@ export interface Config {
   internalToken?: string;
   logLevel: string;
   graphqlIntrospection: boolean;
+  /** Identical concurrent subgraph queries share one fetch (router/coalesce.ts). */
+  graphqlCoalesce: boolean;
   graphqlLimits: { maxDepth: number; maxAliases: number; maxRootFields: number; maxTokens: number; maxCost: number };
 }
 
@@ -202,6 +204,7 @@ export function loadConfig(env: Env = process.env): Config {
     internalToken: internalToken(env),
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     graphqlIntrospection: oneOf(env, 'COG_GRAPHQL_INTROSPECTION', 'on', ['on', 'off'] as const) === 'on',
+    graphqlCoalesce: oneOf(env, 'COG_GRAPHQL_COALESCE', 'on', ['on', 'off'] as const) === 'on',
     graphqlLimits: {
       maxDepth: int(env, 'COG_GRAPHQL_MAX_DEPTH', 12, 1, 1000),
       maxAliases: int(env, 'COG_GRAPHQL_MAX_ALIASES', 30, 0, 10_000),

@@ -13,6 +13,7 @@ import { buildSubgraph, readSupergraphConfig } from './subgraphs.ts';
 import { supergraphFile } from './compose.ts';
 import { limitRules } from './limits.ts';
 import { InProcessDataSource } from './local-source.ts';
+import { CoalescingDataSource, type CoalesceStats } from './coalesce.ts';
 
 // @apollo/gateway reports usage data to Apollo and probes cloud metadata endpoints unless told not
 // to; the platform sends nothing off the machine.
@@ -23,22 +24,32 @@ export interface GraphqlOptions {
   remote?: boolean;
 }
 
-export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Promise<{ server: ApolloServer<GqlContext>; apiSchema: () => GraphQLSchema }> {
+export interface Gateway {
+  server: ApolloServer<GqlContext>;
+  apiSchema: () => GraphQLSchema;
+  /** Per subgraph: fetches run and fetches that joined an identical one (COG_GRAPHQL_COALESCE). */
+  coalesced: Map<string, CoalesceStats>;
+}
+
+export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Promise<Gateway> {
   const subgraphs = readSupergraphConfig();
   const local = new Map<string, InProcessDataSource>();
   if (!opts.remote) for (const s of subgraphs) local.set(s.name, new InProcessDataSource(await buildSubgraph(s)));
+  const coalesced = new Map<string, CoalesceStats>();
+  const token = p.config.internalToken;
   const gateway = new ApolloGateway({
     supergraphSdl: fs.readFileSync(supergraphFile, 'utf8'),
     buildService: ({ name, url }) => {
-      const inProcess = local.get(name);
-      if (inProcess) return inProcess;
-      const token = p.config.internalToken;
-      return new RemoteGraphQLDataSource({
+      const source = local.get(name) ?? new RemoteGraphQLDataSource({
         url: process.env[`SUBGRAPH_${name.toUpperCase()}_URL`] ?? url,
         willSendRequest: ({ request }) => {
           if (token) request.http?.headers.set('authorization', `Bearer ${token}`);
         },
       });
+      if (!p.config.graphqlCoalesce) return source;
+      const coalescing = new CoalescingDataSource(source);
+      coalesced.set(name, coalescing.stats);
+      return coalescing;
     },
   });
   const server = new ApolloServer<GqlContext>({
@@ -57,7 +68,7 @@ export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Pro
   await server.start();
   // The API schema the gateway serves (supergraph minus federation internals).
   const apiSchema = () => (gateway as unknown as { schema: GraphQLSchema }).schema;
-  return { server, apiSchema };
+  return { server, apiSchema, coalesced };
 }
 
 /** Error codes that mean the client sent a bad operation, never that the server failed. */

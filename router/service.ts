@@ -4,6 +4,7 @@ import { createHttp, listen } from '../lib/http.ts';
 import type { RunningService, ServiceStarter } from '../lib/service.ts';
 import { registerRest } from '../compat-rest/index.ts';
 import { createGateway, mountGraphql } from './gateway.ts';
+import type { CoalesceStats } from './coalesce.ts';
 import { createEventStream } from './events.ts';
 import { createGraphqlWs } from './ws.ts';
 import { mountGraphiql } from './graphiql.ts';
@@ -14,6 +15,10 @@ const routeLists = new WeakMap<RunningService, GatewayRoute[]>();
 /** Every route a started gateway registered (the fuzz suite drives them all). */
 export const gatewayRoutes = (gateway: RunningService): GatewayRoute[] => [...(routeLists.get(gateway) ?? [])];
 
+const coalesceStats = new WeakMap<RunningService, Map<string, CoalesceStats>>();
+/** A started gateway's subgraph fetch counts, run and coalesced (router/coalesce.ts), per subgraph. */
+export const gatewayCoalesceStats = (gateway: RunningService): Map<string, CoalesceStats> => coalesceStats.get(gateway) ?? new Map();
+
 export const startGateway: ServiceStarter = async (p) => {
   const app = createHttp({ name: 'gateway', log: p.log });
   const routes: GatewayRoute[] = [];
@@ -23,7 +28,7 @@ export const startGateway: ServiceStarter = async (p) => {
   app.get('/healthz', async () => ({ ok: true, name: 'cog-gateway', ts: Date.now() }));
   installGuards(app, p);
   await registerRest(app, p);
-  const { server: gql, apiSchema } = await createGateway(p, { remote: process.env.COG_SUBGRAPHS === 'remote' });
+  const { server: gql, apiSchema, coalesced } = await createGateway(p, { remote: process.env.COG_SUBGRAPHS === 'remote' });
   mountGraphql(app, gql, p);
   if (p.config.graphqlIntrospection) mountGraphiql(app);
   const events = createEventStream(p);
@@ -43,5 +48,6 @@ export const startGateway: ServiceStarter = async (p) => {
     },
   };
   routeLists.set(service, routes);
+  coalesceStats.set(service, coalesced);
   return service;
 };
