@@ -53,7 +53,6 @@ export async function payloadMatches(db: Db, key: string, body: Uint8Array): Pro
 export async function fetchFromPeers(o: PeerOptions, key: string): Promise<Uint8Array | null> {
   for (const peer of o.peers) {
     try {
-      // The cast: fetch's types, widened by a dev dependency's DOM lib, want an ArrayBuffer-backed view.
       const res = await fetch(replicaUrl(peer, key), { headers: headers(o.internalToken), signal: AbortSignal.timeout(o.timeoutMs ?? 2000) });
       if (res.ok) {
         const body = new Uint8Array(await res.arrayBuffer());
@@ -72,6 +71,7 @@ export async function fetchFromPeers(o: PeerOptions, key: string): Promise<Uint8
 export async function pushToPeers(o: PeerOptions, key: string, body: Uint8Array): Promise<number> {
   const results = await Promise.all(o.peers.map(async (peer) => {
     try {
+      // The cast: fetch's types, widened by a dev dependency's DOM lib, want an ArrayBuffer-backed view.
       const res = await fetch(replicaUrl(peer, key), {
         method: 'PUT', headers: { 'content-type': 'application/octet-stream', ...headers(o.internalToken) }, body: body as Uint8Array<ArrayBuffer>, signal: AbortSignal.timeout(o.timeoutMs ?? 2000),
       });
