@@ -17,6 +17,11 @@ export interface EpochSource {
    * the last event: a client that mines and then reads sees its own block without waiting for the bus.
    */
   observe(info: EpochInfo): void;
+  /**
+   * Re-reads Medulla now (the seed) and takes its answer if newer; for a process asked about an epoch
+   * ahead of its view, which means its bus events are late. Resolves to the current info either way.
+   */
+  refresh(): Promise<EpochInfo>;
   /** Called after each advance; returns an unsubscribe function. */
   onAdvance(cb: (info: EpochInfo) => void): () => void;
   close(): Promise<void>;
@@ -26,6 +31,7 @@ export interface EpochSource {
 export async function followEpochs(bus: Bus, seed: () => Promise<EpochInfo>): Promise<EpochSource> {
   let info: EpochInfo = { epoch: 0, height: 0, tip: '0'.repeat(64) };
   const listeners = new Set<(i: EpochInfo) => void>();
+  let refreshing: Promise<EpochInfo> | null = null;
   const apply = (next: EpochInfo) => {
     if (next.height < info.height && next.epoch <= info.epoch) return;
     if (next.height === info.height && next.epoch === info.epoch && next.tip === info.tip) return;
@@ -51,6 +57,16 @@ export async function followEpochs(bus: Bus, seed: () => Promise<EpochInfo>): Pr
     current: () => info.epoch,
     info: () => info,
     observe: apply,
+    refresh() {
+      // One read at a time: a burst of requests ahead of this view shares it.
+      refreshing ??= seed().then(apply, () => {
+        /* Medulla not reachable: keep what the bus said */
+      }).then(() => {
+        refreshing = null;
+        return info;
+      });
+      return refreshing;
+    },
     onAdvance(cb) {
       listeners.add(cb);
       return () => listeners.delete(cb);

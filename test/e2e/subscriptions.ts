@@ -132,8 +132,8 @@ export function registerSubscriptionSuite(get: () => Cluster): void {
       await opened.ready;
       for (let i = 0; i < 3; i++) expect((await post('/v1/mining/block')).status).toBe(200);
       const r = await call('GET', `${c.gateway}/v1/stacks/${stackId}/recall?depth=10`);
-      expect(r.status).toBe(200);
-      expect(r.body.fidelity).toBeLessThan(0.6);
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      expect(r.body.fidelity, JSON.stringify(r.body)).toBeLessThan(0.6);
       const ev = await opened.until((d) => d.kind === 'historical-non-canonical' && d.residue?.stackId === stackId, 60_000);
       opened.stop();
       expect(ev).toMatchObject({ status: 'open', residue: { id: ev.residueId, stackId } });

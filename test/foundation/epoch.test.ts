@@ -48,4 +48,23 @@ describe('followEpochs', () => {
     expect(epochs.info()).toEqual(at(9));
     await epochs.close();
   });
+
+  it('refresh re-reads Medulla once for a burst of callers, and keeps its view when Medulla is down', async () => {
+    bus = await createBus({});
+    let medulla: EpochInfo | Error = at(1);
+    let reads = 0;
+    const epochs = await followEpochs(bus, async () => {
+      reads++;
+      await new Promise((r) => setTimeout(r, 20));
+      if (medulla instanceof Error) throw medulla;
+      return medulla;
+    });
+    medulla = at(7);
+    const answers = await Promise.all([epochs.refresh(), epochs.refresh(), epochs.refresh()]);
+    expect(answers.map((a) => a.epoch)).toEqual([7, 7, 7]);
+    expect(reads).toBe(2); // the seed, then one refresh
+    medulla = new Error('connection refused');
+    expect((await epochs.refresh()).epoch).toBe(7);
+    await epochs.close();
+  });
 });

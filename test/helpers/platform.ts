@@ -27,6 +27,7 @@ export function manualEpochs(start = 0): EpochSource & { set(epoch: number): voi
     info: () => info,
     // The test drives the epoch; what Medulla says does not move it.
     observe() {},
+    refresh: async () => info,
     onAdvance(cb) {
       listeners.add(cb);
       return () => listeners.delete(cb);

@@ -59,11 +59,22 @@ function cidFromWildcard(raw: string): string {
   }
 }
 
-function readerEpoch(q: unknown, current: number): number {
+/**
+ * This node's epoch for a request that names `claimed`. A caller ahead of this node's view has seen a
+ * block whose bus event has not reached here yet (a gateway that just mined one): ask Medulla before
+ * calling the caller's epoch "in the future".
+ */
+async function epochFor(p: Platform, claimed: unknown): Promise<number> {
+  if (typeof claimed === 'number' && Number.isSafeInteger(claimed) && claimed > p.epochs.current()) return (await p.epochs.refresh()).epoch;
+  return p.epochs.current();
+}
+
+async function readerEpoch(p: Platform, q: unknown): Promise<number> {
   const raw = (q as { epoch?: string } | undefined)?.epoch;
-  if (raw === undefined || raw === '') return current;
+  if (raw === undefined || raw === '') return p.epochs.current();
   if (!/^\d{1,15}$/.test(raw)) throw badRequest('epoch must be a non-negative integer');
-  return checkReaderEpoch(Number(raw), current);
+  const epoch = Number(raw);
+  return checkReaderEpoch(epoch, await epochFor(p, epoch));
 }
 
 export interface HippocampusRouteOptions {
@@ -82,7 +93,9 @@ export async function hippocampusRoutes(app: FastifyInstance, opts: HippocampusR
 
   app.put('/dag', { schema: { body: putSchema } }, async (req, reply) => {
     const body = req.body as PutNodeInput;
-    const { created } = await putNode(p.db.prisma, p.objects, body, p.epochs.current());
+    // A node one epoch ahead is accepted as it is (validatePut); further ahead, ask Medulla first.
+    const current = await epochFor(p, typeof body.epoch === 'number' ? body.epoch - 1 : undefined);
+    const { created } = await putNode(p.db.prisma, p.objects, body, current);
     if (body.pinned) opts.onPinned?.(body.cid);
     return reply.code(created ? 201 : 200).send({ cid: body.cid, created });
   });
@@ -96,7 +109,7 @@ export async function hippocampusRoutes(app: FastifyInstance, opts: HippocampusR
       return meta;
     }
     const cid = cidFromWildcard(rest);
-    return readNode(p.db.prisma, p.objects, cid, readerEpoch(req.query, p.epochs.current()));
+    return readNode(p.db.prisma, p.objects, cid, await readerEpoch(p, req.query));
   });
 
   app.post('/dag/*', async (req) => {
@@ -117,7 +130,7 @@ export async function hippocampusRoutes(app: FastifyInstance, opts: HippocampusR
 
   app.post('/recall', { schema: { body: recallSchema } }, async (req) => {
     const b = req.body as { root: string; depth: number; epoch: number };
-    const epoch = checkReaderEpoch(b.epoch, p.epochs.current());
+    const epoch = checkReaderEpoch(b.epoch, await epochFor(p, b.epoch));
     return walkDag(p.db.prisma, p.objects, b.root, b.depth, epoch);
   });
 }
