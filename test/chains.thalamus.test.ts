@@ -10,6 +10,8 @@ import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/
 import { createThalamus, type ThalamusService } from '../subgraphs/chains/thalamus/service.ts';
 import { platformSources } from '../subgraphs/chains/thalamus/sources.ts';
 import { tupleMessage } from '../subgraphs/chains/thalamus/coherence.ts';
+import { createStack } from '../subgraphs/stacks/stacks.ts';
+import { submitProof } from '../subgraphs/residues/residues.ts';
 
 
 let p: TestPlatform;
@@ -95,6 +97,18 @@ it('folds with what it has when Hippocampus fails and Cortex stalls: gaps, a sha
   // Medulla never waited: it mines and commits the gapped tuple.
   const b = await m.node.mineNow();
   expect(b).toMatchObject({ coherenceEpoch: 5, crossRoot: row.crossRoot });
+
+  // The residue is claimable once the Hippocampus serves the epoch's writes again, each stored: a
+  // write whose payload is missing refuses the proof, and with it gone the proof wins the bounty.
+  const residue = (await p.db.prisma.residue.findUnique({ where: { dedupeKey: 'shard-loss:thalamus:5' } }))!;
+  const finder = await createStack(p, { name: 'finder' });
+  const lost = `cog://${'5e'.repeat(32)}@5`;
+  await p.db.prisma.memoryNode.create({ data: { cid: lost, stackId: finder.id, epoch: 5, links: [], size: 1 } });
+  await expect(submitProof(p, residue.id, { claimant: finder.id, proof: {} })).rejects.toMatchObject({ code: 'INVALID_PROOF' });
+  await p.db.prisma.memoryNode.delete({ where: { cid: lost } });
+  const resolved = await submitProof(p, residue.id, { claimant: finder.id, proof: {} });
+  expect(resolved).toMatchObject({ status: 'resolved', claimant: finder.id });
+  expect(await p.db.prisma.residue.findUnique({ where: { id: residue.id } })).toMatchObject({ proof: { checked: { epoch: 5 } } });
 });
 
 it('refuses a tick before any epoch ended', async () => {

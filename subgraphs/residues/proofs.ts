@@ -6,14 +6,16 @@
 //                            {txHashes}         (a Thalamus re-fold after a Cortex gap, evidence.source 'cortex') exactly
 //                                               Cortex's confirmed suite transactions of the epoch, folding to the recorded canonical evmRoot
 //   reorg-orphan             {height}           Medulla's main-chain block at that height commits the orphaned tuple
-//   shard-loss               {}                 the lost CID is readable on Hippocampus again
+//   shard-loss               {}                 the lost CID is readable on Hippocampus again; for a Thalamus fold the
+//                                               Hippocampus did not answer (evidence.source 'hippocampus', no CID): it
+//                                               serves that epoch's writes again, each of them stored
 //   routing-equivocation     {tuples: [a, b]}   two distinct tuples for the epoch, each signed by the operator's ed25519 key
 import { isHex, verify } from '../../lib/crypto.ts';
 import { unavailable } from '../../lib/errors.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { getSleeveRow } from '../sleeves/sleeves.ts';
 import { hippocampusClient } from '../memory/hippocampus/client.ts';
-import { evmRootOf, tupleMessage, type CoherenceTuple } from '../chains/thalamus/coherence.ts';
+import { evmRootOf, ipfsRootOf, tupleMessage, type CoherenceTuple } from '../chains/thalamus/coherence.ts';
 import type { ResidueKind } from './open.ts';
 
 export type Verdict = { ok: true; facts: Record<string, unknown> } | { ok: false; reason: string };
@@ -153,10 +155,20 @@ async function reorgOrphan(p: Platform, r: ResidueFacts, proof: Record<string, u
   return yes({ height, blockHash: block.blockHash, crossRoot });
 }
 
+/** Most writes of one epoch a shard-loss proof checks one by one. */
+const MAX_EPOCH_WRITES_CHECKED = 4096;
+
 async function shardLoss(p: Platform, r: ResidueFacts): Promise<Verdict> {
   const cid = r.evidence.cid;
-  if (!str(cid)) return no('the residue names no CID');
-  return (await cidReadable(p, cid)) ? yes({ cid, readable: true }) : no(`${cid} is still unreachable on Hippocampus`);
+  if (str(cid)) return (await cidReadable(p, cid)) ? yes({ cid, readable: true }) : no(`${cid} is still unreachable on Hippocampus`);
+  const epoch = r.evidence.epoch;
+  if (r.evidence.source !== 'hippocampus' || typeof epoch !== 'number' || !Number.isSafeInteger(epoch)) return no('the residue names no CID');
+  // A Hippocampus that still does not answer is a 503 (try again later), not a wrong proof.
+  const hippo = hippocampusClient(p);
+  const cids = await hippo.epochWrites(epoch);
+  if (cids.length > MAX_EPOCH_WRITES_CHECKED) return no(`epoch ${epoch} has ${cids.length} writes, more than a proof checks (${MAX_EPOCH_WRITES_CHECKED})`);
+  for (const c of cids) if (!(await hippo.meta(c))?.stored) return no(`${c} of epoch ${epoch} is not stored on Hippocampus`);
+  return yes({ epoch, writes: cids.length, ipfsRoot: ipfsRootOf(cids) });
 }
 
 const ROOTS = ['crossRoot', 'evmRoot', 'ipfsRoot', 'sleevesRoot'] as const;
