@@ -20,7 +20,7 @@ export const recallShapeB = (r: RecallResult) => ({
 export default async function memoryRest(app: FastifyInstance, opts: { platform: Platform }): Promise<void> {
   const p = opts.platform;
   app.post('/v1/sleeves/:id/perceive', { schema: { params: idParams, body: { type: 'object', required: ['input'], properties: { input: { type: 'string' } } } } }, async (req) => {
-    const r = await perceive(p, { sleeveId: (req.params as { id: string }).id, text: (req.body as { input: string }).input });
+    const r = await perceive(p, { sleeveId: (req.params as { id: string }).id, text: (req.body as { input: string }).input, field: 'input' });
     return { cid: r.cid, thought: r.thought };
   });
   app.post('/v1/perceive', { schema: { body: { type: 'object', required: ['stackId', 'sleeveId', 'text'], properties: { stackId: id, sleeveId: id, text: { type: 'string' } } } } }, async (req) => {

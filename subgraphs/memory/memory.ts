@@ -122,8 +122,9 @@ export interface PerceiveResult extends WriteResult {
 }
 
 /** Perceive (both forms): encrypt, link to the head, move it; 0.5 compute, drift +1. */
-export async function perceive(p: Platform, input: { sleeveId: string; stackId?: string; text: unknown }): Promise<PerceiveResult> {
-  const text = checkText(input.text, 'text');
+export async function perceive(p: Platform, input: { sleeveId: string; stackId?: string; text: unknown; field?: string }): Promise<PerceiveResult> {
+  // `field`: the request's name for the text in errors (Shape A sends it as `input`).
+  const text = checkText(input.text, input.field ?? 'text');
   const r = await writeMemory(p, { sleeveId: input.sleeveId, stackId: input.stackId, text, kind: 'perceive' });
   return { ...r, thought: `${r.embodimentType}@${r.sleeveId.slice(-6)} ${text}`, cost: { compute: Number(PERCEIVE_COST_MILLI) / 1000 } };
 }

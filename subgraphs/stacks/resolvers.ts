@@ -3,6 +3,7 @@
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
 import { createStack, getStackRow, type CreateStackInput, type StackRow } from './stacks.ts';
+import { anchorsOfStacks, type StackAnchor } from '../chains/anchors.ts';
 
 function stackLoader(ctx: GqlContext) {
   return loader<string, StackRow | null>(ctx, 'stack', async (ids) =>
@@ -17,8 +18,6 @@ function gqlStack(r: StackRow) {
     cpv: { syncCoeff: r.syncCoeff, memoryCoeff: r.memoryCoeff, computeCoeff: r.computeCoeff, residueCoeff: r.residueCoeff, routingCoeff: r.routingCoeff },
     binding: { floor: r.bindingFloor, decayRate: r.bindingDecay },
     createdAt: r.createdAt.toISOString(), chainStatus: r.chainStatus,
-    // The REST read (stackView) lists no per-stack anchors; both reads agree.
-    anchors: [],
   };
 }
 
@@ -59,5 +58,11 @@ export const resolvers = {
       return r && gqlStack(r);
     }),
     head: (s: { episodicHead: string | null }) => (s.episodicHead ? { __typename: 'MemoryNode', cid: s.episodicHead } : null),
+    // The same anchors as the REST read, batched over the stacks of a request.
+    anchors: guarded(async (s: { id: string }, _: unknown, ctx: GqlContext) =>
+      loader<string, StackAnchor[]>(ctx, 'stack-anchors', async (ids) => {
+        const m = await anchorsOfStacks(ctx.platform.db.prisma, ids);
+        return ids.map((id) => m.get(id) ?? []);
+      }).load(s.id)),
   },
 };

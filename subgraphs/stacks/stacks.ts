@@ -12,6 +12,7 @@ import { generateIdentity, randomSecret, unwrapSecret, wrapSecret } from '../../
 import { stackAddress } from '../../lib/address.ts';
 import { recordEvent } from '../../lib/events.ts';
 import { enqueueChainTx } from '../chains/outbox.ts';
+import { anchorsOfStacks, type StackAnchor } from '../chains/anchors.ts';
 import { balancesOf, sleeveAccount, zeroAmounts, TOKENS, type TokenAmounts } from '../economy/ledger.ts';
 import type { Stack as StackRow, Sleeve as SleeveRow } from '../../generated/prisma/client.ts';
 import { sleeveView, type SleeveView } from '../sleeves/view.ts';
@@ -45,7 +46,7 @@ export interface StackView {
   lastActiveEpoch: number;
   chainStatus: string;
   sleeves: SleeveView[];
-  anchors: unknown[];
+  anchors: StackAnchor[];
   balances: TokenAmounts;
   identityPriv?: string;
 }
@@ -153,7 +154,8 @@ export async function createStack(p: Platform, input: CreateStackInput): Promise
     if (isUniqueViolation(e)) throw conflict('a stack with this pubkey already exists', 'STACK_EXISTS');
     throw e;
   }
-  const view = await stackView(p, row, { sleeves: [] });
+  // A new stack has no sleeves and has written no memory, so no anchors.
+  const view = await stackView(p, row, { sleeves: [], anchors: [] });
   if (identityPriv) view.identityPriv = identityPriv;
   return view;
 }
@@ -187,33 +189,35 @@ async function aliveTotals(db: Db | Tx, sleeves: SleeveRow[]): Promise<{ totals:
   return { totals, bySleeve };
 }
 
-function viewOf(r: StackRow, sleeves: SleeveRow[], totals: Map<string, TokenAmounts>, bySleeve: Map<string, TokenAmounts>): StackView {
+function viewOf(r: StackRow, sleeves: SleeveRow[], totals: Map<string, TokenAmounts>, bySleeve: Map<string, TokenAmounts>, anchors: StackAnchor[]): StackView {
   return {
     id: r.id, tokenId: r.tokenId, name: r.name, kind: r.kind, pubKey: r.pubKey, pubkey: r.pubKey, epoch: r.epoch, cpv: cpvOf(r),
     binding: { floor: r.bindingFloor, decayRate: r.bindingDecay }, createdAt: r.createdAt.toISOString(), episodicHead: r.episodicHead,
     lastActiveEpoch: r.lastActiveEpoch, chainStatus: r.chainStatus,
     sleeves: sleeves.map((s) => sleeveView(s, bySleeve.get(s.id) ?? zeroAmounts())),
-    anchors: [],
+    anchors,
     balances: totals.get(r.id) ?? zeroAmounts(),
   };
 }
 
 /** The union read of one stack (both shapes): sleeves (alive or not), anchors, balances. */
-export async function stackView(p: Platform, row: StackRow, opts: { sleeves?: SleeveRow[]; db?: Db | Tx } = {}): Promise<StackView> {
+export async function stackView(p: Platform, row: StackRow, opts: { sleeves?: SleeveRow[]; anchors?: StackAnchor[]; db?: Db | Tx } = {}): Promise<StackView> {
   const db = opts.db ?? p.db.prisma;
   const sleeves = opts.sleeves ?? (await db.sleeve.findMany({ where: { stackId: row.id }, orderBy: { seq: 'asc' } }));
   const { totals, bySleeve } = await aliveTotals(db, sleeves);
-  return viewOf(row, sleeves, totals, bySleeve);
+  const anchors = opts.anchors ?? (await anchorsOfStacks(db, [row.id])).get(row.id)!;
+  return viewOf(row, sleeves, totals, bySleeve, anchors);
 }
 
-/** Every stack, oldest first, each with its sleeves; three queries whatever the count. */
+/** Every stack, oldest first, each with its sleeves and anchors; four queries whatever the count. */
 export async function listStacks(p: Platform): Promise<StackView[]> {
   const rows = await p.db.prisma.stack.findMany({ orderBy: { tokenId: 'asc' } });
   const sleeves = await p.db.prisma.sleeve.findMany({ where: { stackId: { in: rows.map((r) => r.id) } }, orderBy: { seq: 'asc' } });
   const { totals, bySleeve } = await aliveTotals(p.db.prisma, sleeves);
   const byStack = new Map<string, SleeveRow[]>();
   for (const s of sleeves) byStack.set(s.stackId, [...(byStack.get(s.stackId) ?? []), s]);
-  return rows.map((r) => viewOf(r, byStack.get(r.id) ?? [], totals, bySleeve));
+  const anchors = await anchorsOfStacks(p.db.prisma, rows.map((r) => r.id));
+  return rows.map((r) => viewOf(r, byStack.get(r.id) ?? [], totals, bySleeve, anchors.get(r.id) ?? []));
 }
 
 /** Unwraps the stack's master secret. Internal only: never log, return or publish it. */

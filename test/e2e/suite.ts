@@ -359,6 +359,12 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
         ];
         for (const [g, p, b, status] of cases) expectProblem(await post(g, p, b), status, `${p} ${JSON.stringify(b)}`);
         expectProblem(await http('POST', `${g1()}/v1/sleeves/${enc(s.id)}/perceive`, undefined, { raw: '{"input": "x"' }), 400, 'malformed JSON');
+        // Each shape's error names the field as that shape sends it.
+        const emptyA = await post(g2(), `/v1/sleeves/${enc(s.id)}/perceive`, { input: '' });
+        expectProblem(emptyA, 400, 'empty input');
+        expect(emptyA.body.errors?.[0]?.path, JSON.stringify(emptyA.body)).toBe('input');
+        const emptyB = await post(g1(), '/v1/perceive', { stackId: A.stack.id, sleeveId: s.id, text: '' });
+        expect(emptyB.body.errors?.[0]?.path, JSON.stringify(emptyB.body)).toBe('text');
         const after = await readSleeve(A.stack.id, s.id);
         expect(after.drift).toBe(before.drift);
         expect(after.tokens).toEqual(before.tokens);
