@@ -9,7 +9,7 @@ import { mth, sha, thalamusPlatform, waitFor } from './helpers/thalamus.ts';
 import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/service.ts';
 import { createThalamus, type ThalamusService } from '../subgraphs/chains/thalamus/service.ts';
 import { platformSources } from '../subgraphs/chains/thalamus/sources.ts';
-import { tupleMessage } from '../subgraphs/chains/thalamus/coherence.ts';
+import { crossRootOf, tupleMessage } from '../subgraphs/chains/thalamus/coherence.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
 import { submitProof } from '../subgraphs/residues/residues.ts';
 
@@ -116,4 +116,44 @@ it('refuses a tick before any epoch ended', async () => {
   const res = await fetch(`${th.url}/v1/epoch/tick`, { method: 'POST' });
   expect(res.status).toBe(409);
   expect(res.headers.get('content-type')).toContain('application/problem+json');
+});
+
+it('a tuple other than the fold committed for an epoch opens one historical-non-canonical residue, whichever comes first', async () => {
+  const db = p.db.prisma;
+  const h = (c: string) => c.repeat(64);
+  const foreign = (epoch: number) => ({ epoch, evmRoot: h('d'), ipfsRoot: h('d'), sleevesRoot: h('d'), crossRoot: crossRootOf(h('d'), h('d'), h('d')) });
+  const mineUntilCommitted = async (epoch: number) => {
+    for (let i = 0; i < 8; i++) {
+      const b = await m.node.mineNow();
+      if (b.coherenceEpoch === epoch) return b;
+    }
+    throw new Error(`no block committed epoch ${epoch}`);
+  };
+
+  // Foreign first: an unsigned tuple for the current epoch is committed before the Thalamus folds it.
+  const e1 = (await m.node.mineNow()).height;
+  expect(await m.node.submitCoherence(foreign(e1))).toMatchObject({ accepted: true, operator: 'anonymous' });
+  const b1 = await mineUntilCommitted(e1);
+  expect(b1.crossRoot).toBe(foreign(e1).crossRoot);
+  p.setEpoch(e1 + 1);
+  const fold = await waitFor(() => db.epochAnchor.findUnique({ where: { epoch: e1 } }));
+  expect(fold.crossRoot).not.toBe(b1.crossRoot);
+  const r1 = await waitFor(() => db.residue.findUnique({ where: { dedupeKey: `historical-non-canonical:medulla:${e1}` } }));
+  expect(r1).toMatchObject({ kind: 'historical-non-canonical', status: 'open', bountyMilli: 8000 });
+  expect(r1.evidence).toMatchObject({ source: 'medulla', epoch: e1, committed: { crossRoot: b1.crossRoot, blockHash: b1.blockHash, height: b1.height }, folded: { crossRoot: fold.crossRoot } });
+  // The block that committed the foreign tuple is no proof; a block committing the fold would be.
+  const finder = await createStack(p, { name: 'watcher' });
+  (p.config.urls as { medulla: string }).medulla = m.url; // the proof check reads blocks over Medulla's RPC
+  await expect(submitProof(p, r1.id, { claimant: finder.id, proof: { height: b1.height } })).rejects.toMatchObject({ code: 'INVALID_PROOF', detail: expect.stringContaining('does not commit the Thalamus fold') });
+  await expect(submitProof(p, r1.id, { claimant: finder.id, proof: {} })).rejects.toMatchObject({ code: 'INVALID_PROOF' });
+
+  // Fold first: the epoch's fold is stored, then a different tuple still gets committed for it.
+  const e2 = (await m.node.mineNow()).height;
+  await db.epochAnchor.create({ data: { epoch: e2, crossRoot: h('e'), evmRoot: h('e'), ipfsRoot: h('e'), sleevesRoot: h('e'), btcRoot: h('0'), gaps: [], operator: 'op' } });
+  await m.node.submitCoherence(foreign(e2));
+  const b2 = await mineUntilCommitted(e2);
+  const r2 = await waitFor(() => db.residue.findUnique({ where: { dedupeKey: `historical-non-canonical:medulla:${e2}` } }));
+  expect(r2.evidence).toMatchObject({ source: 'medulla', epoch: e2, committed: { crossRoot: b2.crossRoot, height: b2.height }, folded: { crossRoot: h('e'), operator: 'op' } });
+  // One residue per epoch, and none where the committed tuple is the fold.
+  expect(await db.residue.count({ where: { dedupeKey: { startsWith: 'historical-non-canonical:medulla:' } } })).toBe(2);
 });

@@ -5,6 +5,8 @@
 //                            {}                 or every CID reported broken is readable on Hippocampus again
 //                            {txHashes}         (a Thalamus re-fold after a Cortex gap, evidence.source 'cortex') exactly
 //                                               Cortex's confirmed suite transactions of the epoch, folding to the recorded canonical evmRoot
+//                            {height}           (Medulla committed another tuple than the fold, evidence.source 'medulla')
+//                                               a main-chain block at that height committing the Thalamus fold of the epoch
 //   reorg-orphan             {height}           Medulla's main-chain block at that height commits the orphaned tuple
 //   shard-loss               {}                 the lost CID is readable on Hippocampus again; for a Thalamus fold the
 //                                               Hippocampus did not answer (evidence.source 'hippocampus', no CID): it
@@ -120,6 +122,7 @@ async function evmRefoldProof(p: Platform, r: ResidueFacts, proof: Record<string
 
 async function historicalNonCanonical(p: Platform, r: ResidueFacts, proof: Record<string, unknown>): Promise<Verdict> {
   if (r.evidence.source === 'cortex') return evmRefoldProof(p, r, proof);
+  if (r.evidence.source === 'medulla') return foldCommittedProof(p, r, proof);
   if (proof.sleeveId !== undefined) {
     if (!str(proof.sleeveId)) return no('proof.sleeveId must be a sleeve id');
     if (!r.stackId) return no('the residue names no stack');
@@ -137,6 +140,19 @@ async function historicalNonCanonical(p: Platform, r: ResidueFacts, proof: Recor
   if (!broken.length) return no('name a sleeve (proof.sleeveId) whose reconstruct is canonical again');
   for (const cid of broken) if (!(await cidReadable(p, cid))) return no(`${cid} is still unreadable`);
   return yes({ readable: broken });
+}
+
+/** A foreign tuple was committed for the epoch: the proof is a main-chain block committing the fold after all. */
+async function foldCommittedProof(p: Platform, r: ResidueFacts, proof: Record<string, unknown>): Promise<Verdict> {
+  const height = proof.height;
+  if (typeof height !== 'number' || !Number.isInteger(height) || height < 0) return no('proof.height (a Medulla block height) is required');
+  const folded = (r.evidence.folded ?? {}) as Record<string, unknown>;
+  const epoch = r.evidence.epoch;
+  if (!str(folded.crossRoot) || typeof epoch !== 'number') return no('the residue records no folded tuple');
+  const block = await medullaBlock(p, height);
+  if (!block) return no(`Medulla has no main-chain block at height ${height}`);
+  if (block.coherenceEpoch !== epoch || block.crossRoot !== folded.crossRoot) return no(`block ${height} does not commit the Thalamus fold of epoch ${epoch}`);
+  return yes({ height, blockHash: block.blockHash, crossRoot: folded.crossRoot });
 }
 
 async function reorgOrphan(p: Platform, r: ResidueFacts, proof: Record<string, unknown>): Promise<Verdict> {

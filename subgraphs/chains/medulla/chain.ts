@@ -10,6 +10,7 @@ import type { Db, Tx } from '../../../lib/db/index.ts';
 import { recordEvent } from '../../../lib/events.ts';
 import { SynapticField, SYNAPTIC_WINDOW } from '../../../lib/mmr.ts';
 import { openResidue } from '../../residues/open.ts';
+import { openForeignTuple } from '../foreign-tuple.ts';
 import { ZERO_ROOT, type CoherenceTuple } from '../thalamus/coherence.ts';
 import { blockJson, toBlock, ZERO_HASH, type Block, type BlockHeader } from './header.ts';
 import { nextDifficulty, RETARGET_WINDOW } from './retarget.ts';
@@ -271,6 +272,13 @@ export class Chain implements ChainView {
     await recordEvent(tx, { subject: 'cog.block.mined', type: 'block.mined', data: { block: blockJson(b), node }, msgId: await this.#msgId(tx, `block:${key}`, b.blockHash) });
     if (b.coherenceEpoch !== null) {
       await tx.epochAnchor.updateMany({ where: { epoch: b.coherenceEpoch, crossRoot: b.crossRoot }, data: { blockHash: b.blockHash, blockHeight: b.height } });
+      const folded = await tx.epochAnchor.findUnique({ where: { epoch: b.coherenceEpoch } });
+      if (folded && folded.crossRoot !== b.crossRoot) {
+        await openForeignTuple(tx, {
+          epoch: b.coherenceEpoch, committed: { crossRoot: b.crossRoot, blockHash: b.blockHash, height: b.height, node },
+          folded: { crossRoot: folded.crossRoot, operator: folded.operator },
+        }, b.height, this.opts.residueExpiryEpochs);
+      }
       await recordEvent(tx, {
         subject: 'cog.anchor.committed', type: 'anchor.committed',
         data: { epoch: b.coherenceEpoch, crossRoot: b.crossRoot, blockHash: b.blockHash, height: b.height, node },

@@ -8,6 +8,7 @@ import type { Platform } from '../../../lib/platform.ts';
 import { recordEvent } from '../../../lib/events.ts';
 import { enqueueChainTx } from '../outbox.ts';
 import { openResidue } from '../../residues/open.ts';
+import { committedElsewhere, openForeignTuple } from '../foreign-tuple.ts';
 import { medullaRpc } from '../medulla/client.ts';
 import { computeRoots, crossRootOf, evmRootOf, type CoherenceTuple } from './coherence.ts';
 import type { Operator } from './operator.ts';
@@ -116,6 +117,13 @@ export async function foldEpoch(ctx: FoldContext, epoch: number): Promise<Fold> 
         subject: 'cog.thalamus.folded', type: 'thalamus.folded',
         data: { epoch, ...roots, gaps, leaves: counts, operator: ctx.operator.pubKey }, msgId: `thalamus-folded:${epoch}`,
       });
+      const foreign = await committedElsewhere(tx, epoch, roots.crossRoot);
+      if (foreign) {
+        await openForeignTuple(tx, {
+          epoch, committed: { crossRoot: foreign.crossRoot, blockHash: foreign.hash, height: foreign.height, node: foreign.node },
+          folded: { crossRoot: roots.crossRoot, operator: ctx.operator.pubKey },
+        }, ctx.p.epochs.current(), ctx.p.config.residueExpiryEpochs);
+      }
       if (gaps.includes('ipfs')) {
         await openResidue(tx, {
           kind: 'shard-loss', trigger: `Hippocampus did not answer the fold of epoch ${epoch}; ipfsRoot folded without its writes`,
