@@ -1,11 +1,14 @@
 // Perceive throughput and latency through the REST routes over real HTTP (32 concurrent clients),
-// against a baseline measured in the same run: raw inserts of the same MemoryNode rows.
+// against a baseline measured in the same run: raw inserts of the same MemoryNode rows. Twice: on
+// embedded PGlite with one stack, and on this machine's PostgreSQL with 32 stacks (one sleeve each),
+// where writes to different stacks run in parallel (skipped with a note when it cannot be reached).
 //   npx tsx bench/perceive.ts [requests]
 // ratio = baseline req/s / REST req/s: what the full perceive (lock, ledger burn, encrypt, DAG write,
 // head move, drift, event outbox, HTTP) costs over the bare insert.
 import { pathToFileURL } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { memoryTestApp } from '../subgraphs/memory/test-app.ts';
+import { freshDatabase } from '../test/helpers/postgres.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
 import { spawnSleeve } from '../subgraphs/sleeves/sleeves.ts';
 
@@ -82,8 +85,53 @@ export function formatPerceiveBench(r: PerceiveBenchResult): string {
   return [row('REST perceive', r.rest), row('raw DB insert', r.baseline), `ratio (raw / REST): ${r.ratio}`].join('\n');
 }
 
+/** PostgreSQL: `requests` perceives spread over 32 stacks (one Shape B sleeve each), 32 clients. */
+export async function runPerceivePostgresBench(opts: { requests?: number; concurrency?: number } = {}): Promise<PerceiveBenchResult> {
+  const requests = opts.requests ?? 1500;
+  const concurrency = opts.concurrency ?? 32;
+  const fresh = await freshDatabase();
+  const t = await memoryTestApp({ DATABASE_URL: fresh.url });
+  try {
+    const url = await t.app.listen({ host: '127.0.0.1', port: 0 });
+    const writers: Array<{ stackId: string; sleeveId: string }> = [];
+    for (let i = 0; i < concurrency; i++) {
+      const stack = await createStack(t.p, { name: `bench-${i}` });
+      writers.push({ stackId: stack.id, sleeveId: (await spawnSleeve(t.p, { stackId: stack.id, kind: 'ai', shape: 'B' })).id });
+    }
+    const perceive = async (i: number) => {
+      const res = await fetch(`${url}/v1/perceive`, {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ ...writers[i % writers.length], text: `observation ${i}` }),
+      });
+      if (res.status !== 200) throw new Error(`perceive ${res.status}: ${await res.text()}`);
+      await res.arrayBuffer();
+    };
+    await measure(Math.min(200, requests), concurrency, perceive); // warm-up: connections, JIT
+    const rest = await measure(requests, concurrency, perceive);
+    const sample = await t.p.db.prisma.memoryNode.findFirstOrThrow({ where: { stackId: writers[0]!.stackId } });
+    const baseline = await measure(requests, concurrency, async () => {
+      await t.p.db.prisma.memoryNode.create({
+        data: { cid: `cog://${randomBytes(32).toString('hex')}@0`, stackId: 'stack:baseline', epoch: 0, links: sample.links, kind: 'perceive', size: sample.size },
+      });
+    });
+    return { concurrency, rest, baseline, ratio: Math.round((baseline.reqPerSec / rest.reqPerSec) * 100) / 100 };
+  } finally {
+    await t.close();
+    await fresh.drop();
+  }
+}
+
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const r = await runPerceiveBench({ requests: Number(process.argv[2]) || undefined });
-  console.log(`perceive at ${r.concurrency} concurrent clients (PGlite in memory, Node ${process.version})`);
+  const requests = Number(process.argv[2]) || undefined;
+  const r = await runPerceiveBench({ requests });
+  console.log(`perceive at ${r.concurrency} concurrent clients, one stack (PGlite in memory, Node ${process.version})`);
   console.log(formatPerceiveBench(r));
+  try {
+    const pg = await runPerceivePostgresBench({ requests });
+    console.log(`\nperceive at ${pg.concurrency} concurrent clients over ${pg.concurrency} stacks (PostgreSQL)`);
+    console.log(formatPerceiveBench(pg));
+  } catch (e) {
+    console.log(`\nPostgreSQL run skipped: ${(e as Error).message}`);
+  }
+  process.exit(0);
 }

@@ -90,10 +90,6 @@ export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: nu
         INSERT INTO "Balance" (account, token, milli) SELECT account, token, milli FROM legs WHERE milli <> 0
         ON CONFLICT (account, token) DO UPDATE SET milli = "Balance".milli + EXCLUDED.milli
         RETURNING 1
-      ), tbal AS (
-        INSERT INTO "Balance" (account, token, milli) SELECT 'treasury', token, -milli FROM tsum WHERE milli <> 0
-        ON CONFLICT (account, token) DO UPDATE SET milli = "Balance".milli + EXCLUDED.milli
-        RETURNING 1
       ), ev AS (
         INSERT INTO "EventOutbox" (subject, "msgId", data)
         SELECT 'cog.treasury.emitted.' || "stackId", 'treasury-emitted:' || "stackId" || ':' || $1::int,
@@ -104,7 +100,7 @@ export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: nu
       SELECT (SELECT COUNT(*)::int FROM ins) AS n,
         (SELECT milli::text FROM tsum WHERE token = 'compute') AS compute, (SELECT milli::text FROM tsum WHERE token = 'memory') AS memory,
         (SELECT milli::text FROM tsum WHERE token = 'sync') AS sync, (SELECT milli::text FROM tsum WHERE token = 'routing') AS routing,
-        (SELECT COUNT(*) FROM le) + (SELECT COUNT(*) FROM bal) + (SELECT COUNT(*) FROM tbal) + (SELECT COUNT(*) FROM ev) AS touched`,
+        (SELECT COUNT(*) FROM le) + (SELECT COUNT(*) FROM bal) + (SELECT COUNT(*) FROM ev) AS touched`,
       epoch, ts,
     );
     const n = rows[0]?.n ?? 0;

@@ -44,7 +44,8 @@ export async function testPlatform(env: Record<string, string> = {}): Promise<Te
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-test-'));
   const config: Config = loadConfig({ COG_DATA_DIR: dataDir, LOG_LEVEL: 'silent', ...env });
   const log = createLogger({ level: env.LOG_LEVEL ?? 'silent' });
-  const db = await openDatabase({ dataDir, inMemory: true });
+  // In-memory PGlite unless the caller names a PostgreSQL database (benchmarks, fault suites).
+  const db = await openDatabase(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, dataDir, poolSize: 20 } : { dataDir, inMemory: true });
   const bus = await createBus({});
   const cache = await createCache({});
   const objects = await createObjectStore({ dir: path.join(dataDir, 'objects') });
