@@ -7,7 +7,7 @@
 // head move, drift, event outbox, HTTP) costs over the bare insert.
 import { pathToFileURL } from 'node:url';
 import { randomBytes } from 'node:crypto';
-import { memoryTestApp } from '../subgraphs/memory/test-app.ts';
+import { memoryTestApp, type MemoryTestApp } from '../subgraphs/memory/test-app.ts';
 import { freshDatabase } from '../test/helpers/postgres.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
 import { spawnSleeve } from '../subgraphs/sleeves/sleeves.ts';
@@ -50,6 +50,17 @@ export async function measure(total: number, concurrency: number, fn: (i: number
   return { requests: total, reqPerSec: r(total / secs), p50Ms: r(percentile(lat, 0.5)), p99Ms: r(percentile(lat, 0.99)) };
 }
 
+/** Baseline: the same rows (one MemoryNode per perceive, like the stack's) inserted straight into the database. */
+async function withBaseline(t: MemoryTestApp, stackId: string, rest: LatencyStats, requests: number, concurrency: number): Promise<PerceiveBenchResult> {
+  const sample = await t.p.db.prisma.memoryNode.findFirstOrThrow({ where: { stackId } });
+  const baseline = await measure(requests, concurrency, async () => {
+    await t.p.db.prisma.memoryNode.create({
+      data: { cid: `cog://${randomBytes(32).toString('hex')}@0`, stackId: 'stack:baseline', epoch: 0, links: sample.links, kind: 'perceive', size: sample.size },
+    });
+  });
+  return { concurrency, rest, baseline, ratio: Math.round((baseline.reqPerSec / rest.reqPerSec) * 100) / 100 };
+}
+
 export async function runPerceiveBench(opts: { requests?: number; concurrency?: number } = {}): Promise<PerceiveBenchResult> {
   const requests = opts.requests ?? 1000;
   const concurrency = opts.concurrency ?? 32;
@@ -67,14 +78,7 @@ export async function runPerceiveBench(opts: { requests?: number; concurrency?: 
       if (res.status !== 200) throw new Error(`perceive ${res.status}: ${await res.text()}`);
       await res.arrayBuffer();
     });
-    // Baseline: the same rows (one MemoryNode per perceive) inserted straight into the database.
-    const sample = await t.p.db.prisma.memoryNode.findFirstOrThrow({ where: { stackId: stack.id } });
-    const baseline = await measure(requests, concurrency, async () => {
-      await t.p.db.prisma.memoryNode.create({
-        data: { cid: `cog://${randomBytes(32).toString('hex')}@0`, stackId: 'stack:baseline', epoch: 0, links: sample.links, kind: 'perceive', size: sample.size },
-      });
-    });
-    return { concurrency, rest, baseline, ratio: Math.round((baseline.reqPerSec / rest.reqPerSec) * 100) / 100 };
+    return await withBaseline(t, stack.id, rest, requests, concurrency);
   } finally {
     await t.close();
   }
@@ -108,13 +112,7 @@ export async function runPerceivePostgresBench(opts: { requests?: number; concur
     };
     await measure(Math.min(200, requests), concurrency, perceive); // warm-up: connections, JIT
     const rest = await measure(requests, concurrency, perceive);
-    const sample = await t.p.db.prisma.memoryNode.findFirstOrThrow({ where: { stackId: writers[0]!.stackId } });
-    const baseline = await measure(requests, concurrency, async () => {
-      await t.p.db.prisma.memoryNode.create({
-        data: { cid: `cog://${randomBytes(32).toString('hex')}@0`, stackId: 'stack:baseline', epoch: 0, links: sample.links, kind: 'perceive', size: sample.size },
-      });
-    });
-    return { concurrency, rest, baseline, ratio: Math.round((baseline.reqPerSec / rest.reqPerSec) * 100) / 100 };
+    return await withBaseline(t, writers[0]!.stackId, rest, requests, concurrency);
   } finally {
     await t.close();
     await fresh.drop();
