@@ -21,6 +21,19 @@ export async function recordEvent(tx: Tx, ev: EventRecord): Promise<void> {
   relayNudge?.();
 }
 
+/**
+ * Like recordEvent, for an event several writers may record under one message id (every Medulla
+ * node attaching the same block): the first row stands, later ones are dropped, and the bus drops
+ * a copy published after the first left the outbox (its duplicate window).
+ */
+export async function recordEventOnce(tx: Tx, ev: EventRecord & { msgId: string }): Promise<void> {
+  await tx.eventOutbox.createMany({
+    data: [{ subject: ev.subject, msgId: ev.msgId, data: { type: ev.type, ts: Date.now(), ...ev.data } as never }],
+    skipDuplicates: true,
+  });
+  relayNudge?.();
+}
+
 let relayNudge: (() => void) | undefined;
 
 /** Publishes outbox rows in order; nudged after each recordEvent, and polls as a fallback. */

@@ -81,3 +81,13 @@ it('partitioned nodes converge on the heaviest fork after healing; the orphaned 
   const bad = { ...again, blockHash: 'ab'.repeat(32), prevHash: again.blockHash, height: again.height + 1, epoch: again.height + 1 };
   await expect(medullaRpc(b.url, 'submitblock', [bad])).rejects.toMatchObject({ code: -32010, data: { reason: 'bad-hash' } });
 }, 60_000);
+
+it('announces each block once, whichever nodes attach it', async () => {
+  const db = p.db.prisma;
+  const block = await a.node.mineNow();
+  await converged([a, b, c]);
+  // No relay runs here: every event recorded is still in the outbox.
+  const rows = await db.eventOutbox.findMany({ where: { subject: { in: ['cog.epoch.advanced', 'cog.block.mined'] }, msgId: { contains: block.blockHash } } });
+  expect(rows.map((r) => r.subject).sort()).toEqual(['cog.block.mined', 'cog.epoch.advanced']);
+  expect(rows.find((r) => r.subject === 'cog.epoch.advanced')!.msgId).toBe(`epoch:${block.height}:${block.blockHash}`);
+});

@@ -157,3 +157,20 @@ it('a tuple other than the fold committed for an epoch opens one historical-non-
   // One residue per epoch, and none where the committed tuple is the fold.
   expect(await db.residue.count({ where: { dedupeKey: { startsWith: 'historical-non-canonical:medulla:' } } })).toBe(2);
 });
+
+it('folds an ended epoch after a grace period, so a write that lands just after the advance is in its ipfsRoot', async () => {
+  await th.close();
+  th = await createThalamus(p, { port: 0, medullaUrl: m.url, foldGraceMs: 400 });
+  const db = p.db.prisma;
+  const e = (await m.node.mineNow()).height + 5;
+  p.setEpoch(e);
+  const early = `cog://${'a1'.repeat(32)}@${e}`;
+  await db.memoryNode.create({ data: { cid: early, stackId: 's', epoch: e, links: [], size: 1 } });
+  p.setEpoch(e + 1); // epoch e ended; a write stamped e is still committing
+  await new Promise((r) => setTimeout(r, 100));
+  const late = `cog://${'b2'.repeat(32)}@${e}`;
+  await db.memoryNode.create({ data: { cid: late, stackId: 's', epoch: e, links: [], size: 1 } });
+  expect(await db.epochAnchor.findUnique({ where: { epoch: e } })).toBeNull(); // still within the grace
+  const row = await waitFor(() => db.epochAnchor.findUnique({ where: { epoch: e } }));
+  expect(row.ipfsRoot).toBe(mth([early, late].sort().map((c) => sha(Buffer.from(c)))).toString('hex'));
+});

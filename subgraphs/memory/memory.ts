@@ -69,9 +69,29 @@ async function lockStackForWrite(tx: Tx, stackId: string) {
 }
 
 // Kept to few statements: under PGlite every statement of every write is serialised.
+/** Longest a write waits for Medulla's answer on the current epoch. */
+const WRITE_EPOCH_WAIT_MS = 250;
+
+/**
+ * The epoch a write is stamped with. Beside Medulla (embedded) the follower is exact; in another
+ * process the bus may not have announced the newest block yet (one mined through the other
+ * gateway a moment ago), so Medulla is asked (one call shared by concurrent writes).
+ */
+async function writeEpoch(p: Platform): Promise<number> {
+  if (p.local.has('medulla')) return p.epochs.current();
+  // A slow or stopped Medulla must not hold writes up: past a short wait the follower's view stands.
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<number>((resolve) => (timer = setTimeout(() => resolve(p.epochs.current()), WRITE_EPOCH_WAIT_MS)));
+  try {
+    return await Promise.race([p.epochs.refresh().then((i) => i.epoch), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 async function writeMemory(p: Platform, input: WriteInput): Promise<WriteResult> {
   const hippo = hippocampusClient(p);
-  const epoch = p.epochs.current();
+  const epoch = await writeEpoch(p);
   return p.db.prisma.$transaction(async (tx) => {
     let sleeve: SleeveRow;
     let stack: Awaited<ReturnType<typeof lockStackForWrite>>;

@@ -7,7 +7,7 @@
 // epoch waits for the block of that epoch, and one whose block is past goes into the next block).
 // Tuples older than 256 epochs behind the tip are no longer committed.
 import type { Db, Tx } from '../../../lib/db/index.ts';
-import { recordEvent } from '../../../lib/events.ts';
+import { recordEvent, recordEventOnce } from '../../../lib/events.ts';
 import { SynapticField, SYNAPTIC_WINDOW } from '../../../lib/mmr.ts';
 import { openResidue } from '../../residues/open.ts';
 import { openForeignTuple } from '../foreign-tuple.ts';
@@ -259,17 +259,21 @@ export class Chain implements ChainView {
     return { status: detached.length ? 'reorg' : 'extended', block, detached, attached };
   }
 
-  async #msgId(tx: Tx, base: string, hash: string): Promise<string> {
-    if (!this.#attachedOnce.has(hash) && !(await tx.eventOutbox.findUnique({ where: { msgId: base } }))) return base;
-    return `${base}:${Date.now()}`;
+  /**
+   * A block's events carry one message id whichever node attaches it (the first node's copy is the
+   * one published); a block this node attaches again after a reorg is announced again.
+   */
+  async #announce(tx: Tx, ev: { subject: string; type: string; data: Record<string, unknown> }, base: string, hash: string) {
+    if (this.#attachedOnce.has(hash)) await recordEvent(tx, { ...ev, msgId: `${base}:${Date.now()}` });
+    else await recordEventOnce(tx, { ...ev, msgId: base });
   }
 
   async #onAttach(tx: Tx, b: StoredBlock) {
     const node = this.opts.node;
-    const key = `${node}:${b.height}:${b.blockHash}`;
+    const key = `${b.height}:${b.blockHash}`;
     const info = { epoch: b.epoch, height: b.height, tip: b.blockHash };
-    await recordEvent(tx, { subject: 'cog.epoch.advanced', type: 'epoch.advanced', data: { ...info, node }, msgId: await this.#msgId(tx, `epoch:${key}`, b.blockHash) });
-    await recordEvent(tx, { subject: 'cog.block.mined', type: 'block.mined', data: { block: blockJson(b), node }, msgId: await this.#msgId(tx, `block:${key}`, b.blockHash) });
+    await this.#announce(tx, { subject: 'cog.epoch.advanced', type: 'epoch.advanced', data: { ...info, node } }, `epoch:${key}`, b.blockHash);
+    await this.#announce(tx, { subject: 'cog.block.mined', type: 'block.mined', data: { block: blockJson(b), node } }, `block:${key}`, b.blockHash);
     if (b.coherenceEpoch !== null) {
       await tx.epochAnchor.updateMany({ where: { epoch: b.coherenceEpoch, crossRoot: b.crossRoot }, data: { blockHash: b.blockHash, blockHeight: b.height } });
       const folded = await tx.epochAnchor.findUnique({ where: { epoch: b.coherenceEpoch } });
@@ -279,11 +283,10 @@ export class Chain implements ChainView {
           folded: { crossRoot: folded.crossRoot, operator: folded.operator },
         }, b.height, this.opts.residueExpiryEpochs);
       }
-      await recordEvent(tx, {
+      await this.#announce(tx, {
         subject: 'cog.anchor.committed', type: 'anchor.committed',
         data: { epoch: b.coherenceEpoch, crossRoot: b.crossRoot, blockHash: b.blockHash, height: b.height, node },
-        msgId: await this.#msgId(tx, `anchor:${key}`, b.blockHash),
-      });
+      }, `anchor:${key}`, b.blockHash);
     }
   }
 

@@ -9,6 +9,9 @@ import { catchUp, foldEpoch, LOOKBACK_EPOCHS, refoldEvmGaps, resubmitPending, ty
 import { loadOperator } from './operator.ts';
 import { platformSources, type FoldSources } from './sources.ts';
 
+/** Longest wait between an epoch's end and its fold. */
+export const FOLD_GRACE_MS = 500;
+
 export interface ThalamusService extends RunningService {
   url: string;
   /** Folds the last ended epoch (what the tick does). */
@@ -19,6 +22,8 @@ export interface ThalamusOptions {
   port?: number;
   sources?: FoldSources;
   medullaUrl?: string;
+  /** How long after an advance the ended epoch is folded (default min(500 ms, interval / 8)). */
+  foldGraceMs?: number;
   /** Ended epochs a restart catches up on and gaps are re-folded over (default 64). */
   lookbackEpochs?: number;
 }
@@ -58,15 +63,22 @@ export async function createThalamus(p: Platform, opts: ThalamusOptions = {}): P
   // ended epoch waits, so a stall never builds a backlog.
   let latest = -1;
   let queued = false;
+  // The fold waits a grace period after the advance: a write stamped with the ended epoch just
+  // before the block (its transaction still running, or its process told of the block a little
+  // later than this one) lands in that epoch's fold instead of being left out of its ipfsRoot.
+  const grace = opts.foldGraceMs ?? Math.min(FOLD_GRACE_MS, Math.floor(p.config.epochIntervalMs / 8));
+  let graceTimer: NodeJS.Timeout | undefined;
   const off = p.epochs.onAdvance((info) => {
     if (info.epoch < 1) return;
     latest = Math.max(latest, info.epoch - 1);
     if (queued) return;
     queued = true;
-    void serial(async () => {
-      queued = false;
-      await foldEnded(latest);
-    }).catch((e) => p.log.warn({ err: (e as Error).message }, 'thalamus: fold failed'));
+    graceTimer = setTimeout(() => {
+      void serial(async () => {
+        queued = false;
+        await foldEnded(latest);
+      }).catch((e) => p.log.warn({ err: (e as Error).message }, 'thalamus: fold failed'));
+    }, grace);
   });
 
   const tick = async () => {
@@ -87,6 +99,7 @@ export async function createThalamus(p: Platform, opts: ThalamusOptions = {}): P
     tick,
     async close() {
       off();
+      clearTimeout(graceTimer);
       await app.close();
       await chain;
     },
