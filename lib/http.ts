@@ -71,7 +71,9 @@ export function toProblem(err: unknown): Problem {
   if (e?.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') return badRequest('Content-Length does not match the body');
   if (e instanceof SyntaxError || e?.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return badRequest(`Malformed JSON body: ${e.message}`);
   if (typeof e?.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
-    return new Problem(e.statusCode, e.code ?? 'BAD_REQUEST', 'Bad request', e.message);
+    // Fastify's own codes (FST_ERR_BAD_URL, ...) are its internals, not the API's error codes.
+    const code = e.code && !e.code.startsWith('FST_') ? e.code : e.statusCode === 404 ? 'NOT_FOUND' : 'BAD_REQUEST';
+    return new Problem(e.statusCode, code, 'Bad request', e.message);
   }
   const db = databaseProblem(err);
   if (db) return db;

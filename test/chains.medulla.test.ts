@@ -57,7 +57,8 @@ describe('medulla rpc', () => {
     expect(batch.body.map((r: { id: number }) => r.id)).toEqual([1, 2]);
     expect((await post(m.url, JSON.stringify({ method: 'submitblock', params: [{ height: 'x' }] }))).status).toBe(400);
     const health = await (await fetch(`${m.url}/health`)).json();
-    expect(health).toMatchObject({ ok: true, name: 'medulla', height: 0, epoch: 0, peers: 0 });
+    expect(health).toMatchObject({ ok: true, name: 'medulla', height: 0, epoch: 0, peers: 0, ts: expect.any(Number) });
+    expect(Math.abs(health.ts - Date.now())).toBeLessThan(60_000); // Unix ms, like every health
   });
 
   it('mines concurrent manual requests into their own blocks, and a restart resumes from the stored tip', async () => {

@@ -13,6 +13,7 @@ beforeAll(async () => {
     return { got: req.body };
   });
   app.post('/empty', async (req) => ({ body: req.body ?? null }));
+  app.get('/items/:id', async () => ({ ok: true }));
   app.get('/missing', async () => { throw notFound('Stack', 'stack:x'); });
   app.get('/broke', async () => { throw insufficientTokens('compute', 0.5, 0.25); });
   app.get('/slow-down', async () => { throw tooManyRequests('cooldown', 42); });
@@ -86,6 +87,14 @@ describe('HTTP foundation', () => {
     const r = await app.inject({ method: 'GET', url: '/nope' });
     expect(r.statusCode).toBe(404);
     problem(r);
+  });
+
+  it('a malformed URL is a 400 problem with the API\'s code, not the framework\'s', async () => {
+    const r = await app.inject({ method: 'GET', url: '/items/%E0%A4%A' });
+    expect(r.statusCode).toBe(400);
+    const b = problem(r);
+    expect(b.code).toBe('BAD_REQUEST');
+    expect(JSON.stringify(b)).not.toMatch(/FST_/i);
   });
 
   it('an internal failure leaks no detail', async () => {

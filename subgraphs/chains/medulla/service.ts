@@ -46,7 +46,7 @@ export async function createMedulla(p: Platform, overrides: Partial<MedullaNodeO
   });
   app.get('/health', async () => {
     const info = node?.chain.info();
-    return { ok: !!node, name: 'medulla', node: node?.opts.node, height: info?.height, epoch: info?.epoch, tip: info?.tip, peers: node?.peers.length ?? 0, mining: node?.autoMine ?? false };
+    return { ok: !!node, name: 'medulla', node: node?.opts.node, height: info?.height, epoch: info?.epoch, tip: info?.tip, peers: node?.peers.length ?? 0, mining: node?.autoMine ?? false, ts: Date.now() };
   });
   registerRpc(app, medullaMethods(() => node!));
   const bound = await listen(app, 'medulla', p.config.host, port);
