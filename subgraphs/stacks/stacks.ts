@@ -209,7 +209,7 @@ export async function stackView(p: Platform, row: StackRow, opts: { sleeves?: Sl
   return viewOf(row, sleeves, totals, bySleeve, anchors);
 }
 
-/** Every stack, oldest first, each with its sleeves and anchors; four queries whatever the count. */
+/** Every stack, oldest first, each with its sleeves and anchors; five queries whatever the count. */
 export async function listStacks(p: Platform): Promise<StackView[]> {
   const rows = await p.db.prisma.stack.findMany({ orderBy: { tokenId: 'asc' } });
   const sleeves = await p.db.prisma.sleeve.findMany({ where: { stackId: { in: rows.map((r) => r.id) } }, orderBy: { seq: 'asc' } });
