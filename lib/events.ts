@@ -13,11 +13,11 @@ export interface EventRecord {
   msgId?: string;
 }
 
+const outboxRow = (ev: EventRecord) => ({ subject: ev.subject, msgId: ev.msgId ?? randomUUID(), data: { type: ev.type, ts: Date.now(), ...ev.data } as never });
+
 /** Writes the event in the caller's transaction. Payloads must never carry secrets. */
 export async function recordEvent(tx: Tx, ev: EventRecord): Promise<void> {
-  await tx.eventOutbox.create({
-    data: { subject: ev.subject, msgId: ev.msgId ?? randomUUID(), data: { type: ev.type, ts: Date.now(), ...ev.data } as never },
-  });
+  await tx.eventOutbox.create({ data: outboxRow(ev) });
   relayNudge?.();
 }
 
@@ -27,10 +27,7 @@ export async function recordEvent(tx: Tx, ev: EventRecord): Promise<void> {
  * a copy published after the first left the outbox (its duplicate window).
  */
 export async function recordEventOnce(tx: Tx, ev: EventRecord & { msgId: string }): Promise<void> {
-  await tx.eventOutbox.createMany({
-    data: [{ subject: ev.subject, msgId: ev.msgId, data: { type: ev.type, ts: Date.now(), ...ev.data } as never }],
-    skipDuplicates: true,
-  });
+  await tx.eventOutbox.createMany({ data: [outboxRow(ev)], skipDuplicates: true });
   relayNudge?.();
 }
 

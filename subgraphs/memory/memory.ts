@@ -14,6 +14,7 @@ import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { epochKey, fromUtf8, open, seal, DecryptError } from '../../lib/crypto.ts';
 import { recordEvent } from '../../lib/events.ts';
+import { withTimeout } from '../../lib/timeout.ts';
 import { balanceOf, burn, sleeveAccount } from '../economy/ledger.ts';
 import { openResidue } from '../residues/open.ts';
 import { getStackRow, lockStack, setEpisodicHead, stackMasterSecret, type StackRow } from '../stacks/stacks.ts';
@@ -68,7 +69,6 @@ async function lockStackForWrite(tx: Tx, stackId: string) {
   return rows[0];
 }
 
-// Kept to few statements: under PGlite every statement of every write is serialised.
 /** Longest a write waits for Medulla's answer on the current epoch. */
 const WRITE_EPOCH_WAIT_MS = 250;
 
@@ -80,15 +80,10 @@ const WRITE_EPOCH_WAIT_MS = 250;
 async function writeEpoch(p: Platform): Promise<number> {
   if (p.local.has('medulla')) return p.epochs.current();
   // A slow or stopped Medulla must not hold writes up: past a short wait the follower's view stands.
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<number>((resolve) => (timer = setTimeout(() => resolve(p.epochs.current()), WRITE_EPOCH_WAIT_MS)));
-  try {
-    return await Promise.race([p.epochs.refresh().then((i) => i.epoch), late]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return withTimeout(() => p.epochs.refresh(), WRITE_EPOCH_WAIT_MS).then((i) => i.epoch, () => p.epochs.current());
 }
 
+// Kept to few statements: under PGlite every statement of every write is serialised.
 async function writeMemory(p: Platform, input: WriteInput): Promise<WriteResult> {
   const hippo = hippocampusClient(p);
   const epoch = await writeEpoch(p);

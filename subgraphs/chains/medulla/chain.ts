@@ -275,9 +275,10 @@ export class Chain implements ChainView {
     await this.#announce(tx, { subject: 'cog.epoch.advanced', type: 'epoch.advanced', data: { ...info, node } }, `epoch:${key}`, b.blockHash);
     await this.#announce(tx, { subject: 'cog.block.mined', type: 'block.mined', data: { block: blockJson(b), node } }, `block:${key}`, b.blockHash);
     if (b.coherenceEpoch !== null) {
-      await tx.epochAnchor.updateMany({ where: { epoch: b.coherenceEpoch, crossRoot: b.crossRoot }, data: { blockHash: b.blockHash, blockHeight: b.height } });
       const folded = await tx.epochAnchor.findUnique({ where: { epoch: b.coherenceEpoch } });
-      if (folded && folded.crossRoot !== b.crossRoot) {
+      if (folded?.crossRoot === b.crossRoot) {
+        await tx.epochAnchor.update({ where: { epoch: b.coherenceEpoch }, data: { blockHash: b.blockHash, blockHeight: b.height } });
+      } else if (folded) {
         await openForeignTuple(tx, {
           epoch: b.coherenceEpoch, committed: { crossRoot: b.crossRoot, blockHash: b.blockHash, height: b.height, node },
           folded: { crossRoot: folded.crossRoot, operator: folded.operator },

@@ -6,6 +6,7 @@
 // historical-non-canonical residue); a restart folds the epochs it missed (catchUp).
 import type { Platform } from '../../../lib/platform.ts';
 import { recordEvent } from '../../../lib/events.ts';
+import { withTimeout } from '../../../lib/timeout.ts';
 import { enqueueChainTx } from '../outbox.ts';
 import { openResidue } from '../../residues/open.ts';
 import { committedElsewhere, openForeignTuple } from '../foreign-tuple.ts';
@@ -53,15 +54,6 @@ function view(r: AnchorRow): Fold {
   };
 }
 
-async function withTimeout<T>(work: () => Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const stall = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)));
-  try {
-    return await Promise.race([work(), stall]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 async function read(ctx: FoldContext, epoch: number) {
   const gaps: Gap[] = [];
