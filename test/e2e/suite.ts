@@ -438,14 +438,27 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
       it('recall POST (Shape B): decrypted {cid, text, epoch} entries, broken count, cost {memory}, drift +0.1', async () => {
         const s = A.ai!;
         const before = await readSleeve(A.stack.id, s.id);
+        // The three newest nodes, newest first; 'keep this' is pinned. An unpinned one is a fragment
+        // while the reader's epoch is within 2 of its own: on a loaded machine (the distributed
+        // cluster in CI) the epochs may have moved past 'shape b' by now, or move during the call.
+        const first3 = [
+          { cid: A.cids[0]!, text: 'loose end', epoch: epochOf(A.cids[0]!), pinned: false },
+          { cid: A.cids[1]!, text: 'keep this', epoch: epochOf(A.cids[1]!), pinned: true },
+          { cid: A.cids[2]!, text: 'shape b', epoch: epochOf(A.cids[2]!), pinned: false },
+        ];
+        const ea = await epochNow(g2());
         const r = await okJson(post(g2(), '/v1/recall', { stackId: A.stack.id, sleeveId: s.id, depth: 3 }));
-        expect(r.fragments).toEqual([
-          { cid: A.cids[0], text: 'loose end', epoch: epochOf(A.cids[0]!) },
-          { cid: A.cids[1], text: 'keep this', epoch: epochOf(A.cids[1]!) },
-          { cid: A.cids[2], text: 'shape b', epoch: epochOf(A.cids[2]!) },
-        ]);
-        expect(r.broken).toBe(0);
-        expect(r.fidelity).toBe(1);
+        const eb = await epochNow(g2());
+        const readable = (n: (typeof first3)[number], e: number) => n.pinned || Math.abs(e - n.epoch) <= 2;
+        const sure = first3.filter((n) => readable(n, ea) && readable(n, eb)).map(({ pinned: _, ...f }) => f);
+        const maybe = first3.filter((n) => readable(n, ea) || readable(n, eb)).map(({ pinned: _, ...f }) => f);
+        expect(sure.length, 'the pinned node is always read').toBeGreaterThanOrEqual(1);
+        // In chain order, each one a node readable at one end of the call, every surely readable one there.
+        const read = new Set(r.fragments.map((f: { cid: string }) => f.cid));
+        expect(r.fragments).toEqual(maybe.filter((f) => read.has(f.cid)));
+        for (const f of sure) expect(read.has(f.cid), `${f.cid} read at epochs ${ea}..${eb}`).toBe(true);
+        expect(r.broken).toBe(3 - r.fragments.length);
+        expect(r.fidelity).toBeCloseTo(r.fragments.length / 3, 9);
         expect(r.cost).toEqual({ memory: 3 });
         const after = await readSleeve(A.stack.id, s.id);
         expect(after.drift).toBeCloseTo(before.drift + 0.1, 9);
