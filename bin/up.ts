@@ -48,8 +48,17 @@ export function topology(cfg: Config): ProcessSpec[] {
     { name: 'gateway-1', service: 'gateway', env: { COG_SUBGRAPHS: 'remote', ...via1 } },
     { name: 'gateway-2', service: 'gateway', env: { COG_SUBGRAPHS: 'remote', GATEWAY_PORT: String(p.gateway + 100), ...via2 } },
   ];
-  return specs;
+  // Each process's PostgreSQL pool, so the whole topology (70 connections) fits a stock server's
+  // max_connections of 100 with room for tooling; the gateways run the REST API's domain code.
+  return specs.map((s) => ({ ...s, env: { ...s.env, DATABASE_POOL_SIZE: String(POOL_SIZES[s.service] ?? 2) } }));
 }
+
+/** Connections per process (DATABASE_POOL_SIZE); an operator's DATABASE_POOL_SIZE overrides them all. */
+export const POOL_SIZES: Record<string, number> = {
+  gateway: 8, medulla: 3, hippocampus: 3, thalamus: 3, needlecast: 3, worker: 3,
+  'subgraph-stacks': 3, 'subgraph-sleeves': 3, 'subgraph-memory': 3, 'subgraph-chains': 3, 'subgraph-economy': 3, 'subgraph-residues': 3,
+  cortex: 2, dhf: 2, treasury: 2, faucet: 2, 'sleeve-runtime': 2,
+};
 
 /** Spec ports and subgraph ports of the topology; the second nodes sit at +1 and +100 of these. */
 export const BASE_PORTS = {
@@ -72,8 +81,11 @@ export function shiftedPortsEnv(shift: number): Record<string, string> {
   return env;
 }
 
-/** Creates the PostgreSQL database DATABASE_URL names when it does not exist yet (best effort). */
-async function ensureDatabase(databaseUrl: string): Promise<void> {
+/**
+ * Creates the PostgreSQL database DATABASE_URL names when it does not exist yet, and warns when the
+ * topology's pools could take more connections than the server allows (best effort).
+ */
+async function ensureDatabase(databaseUrl: string, connections: number): Promise<void> {
   const u = new URL(databaseUrl);
   const name = decodeURIComponent(u.pathname.replace(/^\//, ''));
   if (!name || !/^[A-Za-z0-9_]+$/.test(name)) return;
@@ -86,6 +98,10 @@ async function ensureDatabase(databaseUrl: string): Promise<void> {
     if (!rowCount) {
       await admin.query(`CREATE DATABASE "${name}"`);
       process.stdout.write(`[up] created database ${name}\n`);
+    }
+    const max = Number((await admin.query('SHOW max_connections')).rows[0]?.max_connections);
+    if (max && connections > max - 5) {
+      process.stderr.write(`[up] the processes' pools may open ${connections} connections but the server allows ${max}: raise max_connections or lower DATABASE_POOL_SIZE\n`);
     }
   } catch (e) {
     process.stderr.write(`[up] could not check database ${name}: ${(e as Error).message}\n`);
@@ -103,13 +119,15 @@ export async function upDistributed(cfg: Config): Promise<void> {
   if (!process.env.COG_MASTER_KEY) {
     process.stderr.write('cog up --distributed: COG_MASTER_KEY unset; every process reads the key file under COG_DATA_DIR, so they must share that directory\n');
   }
-  await ensureDatabase(process.env.DATABASE_URL!);
+  const specs = topology(cfg);
+  const override = process.env.DATABASE_POOL_SIZE ? cfg.databasePoolSize : undefined;
+  await ensureDatabase(process.env.DATABASE_URL!, specs.reduce((n, s) => n + (override ?? Number(s.env.DATABASE_POOL_SIZE)), 0));
   const children = new Map<string, ChildProcess>();
   let stopping = false;
   const start = (spec: ProcessSpec, attempt = 0) => {
     const child = spawn(process.execPath, [path.join(root, 'bin', 'cog.mjs'), 'service', spec.service], {
       cwd: root,
-      env: { ...process.env, ...spec.env, COG_DATA_DIR: cfg.dataDir },
+      env: { ...process.env, ...spec.env, ...(process.env.DATABASE_POOL_SIZE ? { DATABASE_POOL_SIZE: process.env.DATABASE_POOL_SIZE } : {}), COG_DATA_DIR: cfg.dataDir },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     children.set(spec.name, child);
@@ -127,7 +145,7 @@ export async function upDistributed(cfg: Config): Promise<void> {
       setTimeout(() => start(spec, next), delay).unref();
     });
   };
-  for (const spec of topology(cfg)) start(spec);
+  for (const spec of specs) start(spec);
   const stop = () => {
     stopping = true;
     for (const c of children.values()) c.kill('SIGTERM');

@@ -96,6 +96,8 @@ export interface Config {
   dataDir: string;
   /** Real engines; undefined selects the embedded adapter. */
   databaseUrl?: string;
+  /** DATABASE_POOL_SIZE: connections this process opens to PostgreSQL at most (default 10; `cog up --distributed` sizes each process so the whole topology fits the server). */
+  databasePoolSize: number;
   natsUrl?: string;
   redisUrl?: string;
   /** COG_NATS_STREAM / COG_NATS_PREFIX: JetStream stream and subject prefix (defaults COG, cog). */
@@ -169,6 +171,7 @@ export function loadConfig(env: Env = process.env): Config {
     host,
     dataDir: path.resolve(env.COG_DATA_DIR || './.cog'),
     databaseUrl: url(env, 'DATABASE_URL'),
+    databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 200),
     natsUrl: url(env, 'NATS_URL'),
     redisUrl: url(env, 'REDIS_URL'),
     natsStream: name(env, 'COG_NATS_STREAM', 'COG'),

@@ -73,6 +73,17 @@ function sqlState(e: unknown): string | undefined {
 }
 
 /**
+ * A transaction that failed only because of what ran beside it: a serialization failure or a
+ * deadlock (PostgreSQL aborted it to let the other one through; P2034 is Prisma's name for both),
+ * or no connection slot left on the server. Running it again from the start is the remedy.
+ */
+export function transientTransactionError(e: unknown): boolean {
+  if ((e as { code?: unknown } | null)?.code === 'P2034') return true;
+  const state = sqlState(e);
+  return state === '40001' || state === '40P01' || state === '53300';
+}
+
+/**
  * node-postgres errors of a connection that broke mid-query (the server stopped or restarted) carry
  * no SQLSTATE; through the Prisma adapter they arrive as a plain Error with `clientVersion`.
  */

@@ -59,7 +59,7 @@ export async function openPlatform(config: Config, opts: { log?: Logger; name?: 
   const log = opts.log ?? createLogger({ level: config.logLevel, name: opts.name ?? 'cog' });
   fs.mkdirSync(config.dataDir, { recursive: true });
   const masterKey = loadMasterKey(config);
-  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: config.databasePoolSize });
   const bus = await createBus({ natsUrl: config.natsUrl, stream: config.natsStream, subjectPrefix: config.natsPrefix, memory: { journalDir: path.join(config.dataDir, 'bus') } });
   const cache = await createCache({ redisUrl: config.redisUrl, keyPrefix: config.redisPrefix });
   const objects = await createObjectStore({ s3: config.s3.endpoint ? { ...config.s3, endpoint: config.s3.endpoint } : undefined, dir: path.join(config.dataDir, 'objects') });

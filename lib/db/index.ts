@@ -8,6 +8,7 @@ import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 import { PrismaClient } from '../../generated/prisma/client.ts';
 import { migrate, type SqlDriver } from './migrate.ts';
+import { transientTransactionError } from '../errors.ts';
 
 export type { PrismaClient };
 export type Db = PrismaClient;
@@ -42,6 +43,7 @@ export async function openDatabase(opts: { databaseUrl?: string; dataDir: string
     }
     const prisma = new PrismaClient({ adapter: new PrismaPg(pool) as never, log: [{ emit: 'event', level: 'query' }] });
     (prisma as unknown as { $on(e: 'query', cb: () => void): void }).$on('query', () => void queries++);
+    retryTransientTransactions(prisma);
     return { prisma, driver, kind: 'postgres', queryCount: () => queries, close: async () => { await prisma.$disconnect(); await pool.end(); } };
   }
   let dir = 'memory://';
@@ -58,4 +60,36 @@ export async function openDatabase(opts: { databaseUrl?: string; dataDir: string
   const prisma = new PrismaClient({ adapter: new PrismaPGlite(lite) as never, log: [{ emit: 'event', level: 'query' }] });
   (prisma as unknown as { $on(e: 'query', cb: () => void): void }).$on('query', () => void queries++);
   return { prisma, driver, kind: 'pglite', queryCount: () => queries, close: async () => { await prisma.$disconnect(); await lite.close(); } };
+}
+
+/** Attempts of an interactive transaction that keeps failing transiently (see transientTransactionError). */
+export const TX_ATTEMPTS = 4;
+let retried = 0;
+/** Transactions run again after a transient failure since the process started (tests read it). */
+export const transactionRetries = () => retried;
+
+/**
+ * Runs an interactive transaction again, from the start, when PostgreSQL aborted it for a deadlock
+ * or a serialization failure, or had no connection slot free: under load two transactions that
+ * lock the same rows in different orders are normal, and the client should not see a 503 for
+ * them. Up to TX_ATTEMPTS tries, with a short random pause (so the two do not collide again).
+ * Everything a transaction callback does to the database is rolled back before it runs again;
+ * the callbacks keep what they do outside it idempotent (a content-addressed put, in-memory state
+ * updated only after commit). PGlite runs one transaction at a time and needs none of this.
+ */
+function retryTransientTransactions(prisma: PrismaClient): void {
+  const original = prisma.$transaction.bind(prisma) as (arg: unknown, opts?: unknown) => Promise<unknown>;
+  const retrying = async (arg: unknown, opts?: unknown) => {
+    if (typeof arg !== 'function') return original(arg, opts); // a batch of queries: one statement set, Prisma runs it
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await original(arg, opts);
+      } catch (e) {
+        if (attempt >= TX_ATTEMPTS || !transientTransactionError(e)) throw e;
+        retried++;
+        await new Promise((r) => setTimeout(r, 10 * attempt + Math.random() * 40 * attempt));
+      }
+    }
+  };
+  Object.defineProperty(prisma, '$transaction', { value: retrying, configurable: true, writable: true });
 }

@@ -12,6 +12,7 @@ describe('config', () => {
     expect(c.faucetCooldownMs).toBe(60_000);
     expect(c.residueExpiryEpochs).toBe(100);
     expect(c.databaseUrl).toBeUndefined();
+    expect(c.databasePoolSize).toBe(10);
   });
 
   it('takes every override from the environment', () => {
@@ -22,6 +23,7 @@ describe('config', () => {
     expect(c.ports.gateway).toBe(9070);
     expect(c.urls.base).toBe('http://127.0.0.1:9070');
     expect(c.medullaPeers).toHaveLength(2);
+    expect(loadConfig({ DATABASE_POOL_SIZE: '3' }).databasePoolSize).toBe(3);
   });
 
   it.each([
@@ -31,6 +33,7 @@ describe('config', () => {
     ['COG_FIDELITY_MIN', '1.5'],
     ['GATEWAY_PORT', '70000'],
     ['DATABASE_URL', 'not a url'],
+    ['DATABASE_POOL_SIZE', '0'],
     ['MEDULLA_PEERS', 'http://ok:1,nope'],
     ['COG_AUTH', 'sometimes'],
   ])('a bad %s stops with a message naming it', (name, value) => {

@@ -2,7 +2,7 @@ import { describe, it, expect, afterAll } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { openDatabase, type Database } from '../../lib/db/index.ts';
+import { openDatabase, transactionRetries, TX_ATTEMPTS, type Database } from '../../lib/db/index.ts';
 import { migrate, readMigrations } from '../../lib/db/migrate.ts';
 import { pendingSql } from '../../prisma/diff.ts';
 import { freshDatabase } from '../helpers/postgres.ts';
@@ -57,6 +57,45 @@ describe('database', () => {
       await Promise.all(others.map((o) => o.close()));
       await db.close();
     } finally {
+      await pgdb.drop();
+    }
+  });
+
+  it('PostgreSQL: a transaction aborted for a deadlock runs again, once applied; other failures are not retried', async () => {
+    const pgdb = await freshDatabase();
+    const db = await openDatabase({ databaseUrl: pgdb.url, dataDir: os.tmpdir() });
+    try {
+      await db.prisma.stack.createMany({ data: [stackData('s1'), stackData('s2')] });
+      // Two transactions take the two rows in opposite orders, each holding its first lock until
+      // the other has its own: PostgreSQL detects the deadlock and aborts one of them.
+      let held = 0;
+      const bothHeld = new Promise<void>((resolve) => {
+        const check = setInterval(() => { if (held >= 2) { clearInterval(check); resolve(); } }, 5);
+      });
+      const attempts = { a: 0, b: 0 };
+      const crossing = (mine: 'a' | 'b', first: string, second: string) => db.prisma.$transaction(async (tx) => {
+        attempts[mine]++;
+        await tx.$executeRaw`UPDATE "Stack" SET name = name || ${mine} WHERE id = ${first}`;
+        if (attempts[mine] === 1) { held++; await bothHeld; }
+        await tx.$executeRaw`UPDATE "Stack" SET name = name || ${mine} WHERE id = ${second}`;
+        return mine;
+      }, { timeout: 20_000 });
+      const before = transactionRetries();
+      expect(await Promise.all([crossing('a', 's1', 's2'), crossing('b', 's2', 's1')])).toEqual(['a', 'b']);
+      expect(attempts.a + attempts.b, 'one of the two ran again').toBe(3);
+      expect(transactionRetries()).toBe(before + 1);
+      // Each applied exactly once: the aborted attempt left nothing behind.
+      for (const id of ['s1', 's2']) {
+        const { name } = (await db.prisma.stack.findUnique({ where: { id } }))!;
+        expect([...name].sort().join(''), id).toBe('abn');
+      }
+      // A failure that is not transient (here a unique violation) is not run again.
+      let tries = 0;
+      await expect(db.prisma.$transaction(async (tx) => { tries++; await tx.stack.create({ data: stackData('s1') }); })).rejects.toThrow();
+      expect(tries).toBe(1);
+      expect(TX_ATTEMPTS).toBeGreaterThan(1);
+    } finally {
+      await db.close();
       await pgdb.drop();
     }
   });

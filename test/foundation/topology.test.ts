@@ -19,10 +19,20 @@ describe('deploy/ files are true to bin/up.ts', () => {
     expect(procfile.map((p) => p.service)).toEqual(specs.map((s) => s.service));
     specs.forEach((s, i) => expect(procfile[i].env).toEqual(s.env));
   });
-  it('compose.yaml has one service per process', () => {
-    const doc = parse(fs.readFileSync(new URL('../../deploy/compose.yaml', import.meta.url), 'utf8')) as { services: Record<string, { command?: string[] }> };
-    const commands = Object.values(doc.services).filter((s) => s.command?.[0] === 'node').map((s) => s.command![3]);
-    expect(commands).toEqual(specs.map((s) => s.service));
+  it('compose.yaml has one service per process, with the same settings', () => {
+    const doc = parse(fs.readFileSync(new URL('../../deploy/compose.yaml', import.meta.url), 'utf8'), { merge: true }) as { services: Record<string, { command?: string[]; environment?: Record<string, string> }> };
+    const cog = Object.values(doc.services).filter((s) => s.command?.[0] === 'node');
+    expect(cog.map((s) => s.command![3])).toEqual(specs.map((s) => s.service));
+    const shared = ['DATABASE_URL', 'NATS_URL', 'REDIS_URL', 'S3_ENDPOINT', 'S3_BUCKET', 'COG_MASTER_KEY', 'COG_INTERNAL_TOKEN'];
+    cog.forEach((s, i) => {
+      const own = Object.fromEntries(Object.entries(s.environment ?? {}).filter(([k]) => !shared.includes(k)));
+      expect(own, specs[i]!.name).toEqual(specs[i]!.env);
+    });
+  });
+  it('every process has a PostgreSQL pool, and together they fit a stock server (max_connections 100)', () => {
+    const total = specs.reduce((n, s) => n + Number(s.env.DATABASE_POOL_SIZE), 0);
+    for (const s of specs) expect(Number(s.env.DATABASE_POOL_SIZE), s.name).toBeGreaterThanOrEqual(2);
+    expect(total).toBeLessThanOrEqual(80);
   });
   it('every process names a registered service', () => {
     for (const s of specs) expect(SERVICES.map((x) => x.name)).toContain(s.service);
