@@ -51,7 +51,11 @@ export const tooManyRequests = (detail: string, retryAfterSeconds: number) =>
     'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),
   });
 
-export const unauthorized = (detail: string) => new Problem(401, 'UNAUTHORIZED', 'Unauthorized', detail);
+/** The two ways in (RFC 9110 §11.6.1: a 401 names its challenge): a stack's ed25519 signature, an internal service's bearer token. */
+export const CHALLENGE_SIGNED = 'Cog-Ed25519 realm="cog", headers="x-cog-stack x-cog-timestamp x-cog-signature"';
+export const CHALLENGE_INTERNAL = 'Bearer realm="cog-internal"';
+export const unauthorized = (detail: string, challenge = CHALLENGE_SIGNED) =>
+  new Problem(401, 'UNAUTHORIZED', 'Unauthorized', detail, {}, { 'www-authenticate': challenge });
 
 export const payloadTooLarge = (limit: number) =>
   new Problem(413, 'PAYLOAD_TOO_LARGE', 'Payload too large', `Request bodies are limited to ${limit} bytes`);

@@ -5,7 +5,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { Ajv } from 'ajv';
 import addFormatsImport from 'ajv-formats';
 import type { Logger } from './log.ts';
-import { Problem, badRequest, databaseProblem, isProblem, payloadTooLarge, type FieldProblem } from './errors.ts';
+import { Problem, badRequest, databaseProblem, isProblem, payloadTooLarge, unauthorized, CHALLENGE_INTERNAL, type FieldProblem } from './errors.ts';
 
 export const BODY_LIMIT = 1024 * 1024;
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
@@ -122,7 +122,7 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
       if ((req.method === 'GET' || req.method === 'HEAD') && (route === '/health' || route === '/healthz')) return;
       const given = req.headers.authorization;
       if (typeof given !== 'string' || !timingSafeEqual(digest(given), expected)) {
-        return sendProblem(reply, new Problem(401, 'UNAUTHORIZED', 'Unauthorized', 'This internal service needs its bearer token'));
+        return sendProblem(reply, unauthorized('This internal service needs its bearer token', CHALLENGE_INTERNAL));
       }
     });
   }

@@ -24,6 +24,7 @@ async function refused(run: () => Promise<Res>): Promise<Res> {
   expect(r.status, r.text).toBe(401);
   expect(isProblem(r), r.text).toBe(true);
   expect(r.body.code).toBe('UNAUTHORIZED');
+  expect(r.headers.get('www-authenticate')).toMatch(/^Cog-Ed25519 realm="cog", headers="x-cog-stack x-cog-timestamp x-cog-signature"$/);
   expect(await snapshot(g.p)).toBe(before);
   return r;
 }

@@ -62,6 +62,7 @@ describe('internal bearer token', () => {
         const r = await call(svc[name].url!, method, path, body, auth ? { authorization: auth } : {});
         expect(r.status, `${name} ${method} ${path} ${auth}`).toBe(401);
         expect(isProblem(r)).toBe(true);
+        expect(r.headers.get('www-authenticate')).toBe('Bearer realm="cog-internal"');
       }
     }
     // unknown routes and health look-alikes are refused too
