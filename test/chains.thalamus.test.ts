@@ -174,3 +174,41 @@ it('folds an ended epoch after a grace period, so a write that lands just after 
   const row = await waitFor(() => db.epochAnchor.findUnique({ where: { epoch: e } }));
   expect(row.ipfsRoot).toBe(mth([early, late].sort().map((c) => sha(Buffer.from(c)))).toString('hex'));
 });
+
+it('writes that commit after their epoch was folded open one historical-non-canonical residue at the next fold; the epoch\'s writes are its proof', async () => {
+  const db = p.db.prisma;
+  const root = (cids: string[]) => mth(cids.map((c) => sha(Buffer.from(c)))).toString('hex');
+  const e = (await m.node.mineNow()).height + 20;
+  p.setEpoch(e);
+  const first = `cog://${'c3'.repeat(32)}@${e}`;
+  await db.memoryNode.create({ data: { cid: first, stackId: 's', epoch: e, links: [], size: 1 } });
+  p.setEpoch(e + 1);
+  const fold = await waitFor(() => db.epochAnchor.findUnique({ where: { epoch: e } }));
+  expect(fold.ipfsRoot).toBe(root([first]));
+  // A write stamped e commits only now, after the fold (and its grace) took epoch e's writes.
+  const late = `cog://${'d4'.repeat(32)}@${e}`;
+  await db.memoryNode.create({ data: { cid: late, stackId: 's', epoch: e, links: [], size: 1 } });
+  p.setEpoch(e + 2); // the fold of e + 1 reads epoch e's writes again
+  const key = `historical-non-canonical:thalamus-ipfs:${e}`;
+  const r = await waitFor(() => db.residue.findUnique({ where: { dedupeKey: key } }));
+  expect(r).toMatchObject({ kind: 'historical-non-canonical', status: 'open', bountyMilli: 8000, epoch: e });
+  expect(r.evidence).toMatchObject({
+    source: 'hippocampus', epoch: e,
+    committed: { ipfsRoot: fold.ipfsRoot, crossRoot: fold.crossRoot },
+    canonical: { ipfsRoot: root([first, late]), writes: 2, crossRoot: crossRootOf(fold.evmRoot, root([first, late]), fold.sleevesRoot) },
+  });
+  // The committed tuple stays final.
+  expect((await db.epochAnchor.findUnique({ where: { epoch: e } }))!.ipfsRoot).toBe(fold.ipfsRoot);
+
+  // The proof is the epoch's writes in write order: the folded ones alone, another order or nothing are refused.
+  const finder = await createStack(p, { name: 'late-writes' });
+  for (const proof of [{ cids: [first] }, { cids: [late, first] }, {}, { cids: 'x' }]) {
+    await expect(submitProof(p, r.id, { claimant: finder.id, proof })).rejects.toMatchObject({ code: 'INVALID_PROOF' });
+  }
+  expect(await submitProof(p, r.id, { claimant: finder.id, proof: { cids: [first, late] } })).toMatchObject({ status: 'resolved', bounty: 8 });
+
+  // Later folds read epoch e again and open nothing more; an epoch whose writes still fold to its root opens none.
+  p.setEpoch(e + 3);
+  await waitFor(() => db.epochAnchor.findUnique({ where: { epoch: e + 2 } }));
+  expect(await db.residue.count({ where: { dedupeKey: { startsWith: 'historical-non-canonical:thalamus-ipfs:' } } })).toBe(1);
+});

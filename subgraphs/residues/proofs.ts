@@ -7,6 +7,9 @@
 //                                               Cortex's confirmed suite transactions of the epoch, folding to the recorded canonical evmRoot
 //                            {height}           (Medulla committed another tuple than the fold, evidence.source 'medulla')
 //                                               a main-chain block at that height committing the Thalamus fold of the epoch
+//                            {cids}             (writes committed after their epoch's fold, evidence.source 'hippocampus')
+//                                               exactly the epoch's writes as Hippocampus serves them, in write order,
+//                                               folding to the recorded canonical ipfsRoot
 //   reorg-orphan             {height}           Medulla's main-chain block at that height commits the orphaned tuple
 //   shard-loss               {}                 the lost CID is readable on Hippocampus again; for a Thalamus fold the
 //                                               Hippocampus did not answer (evidence.source 'hippocampus', no CID): it
@@ -120,8 +123,23 @@ async function evmRefoldProof(p: Platform, r: ResidueFacts, proof: Record<string
   return yes({ epoch, evmRoot: canonical.evmRoot, txs: given.size });
 }
 
+/** Writes that committed after their epoch's fold: the proof is the epoch's writes, checked against Hippocampus. */
+async function lateWritesProof(p: Platform, r: ResidueFacts, proof: Record<string, unknown>): Promise<Verdict> {
+  const canonical = (r.evidence.canonical ?? {}) as { ipfsRoot?: unknown };
+  const epoch = r.evidence.epoch;
+  if (!isHex(canonical.ipfsRoot, 32) || typeof epoch !== 'number') return no('the residue records no canonical ipfsRoot');
+  const list = proof.cids;
+  if (!Array.isArray(list) || list.length > 100_000 || !list.every(str)) return no("proof.cids (the epoch's CIDs in write order) is required");
+  if (ipfsRootOf(list) !== canonical.ipfsRoot) return no(`proof.cids do not fold to the canonical ipfsRoot ${canonical.ipfsRoot}`);
+  // A Hippocampus that does not answer is a 503 (try again later), not a wrong proof.
+  const served = await hippocampusClient(p).epochWrites(epoch);
+  if (served.length !== list.length || served.some((c, i) => c !== list[i])) return no(`proof.cids differ from Hippocampus's writes of epoch ${epoch} (${served.length} served, ${list.length} given)`);
+  return yes({ epoch, ipfsRoot: canonical.ipfsRoot, writes: list.length });
+}
+
 async function historicalNonCanonical(p: Platform, r: ResidueFacts, proof: Record<string, unknown>): Promise<Verdict> {
   if (r.evidence.source === 'cortex') return evmRefoldProof(p, r, proof);
+  if (r.evidence.source === 'hippocampus') return lateWritesProof(p, r, proof);
   if (r.evidence.source === 'medulla') return foldCommittedProof(p, r, proof);
   if (proof.sleeveId !== undefined) {
     if (!str(proof.sleeveId)) return no('proof.sleeveId must be a sleeve id');

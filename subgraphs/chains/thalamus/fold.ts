@@ -3,7 +3,8 @@
 // and event in one transaction, then submit the tuple to Medulla. The first fold of an epoch is
 // final: a later tick re-submits the stored tuple, so one operator never sends two tuples.
 // A Cortex gap is re-folded once Cortex answers (refoldEvmGaps: a different evmRoot is a
-// historical-non-canonical residue); a restart folds the epochs it missed (catchUp).
+// historical-non-canonical residue); a restart folds the epochs it missed (catchUp). Writes of an
+// ended epoch that commit after its fold are found at the next folds (recheckLateWrites).
 import type { Platform } from '../../../lib/platform.ts';
 import { recordEvent } from '../../../lib/events.ts';
 import { withTimeout } from '../../../lib/timeout.ts';
@@ -11,7 +12,7 @@ import { enqueueChainTx } from '../outbox.ts';
 import { openResidue } from '../../residues/open.ts';
 import { committedElsewhere, openForeignTuple } from '../foreign-tuple.ts';
 import { medullaRpc } from '../medulla/client.ts';
-import { computeRoots, crossRootOf, evmRootOf, type CoherenceTuple } from './coherence.ts';
+import { computeRoots, crossRootOf, evmRootOf, ipfsRootOf, type CoherenceTuple } from './coherence.ts';
 import type { Operator } from './operator.ts';
 import type { FoldSources } from './sources.ts';
 
@@ -210,6 +211,60 @@ export async function refoldEvmGaps(ctx: FoldContext, before: number, lookback =
     }
   } catch (e) {
     ctx.p.log.warn({ err: (e as Error).message }, 'thalamus: re-fold of cortex gaps failed, will retry');
+  }
+  return out;
+}
+
+/** Folded epochs before the one just folded whose DAG writes are read again (late writes). */
+export const LATE_WRITE_EPOCHS = 2;
+
+export interface LateWrites {
+  epoch: number;
+  /** The committed ipfsRoot, and the root of the epoch's writes as Hippocampus serves them now. */
+  committedIpfsRoot: string;
+  ipfsRoot: string;
+  writes: number;
+  residueId: string;
+}
+
+/**
+ * The fold of an epoch reads its writes after a grace, but a write stamped with the epoch can
+ * still commit later (a transaction slow under load, a process that heard of the block late). At
+ * each fold the writes of the `back` folded epochs before `before` are read again; an epoch whose
+ * writes no longer fold to its committed ipfsRoot is a historical-non-canonical residue (evidence
+ * source 'hippocampus', the committed and the canonical roots; proof: the epoch's writes). The
+ * committed tuple stays final, as for a Cortex re-fold. Epochs folded with an `ipfs` gap already
+ * have their shard-loss residue. Never throws; a Hippocampus that does not answer is retried at
+ * the next fold.
+ */
+export async function recheckLateWrites(ctx: FoldContext, before: number, back = LATE_WRITE_EPOCHS): Promise<LateWrites[]> {
+  const db = ctx.p.db.prisma;
+  const out: LateWrites[] = [];
+  try {
+    const rows = await db.epochAnchor.findMany({ where: { epoch: { gte: Math.max(0, before - back), lt: before } }, orderBy: { epoch: 'asc' } });
+    for (const r of rows) {
+      if (r.gaps.includes('ipfs')) continue;
+      const cids = await withTimeout(() => ctx.sources.dag.cidsForEpoch(r.epoch), ctx.sourceTimeoutMs);
+      const ipfsRoot = ipfsRootOf(cids);
+      if (ipfsRoot === r.ipfsRoot) continue;
+      const crossRoot = crossRootOf(r.evmRoot, ipfsRoot, r.sleevesRoot, r.btcRoot);
+      const { residue, created } = await db.$transaction((tx) => openResidue(tx, {
+        kind: 'historical-non-canonical',
+        trigger: `epoch ${r.epoch} has writes that committed after its fold; they fold to ipfsRoot ${ipfsRoot}, the committed tuple has ${r.ipfsRoot}`,
+        epoch: r.epoch,
+        evidence: {
+          source: 'hippocampus', epoch: r.epoch,
+          committed: { crossRoot: r.crossRoot, ipfsRoot: r.ipfsRoot, blockHash: r.blockHash, blockHeight: r.blockHeight },
+          canonical: { crossRoot, ipfsRoot, writes: cids.length },
+        },
+        dedupeKey: `historical-non-canonical:thalamus-ipfs:${r.epoch}`, expiryEpochs: ctx.p.config.residueExpiryEpochs,
+      }), TX_OPTS);
+      if (!created) continue;
+      ctx.p.log.warn({ epoch: r.epoch, writes: cids.length, residue: residue.id }, 'thalamus: writes committed after the fold of their epoch');
+      out.push({ epoch: r.epoch, committedIpfsRoot: r.ipfsRoot, ipfsRoot, writes: cids.length, residueId: residue.id });
+    }
+  } catch (e) {
+    ctx.p.log.warn({ err: (e as Error).message }, 'thalamus: re-reading recent epochs\' writes failed, will retry');
   }
   return out;
 }

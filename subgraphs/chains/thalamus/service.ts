@@ -5,7 +5,7 @@ import { conflict } from '../../../lib/errors.ts';
 import { createHttp, listen } from '../../../lib/http.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { RunningService, ServiceStarter } from '../../../lib/service.ts';
-import { catchUp, foldEpoch, LOOKBACK_EPOCHS, refoldEvmGaps, resubmitPending, type Fold, type FoldContext } from './fold.ts';
+import { catchUp, foldEpoch, LOOKBACK_EPOCHS, recheckLateWrites, refoldEvmGaps, resubmitPending, type Fold, type FoldContext } from './fold.ts';
 import { loadOperator } from './operator.ts';
 import { platformSources, type FoldSources } from './sources.ts';
 
@@ -50,6 +50,8 @@ export async function createThalamus(p: Platform, opts: ThalamusOptions = {}): P
     await resubmitPending(ctx, epoch - 16);
     // Cortex answered this fold: earlier folds it missed are re-folded (a discrepancy is a residue).
     if (!f.gaps.includes('evm')) await refoldEvmGaps(ctx, epoch, lookback);
+    // The Hippocampus answered: writes of the epochs before that committed after their folds.
+    if (!f.gaps.includes('ipfs')) await recheckLateWrites(ctx, epoch);
     return f;
   };
 
