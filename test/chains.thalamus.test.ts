@@ -160,20 +160,27 @@ it('a tuple other than the fold committed for an epoch opens one historical-non-
 
 it('folds an ended epoch after a grace period, so a write that lands just after the advance is in its ipfsRoot', async () => {
   await th.close();
-  th = await createThalamus(p, { port: 0, medullaUrl: m.url, foldGraceMs: 400 });
+  // A grace long enough that a loaded machine does not outlast it between the advance and the late
+  // write below (100 ms and one insert apart).
+  const graceMs = 3000;
+  th = await createThalamus(p, { port: 0, medullaUrl: m.url, foldGraceMs: graceMs });
   const db = p.db.prisma;
   const e = (await m.node.mineNow()).height + 5;
   p.setEpoch(e);
   const early = `cog://${'a1'.repeat(32)}@${e}`;
   await db.memoryNode.create({ data: { cid: early, stackId: 's', epoch: e, links: [], size: 1 } });
   p.setEpoch(e + 1); // epoch e ended; a write stamped e is still committing
+  const advancedAt = Date.now();
   await new Promise((r) => setTimeout(r, 100));
   const late = `cog://${'b2'.repeat(32)}@${e}`;
   await db.memoryNode.create({ data: { cid: late, stackId: 's', epoch: e, links: [], size: 1 } });
-  expect(await db.epochAnchor.findUnique({ where: { epoch: e } })).toBeNull(); // still within the grace
-  const row = await waitFor(() => db.epochAnchor.findUnique({ where: { epoch: e } }));
+  expect(await db.epochAnchor.findUnique({ where: { epoch: e } }), `${Date.now() - advancedAt} ms after the advance`).toBeNull(); // still within the grace
+  const row = await waitFor(() => db.epochAnchor.findUnique({ where: { epoch: e } }), graceMs + 10_000);
   expect(row.ipfsRoot).toBe(mth([early, late].sort().map((c) => sha(Buffer.from(c)))).toString('hex'));
-});
+  // The next test folds with a short grace again.
+  await th.close();
+  th = await createThalamus(p, { port: 0, medullaUrl: m.url, foldGraceMs: 400 });
+}, 30_000);
 
 it('writes that commit after their epoch was folded open one historical-non-canonical residue at the next fold; the epoch\'s writes are its proof', async () => {
   const db = p.db.prisma;

@@ -173,19 +173,22 @@ describe('cortex submitter', () => {
     await c.provider.send('evm_setIntervalMining', [0]);
     try {
       await enqueue('mintIdentity', stackId(t), { stackId: stackId(t), tokenId: t, cpv: CPV });
-      const s = start();
+      // Long enough that the submitter does not re-broadcast between the drop and the check that the
+      // node forgot the transaction, even when a loaded machine is slow to get there.
+      const s = start({ droppedAfterMs: 3000 });
       let row = await p.db.prisma.chainOutbox.findFirstOrThrow();
       for (let i = 0; i < 100 && row.status !== 'submitted'; i++) {
         await new Promise((r) => setTimeout(r, 50));
         row = await p.db.prisma.chainOutbox.findFirstOrThrow();
       }
       expect(row.status).toBe('submitted');
-      await new Promise((r) => setTimeout(r, 100));
+      // Stored as submitted first, then broadcast.
+      for (let i = 0; i < 200 && !(await c.provider.getTransaction('0x' + row.txHash)); i++) await new Promise((r) => setTimeout(r, 50));
       expect(await c.provider.getTransaction('0x' + row.txHash)).not.toBeNull();
       await c.provider.send('anvil_dropTransaction', ['0x' + row.txHash]);
       expect(await c.provider.getTransaction('0x' + row.txHash)).toBeNull();
       // The submitter notices (not in the mempool, older than droppedAfterMs) and re-broadcasts.
-      for (let i = 0; i < 100 && !(await c.provider.getTransaction('0x' + row.txHash)); i++) await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 400 && !(await c.provider.getTransaction('0x' + row.txHash)); i++) await new Promise((r) => setTimeout(r, 50));
       expect(await c.provider.getTransaction('0x' + row.txHash)).not.toBeNull();
       await c.provider.send('evm_mine', []);
       await s.idle(10_000);
@@ -196,7 +199,7 @@ describe('cortex submitter', () => {
     } finally {
       await c.provider.send('evm_setIntervalMining', [1]);
     }
-  });
+  }, 60_000);
 
   it('reconcile reports a database that claims what the chain does not have', async () => {
     await p.db.prisma.chainOutbox.create({

@@ -66,6 +66,8 @@ describe('perceive', () => {
     expect(after.tokens.compute).toBe(249);
     expect(after.drift).toBe(2);
     await relay.flush();
+    // Published; the bus delivers asynchronously (a loaded machine can take longer than a moment).
+    await expect.poll(() => events.length, { timeout: 10_000, interval: 20 }).toBeGreaterThanOrEqual(2);
     await new Promise((r) => setTimeout(r, 50));
     expect(events).toHaveLength(2);
     expect(events[0]).toMatchObject({ stackId: stack.id, sleeveId: s.id, cid: r1.body.cid, epoch: 5 });

@@ -87,11 +87,11 @@ describe('faucet', () => {
 
   it('grants again after the cooldown', async () => {
     // Long enough that a loaded machine cannot outlast it between two drips, short enough to wait out.
-    const q = { ...p, cache: caches[0]!, config: { ...p.config, faucetCooldownMs: 1500 } } as Platform;
+    const q = { ...p, cache: caches[0]!, config: { ...p.config, faucetCooldownMs: 3000 } } as Platform;
     const stack = await createStack(p, { name: 'again' });
     await drip(q, stack.id);
     await expect(drip(q, stack.id)).rejects.toMatchObject({ status: 429 });
-    await new Promise((r) => setTimeout(r, 1600));
+    await new Promise((r) => setTimeout(r, 3100));
     await drip(q, stack.id);
     expect((await balanceOf(p.db.prisma, poolAccount(stack.id))).compute).toBe(200);
   });

@@ -54,9 +54,11 @@ describe('runner leases', () => {
   });
 
   it('a runner that dies mid-pass hands it on after the lease timeout', async () => {
-    await p.db.prisma.passRun.create({ data: { pass: 'treasury-emitter', epoch: 301, runner: 'dead', startedAt: new Date(Date.now() - 5_000) } });
+    // Dead leases far past the lease, the live one far inside it: a loaded machine taking seconds
+    // between these steps does not make the fresh lease look stale.
+    await p.db.prisma.passRun.create({ data: { pass: 'treasury-emitter', epoch: 301, runner: 'dead', startedAt: new Date(Date.now() - 120_000) } });
     p.setEpoch(301);
-    const alive = createRunner(p, { id: 'survivor', leaseMs: 1_000 });
+    const alive = createRunner(p, { id: 'survivor', leaseMs: 30_000 });
     expect(await alive.runPass('treasury-emitter', 301)).toBe('ran'); // stale lease: taken over
     const row = await p.db.prisma.passRun.findUniqueOrThrow({ where: { pass_epoch: { pass: 'treasury-emitter', epoch: 301 } } });
     expect(row.runner).toBe('survivor');
@@ -64,7 +66,7 @@ describe('runner leases', () => {
     // A fresh lease held by a live runner is not taken over.
     await p.db.prisma.passRun.create({ data: { pass: 'drift-checker', epoch: 301, runner: 'busy' } });
     expect(await alive.runPass('drift-checker', 301)).toBe('skipped');
-    await p.db.prisma.passRun.create({ data: { pass: 'epoch-anchor', epoch: 301, runner: 'dead', startedAt: new Date(Date.now() - 5_000) } });
+    await p.db.prisma.passRun.create({ data: { pass: 'epoch-anchor', epoch: 301, runner: 'dead', startedAt: new Date(Date.now() - 120_000) } });
     expect(await alive.sweep()).toBe(1);
   });
 });

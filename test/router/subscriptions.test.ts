@@ -26,11 +26,30 @@ function client(): Client {
   return createClient({ url: `${wsUrl}/graphql`, webSocketImpl: WebSocket, lazy: true, retryAttempts: 0 });
 }
 
-/** Collects `n` results of a subscription. */
-function take<T>(c: Client, query: string, n: number): { done: Promise<T[]>; ready: Promise<void> } {
+/**
+ * Resolves once the router has opened its next bus consumer on `subject`. A new subscription's
+ * consumer starts at the end of the stream, so only events published after this reach it; a fixed
+ * pause after the connection can end first on a loaded machine (the server shares this process).
+ */
+function consumerOpened(subject: string): Promise<void> {
+  const bus = p.bus;
+  const original = bus.subscribe;
+  return new Promise<void>((resolve) => {
+    bus.subscribe = async function (this: typeof bus, ...args: Parameters<typeof original>) {
+      const sub = await original.apply(this, args);
+      if (args[0].subjects.includes(subject)) {
+        bus.subscribe = original;
+        resolve();
+      }
+      return sub;
+    };
+  });
+}
+
+/** Collects `n` results of a subscription; `ready` once its bus consumer on `subject` is open. */
+function take<T>(c: Client, query: string, n: number, subject: string): { done: Promise<T[]>; ready: Promise<void> } {
   const got: T[] = [];
-  let ready!: () => void;
-  const readyP = new Promise<void>((r) => (ready = r));
+  const readyP = consumerOpened(subject);
   const done = new Promise<T[]>((resolve, reject) => {
     const stop = c.subscribe<T>({ query }, {
       next: (v) => {
@@ -43,7 +62,6 @@ function take<T>(c: Client, query: string, n: number): { done: Promise<T[]>; rea
       error: reject,
       complete: () => resolve(got),
     });
-    c.on('connected', () => setTimeout(ready, 100));
   });
   return { done, ready: readyP };
 }
@@ -51,13 +69,13 @@ function take<T>(c: Client, query: string, n: number): { done: Promise<T[]>; rea
 describe('GraphQL subscriptions through the router', () => {
   it('epochAdvanced streams bus events with cursors, and resumes after a cursor without gaps', async () => {
     const c = client();
-    const sub = take<{ epochAdvanced: { cursor: string; epoch: number } }>(c, 'subscription { epochAdvanced { cursor epoch height tip } }', 3);
+    const sub = take<{ epochAdvanced: { cursor: string; epoch: number } }>(c, 'subscription { epochAdvanced { cursor epoch height tip } }', 3, 'cog.epoch.advanced');
     await sub.ready;
     for (const e of [1, 2, 3]) await p.bus.publish('cog.epoch.advanced', { type: 'epoch.advanced', ts: Date.now(), epoch: e, height: e, tip: 'ab'.repeat(32) });
     const events = await sub.done;
     expect(events.map((e) => e.epochAdvanced.epoch)).toEqual([1, 2, 3]);
     const first = events[0].epochAdvanced.cursor;
-    const resumed = take<{ epochAdvanced: { epoch: number } }>(c, `subscription { epochAdvanced(after: "${first}") { epoch } }`, 2);
+    const resumed = take<{ epochAdvanced: { epoch: number } }>(c, `subscription { epochAdvanced(after: "${first}") { epoch } }`, 2, 'cog.epoch.advanced');
     expect((await resumed.done).map((e) => e.epochAdvanced.epoch)).toEqual([2, 3]);
     await c.dispose();
   });
@@ -65,7 +83,7 @@ describe('GraphQL subscriptions through the router', () => {
   it('perceived(stackId) filters by stack and resolves entity fields through the gateway', async () => {
     const c = client();
     const sub = take<{ perceived: { cid: string; stack: { name: string; tokenId: number } } }>(
-      c, 'subscription { perceived(stackId: "stack:human:1:aaaaaaaaaaaa") { cid epoch stack { name tokenId } } }', 1);
+      c, 'subscription { perceived(stackId: "stack:human:1:aaaaaaaaaaaa") { cid epoch stack { name tokenId } } }', 1, 'cog.perceive.stack:human:1:aaaaaaaaaaaa');
     await sub.ready;
     await p.bus.publish('cog.perceive.stack:other', { type: 'perceive', stackId: 'stack:other', sleeveId: 's', cid: 'cog://x@1', epoch: 1 });
     await p.bus.publish('cog.perceive.stack:human:1:aaaaaaaaaaaa', { type: 'perceive', stackId: 'stack:human:1:aaaaaaaaaaaa', sleeveId: 's', cid: 'cog://y@1', epoch: 1 });
