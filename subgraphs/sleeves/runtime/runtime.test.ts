@@ -105,4 +105,22 @@ describe('sleeve runtime', () => {
     await rt.close();
     for (const port of ports) await expect(fetch(`http://127.0.0.1:${port}/identity`)).rejects.toThrow();
   });
+
+  it('keeps each sleeve\'s cadence while the rows are re-read (reconcile passes, sleeve events)', async () => {
+    // Reconciling every 50 ms and a sleeve event every 40 ms: a timer restarted on every re-read
+    // would never reach a 300 ms tick.
+    rt = await startRuntime(t.p, { reconcileMs: 50 });
+    const stack = await createStack(t.p, { name: 'rt4' });
+    const ai = await spawnSleeve(t.p, { stackId: stack.id, kind: 'ai', tickRate: 300, shape: 'B' });
+    await until(() => rt.running().includes(ai.id));
+    const noise = setInterval(() => void t.p.bus.publish(`cog.sleeve.changed.${stack.id}`, { type: 'sleeve.changed', sleeveId: ai.id }).catch(() => {}), 40);
+    try {
+      await until(() => ticks.filter((x) => x.sleeveId === ai.id && x.ok).length >= 4, 8000);
+    } finally {
+      clearInterval(noise);
+    }
+    const ts = ticks.filter((x) => x.sleeveId === ai.id && x.ok).map((x) => x.ts as number);
+    // Never faster than the rate: the k-th tick comes at least k × 300 ms after the first (less timer slack).
+    for (let k = 1; k < ts.length; k++) expect(ts[k]! - ts[0]!, `tick ${k}`).toBeGreaterThanOrEqual(k * 300 - 30);
+  });
 });

@@ -20,8 +20,14 @@ interface Instance {
   server: FastifyInstance;
   port: number;
   timer?: NodeJS.Timeout;
+  /** When the next timer tick is due (Date.now() ms): ticks keep their cadence, a re-read of the row does not restart it. */
+  dueAt?: number;
   ticking: boolean;
 }
+
+/** Whether a re-read row changes how the sleeve ticks (anything else keeps its timer running). */
+const tickingChanged = (a: SleeveRow, b: SleeveRow) =>
+  a.tickRate !== b.tickRate || a.frozen !== b.frozen || a.alive !== b.alive || a.embodimentType !== b.embodimentType;
 
 export interface SleeveRuntime {
   /** Sleeve ids with a running instance. */
@@ -68,15 +74,26 @@ export async function startRuntime(p: Platform, opts: { reconcileMs?: number } =
     }
   }
 
-  function schedule(inst: Instance): void {
+  /**
+   * Arms the sleeve's timer for its next tick, every tickRate ms on a fixed cadence (a slow tick
+   * does not push the next one back; ticks missed while the process was busy are not made up).
+   * `from`: when the cadence (re)starts; otherwise the next tick is one tickRate after the last due one.
+   */
+  function schedule(inst: Instance, from?: number): void {
     clearTimeout(inst.timer);
     inst.timer = undefined;
     const { embodimentType: kind, tickRate, frozen, alive } = inst.row;
-    if (closed || frozen || !alive || kind === 'memory' || kind === 'mining' || tickRate <= 0) return;
+    if (closed || frozen || !alive || kind === 'memory' || kind === 'mining' || tickRate <= 0) {
+      inst.dueAt = undefined;
+      return;
+    }
+    const now = Date.now();
+    const next = from !== undefined || inst.dueAt === undefined ? (from ?? now) + tickRate : inst.dueAt + tickRate;
+    inst.dueAt = Math.max(next, now);
     inst.timer = setTimeout(async () => {
       await tick(inst.row.id);
       if (instances.get(inst.row.id) === inst) schedule(inst);
-    }, tickRate);
+    }, inst.dueAt - now);
     inst.timer.unref();
   }
 
@@ -108,8 +125,12 @@ export async function startRuntime(p: Platform, opts: { reconcileMs?: number } =
       if (!row || !row.alive) return stop(id);
       const inst = instances.get(id);
       if (inst) {
+        // The reconcile pass and every sleeve event re-read the row; only a change to how it ticks
+        // re-arms the timer (from the last tick, so a new rate applies from there), else it keeps its cadence.
+        const before = inst.row;
         inst.row = row;
-        return schedule(inst);
+        if (!tickingChanged(before, row)) return;
+        return schedule(inst, row.lastTickAt && !before.frozen ? Math.max(row.lastTickAt.getTime(), Date.now() - row.tickRate) : Date.now());
       }
       const { server, port } = await identityServer(row);
       if (closed) return void (await server.close());
