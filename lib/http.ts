@@ -5,6 +5,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { Ajv } from 'ajv';
 import addFormatsImport from 'ajv-formats';
 import type { Logger } from './log.ts';
+import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { Problem, badRequest, databaseProblem, isProblem, payloadTooLarge, unauthorized, CHALLENGE_INTERNAL, type FieldProblem } from './errors.ts';
 
 export const BODY_LIMIT = 1024 * 1024;
@@ -80,6 +81,9 @@ export function toProblem(err: unknown): Problem {
   return new Problem(500, 'INTERNAL', 'Internal error', 'The server failed to handle the request; it has been logged');
 }
 
+/** Methods a 405's Allow lists (HEAD comes with GET). */
+const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
 export function createHttp(opts: HttpOptions): FastifyInstance {
   const app = Fastify({
     loggerInstance: opts.log.child({ service: opts.name }) as unknown as FastifyBaseLogger,
@@ -137,9 +141,27 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
     return sendProblem(reply, p);
   });
 
-  app.setNotFoundHandler((req, reply) =>
-    sendProblem(reply, new Problem(404, 'ROUTE_NOT_FOUND', 'Not found', `No route ${req.method} ${req.url.split('?')[0]}`)),
-  );
+  // Every route's path is also kept in a router of our own, so a known path asked with another
+  // method is a 405 naming the allowed ones (RFC 9110 §15.5.6), not a 404.
+  const paths = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 500 });
+  app.addHook('onRoute', (r) => {
+    for (const m of [r.method].flat()) {
+      try {
+        paths.on(m as HTTPMethod, r.url, () => {});
+      } catch {
+        // already known (e.g. the HEAD route Fastify adds for a GET)
+      }
+    }
+  });
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0]!;
+    const allow = METHODS.filter((m) => m !== req.method && paths.find(m, path) !== null);
+    if (allow.length) {
+      const list = allow.join(', ');
+      return sendProblem(reply, new Problem(405, 'METHOD_NOT_ALLOWED', 'Method not allowed', `${req.method} is not allowed on ${path}; use ${list}`, {}, { allow: list }));
+    }
+    return sendProblem(reply, new Problem(404, 'ROUTE_NOT_FOUND', 'Not found', `No route ${req.method} ${path}`));
+  });
 
   return app;
 }

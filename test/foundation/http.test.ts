@@ -83,10 +83,22 @@ describe('HTTP foundation', () => {
     expect(slow.headers['retry-after']).toBe('42');
   });
 
-  it('unknown routes are 404 problems', async () => {
+  it('unknown routes are 404 problems; a known path with another method is a 405 naming the allowed ones', async () => {
     const r = await app.inject({ method: 'GET', url: '/nope' });
     expect(r.statusCode).toBe(404);
-    problem(r);
+    expect(problem(r).code).toBe('ROUTE_NOT_FOUND');
+    const get = await app.inject({ method: 'GET', url: '/things' });
+    expect(get.statusCode).toBe(405);
+    expect(get.headers.allow).toBe('POST');
+    expect(problem(get)).toMatchObject({ status: 405, code: 'METHOD_NOT_ALLOWED' });
+    const del = await app.inject({ method: 'DELETE', url: '/items/42/' });
+    expect(del.statusCode).toBe(405);
+    expect(del.headers.allow).toBe('GET, HEAD');
+    const w0 = writes;
+    const put = await app.inject({ method: 'PUT', url: '/things', payload: { name: 'x' } });
+    expect(put.statusCode).toBe(405);
+    expect(writes).toBe(w0);
+    expect((await app.inject({ method: 'GET', url: '/items/42/more' })).statusCode).toBe(404);
   });
 
   it('a malformed URL is a 400 problem with the API\'s code, not the framework\'s', async () => {
