@@ -117,14 +117,22 @@ export class MedullaNode {
         continue;
       }
       const template = this.chain.template();
+      // Paced: a background search solves the block that claims the time one interval after its
+      // parent, and it is published at that time (below). Blocks then come every interval rather
+      // than at exponentially distributed times (a PoW solve is memoryless), and the retarget,
+      // which never sees a solve time below the interval, lets the difficulty settle where a solve
+      // takes a fraction of it. Full-speed blocks (manual, late tip) claim the time they are found.
+      if (!full) template.tsMs = Math.max(template.tsMs, this.chain.tip().tsMs + this.opts.intervalMs);
       this.#searching = { coherenceEpoch: template.coherenceEpoch, full };
       // Re-plan at full speed if this background search makes the tip late (#kick cancels it).
       const late = full ? undefined : setTimeout(() => this.#kick(), Math.max(0, lateAt - Date.now()));
       late?.unref();
       const sol = await this.#miner.search(template, full);
       clearTimeout(late);
+      // A paced block waits for its time; anything that needs a new plan meanwhile drops it.
+      const interrupted = sol !== null && !full && !this.#closed && (await this.#holdUntil(sol.tsMs));
       this.#searching = null;
-      if (!sol || this.#closed) continue;
+      if (!sol || interrupted || this.#closed) continue;
       const block = toBlock({ ...template, nonce: sol.nonce, tsMs: sol.tsMs });
       let r: AcceptResult;
       try {
@@ -138,6 +146,27 @@ export class MedullaNode {
         void announce(this.peers, blockJson(block), this.self, this.p.log, this.p.config.internalToken);
       }
     }
+  }
+
+  /**
+   * Waits until `tsMs` (a paced block's time) unless something needs a new plan first: a manual
+   * request, a peer's block, a coherence tuple for the template, closing (all via #kick). True when
+   * interrupted; the held block is dropped then, and the next search starts from the current tip.
+   */
+  #holdUntil(tsMs: number): Promise<boolean> {
+    const wait = tsMs - Date.now();
+    if (wait <= 0) return Promise.resolve(false);
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => {
+        this.#wake = null;
+        resolve(false);
+      }, wait);
+      timer.unref();
+      this.#wake = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+    });
   }
 
   /** Mines one block now at full speed; concurrent requests each get their own block. */
