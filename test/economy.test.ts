@@ -3,9 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { generateIdentity } from '../lib/crypto.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
-import { spawnSleeve } from '../subgraphs/sleeves/sleeves.ts';
+import { spawnSleeve, syncSleeve } from '../subgraphs/sleeves/sleeves.ts';
 import { claim, ebcFactor, emitEpoch, issuance, stackBalancesB } from '../subgraphs/economy/treasury.ts';
-import { balanceOf, claimableAccount, poolAccount, systemBalance, SYSTEM } from '../subgraphs/economy/ledger.ts';
+import { balanceOf, claimableAccount, poolAccount, systemBalance, SYSTEM, toMilli, transfer } from '../subgraphs/economy/ledger.ts';
 import { slashOperator, OPERATOR_BOND, SLASH_AMOUNT, startSlashConsumer } from '../subgraphs/economy/slash.ts';
 import { startTreasury } from '../subgraphs/economy/treasury/service.ts';
 
@@ -113,6 +113,24 @@ describe('treasury emission', () => {
     expect(b.effective.residue).toBe(0);
     expect(b.cpv).toEqual(cpv);
     await expect(stackBalancesB(p, 'stack:none')).rejects.toMatchObject({ status: 404 });
+  });
+
+  it('spending marks a stack active (lastActiveEpoch), a refused spend does not', async () => {
+    p.setEpoch(60);
+    const stack = await createStack(p, { pubkey: generateIdentity().pubKey, cpv });
+    const s = await spawnSleeve(p, { stackId: stack.id, kind: 'ai', shape: 'B' });
+    p.setEpoch(70);
+    expect((await stackBalancesB(p, stack.id)).lastActiveEpoch).toBe(60);
+    await syncSleeve(p, s.id); // 1 sync token
+    const b = await stackBalancesB(p, stack.id);
+    expect(b.lastActiveEpoch).toBe(70);
+    expect(b.ebcFactor).toBe(1);
+    // Drain the sync tokens; the refused sync at a later epoch changes nothing.
+    const left = (await balanceOf(p.db.prisma, `sleeve:${s.id}`)).sync;
+    await p.db.prisma.$transaction((tx) => transfer(tx, `sleeve:${s.id}`, poolAccount(stack.id), [{ token: 'sync', milli: toMilli(left) }], { reason: 'test-drain', epoch: 70 }));
+    p.setEpoch(75);
+    await expect(syncSleeve(p, s.id)).rejects.toMatchObject({ status: 402 });
+    expect((await stackBalancesB(p, stack.id)).lastActiveEpoch).toBe(70);
   });
 });
 

@@ -97,8 +97,16 @@ export async function mint(tx: Tx, to: string, moves: Move[], meta: { reason: st
   return txId;
 }
 
-/** Tokens consumed by an operation: burned, mirrored as a BandwidthToken burn. */
-export async function burn(tx: Tx, from: string, moves: Move[], meta: { reason: string; ref?: string; epoch: number; stackId: string }) {
+/**
+ * Tokens consumed by an operation: burned, mirrored as a BandwidthToken burn. Spending is what a
+ * stack does, so it marks the stack active for EBC decay (lastActiveEpoch; a quiescent stack is one
+ * that spends nothing). `activity: false` when the caller marks it itself (a memory write moves
+ * the head, which sets it). The stack row is touched first, as every stack write locks it first.
+ */
+export async function burn(tx: Tx, from: string, moves: Move[], meta: { reason: string; ref?: string; epoch: number; stackId: string; activity?: boolean }) {
+  if (meta.activity !== false) {
+    await tx.$executeRaw`UPDATE "Stack" SET "lastActiveEpoch" = ${meta.epoch} WHERE id = ${meta.stackId} AND "lastActiveEpoch" < ${meta.epoch}`;
+  }
   const txId = await transfer(tx, from, SYSTEM.burn, moves, meta);
   const amounts = moves.filter((m) => m.milli > 0n).map((m) => ({ token: m.token, milli: m.milli.toString() }));
   if (amounts.length) await enqueueChainTx(tx, { kind: 'burn', ref: `ledger:${txId}`, payload: { stackId: meta.stackId, amounts }, epoch: meta.epoch });

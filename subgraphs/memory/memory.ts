@@ -101,7 +101,7 @@ async function writeMemory(p: Platform, input: WriteInput): Promise<WriteResult>
     // Alive implies an active key lease: decommission ends both in one transaction.
     const account = sleeveAccount(sleeve.id);
     const costs = [{ token: 'compute' as const, milli: PERCEIVE_COST_MILLI }, ...(input.pin ? [{ token: 'memory' as const, milli: PIN_COST_MILLI }] : [])];
-    await burn(tx, account, costs, { reason: input.kind, ref: sleeve.id, epoch, stackId: stack.id });
+    await burn(tx, account, costs, { reason: input.kind, ref: sleeve.id, epoch, stackId: stack.id, activity: false }); // setEpisodicHead marks it
 
     const key = epochKey(stackMasterSecret(p, stack), stack.id, epoch);
     const data = JSON.stringify(seal(key, input.text));
