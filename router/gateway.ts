@@ -6,7 +6,7 @@ import { ApolloServer, HeaderMap } from '@apollo/server';
 import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
 import { ApolloGateway, RemoteGraphQLDataSource } from '@apollo/gateway';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { GraphQLSchema } from 'graphql';
+import { execute, getOperationAST, Kind, parse, specifiedRules, validate, type DocumentNode, type GraphQLSchema } from 'graphql';
 import type { Platform } from '../lib/platform.ts';
 import { newContext, type GqlContext } from '../lib/graphql.ts';
 import { buildSubgraph, readSupergraphConfig } from './subgraphs.ts';
@@ -89,9 +89,54 @@ function clientStatus(status: number, body: string): number {
   return status;
 }
 
-/** Mounts an Apollo Server on a fastify route (GET and POST). */
-export function mountGraphql(app: FastifyInstance, server: ApolloServer<GqlContext>, p: Platform, url = '/graphql'): void {
+/**
+ * The document of a request whose operation selects only introspection fields at its root (__schema
+ * or __type, and __typename), or undefined for anything else (including what does not parse: the
+ * gateway answers that with its own errors).
+ */
+function introspectionOnly(req: FastifyRequest, maxTokens: number): { document: DocumentNode; operationName?: string; variables?: Record<string, unknown> } | undefined {
+  const src = (req.method === 'GET' ? req.query : req.body) as Record<string, unknown> | undefined;
+  const query = src?.query;
+  if (typeof query !== 'string' || !query.includes('__')) return undefined;
+  const operationName = typeof src?.operationName === 'string' ? src.operationName : undefined;
+  let variables = src?.variables as Record<string, unknown> | undefined;
+  if (typeof variables === 'string') {
+    try {
+      variables = JSON.parse(variables) as Record<string, unknown>;
+    } catch {
+      return undefined;
+    }
+  }
+  if (variables !== undefined && (variables === null || typeof variables !== 'object' || Array.isArray(variables))) return undefined;
+  let document: DocumentNode;
+  try {
+    document = parse(query, { maxTokens });
+  } catch {
+    return undefined;
+  }
+  const op = getOperationAST(document, operationName);
+  if (!op || op.operation !== 'query') return undefined;
+  const root = op.selectionSet.selections;
+  const names = root.map((s) => (s.kind === Kind.FIELD ? s.name.value : ''));
+  if (!names.every((n) => n === '__schema' || n === '__type' || n === '__typename') || !names.some((n) => n !== '__typename')) return undefined;
+  return { document, operationName, variables };
+}
+
+/**
+ * Mounts an Apollo Server on a fastify route (GET and POST). With `introspection` (the router's
+ * whole schema, subscriptions included), an introspection-only query is answered from it: the
+ * gateway's own schema has no Subscription type, since @apollo/gateway does not run subscriptions.
+ */
+export function mountGraphql(app: FastifyInstance, server: ApolloServer<GqlContext>, p: Platform, url = '/graphql', introspection?: () => GraphQLSchema): void {
   const handler = async (req: FastifyRequest, reply: FastifyReply) => {
+    const intro = introspection && introspectionOnly(req, p.config.graphqlLimits.maxTokens);
+    if (intro) {
+      const schema = introspection();
+      const errors = validate(schema, intro.document, [...specifiedRules, ...limitRules(p.config.graphqlLimits)]);
+      const result = errors.length ? { errors } : await execute({ schema, document: intro.document, operationName: intro.operationName, variableValues: intro.variables });
+      const type = /application\/graphql-response\+json/.test(String(req.headers.accept ?? '')) ? 'application/graphql-response+json' : 'application/json';
+      return reply.code(errors.length ? 400 : 200).type(`${type}; charset=utf-8`).send(JSON.stringify(result));
+    }
     const headers = new HeaderMap();
     for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
     const q = req.url.indexOf('?');

@@ -18,14 +18,19 @@ const limitError = (code: string, message: string) => new GraphQLError(message, 
 
 type Walk = (set: SelectionSetNode, visit: (field: FieldNode, depth: number, multiplier: number) => void, depth: number, multiplier: number, seen?: Set<string>) => void;
 
-/** Walks fields through inline fragments and named fragments (each named fragment once per path). */
-function walker(ctx: ValidationContext): Walk {
+/**
+ * Walks fields through inline fragments and named fragments (each named fragment once per path).
+ * `introspection: false` does not descend into __schema/__type: the standard introspection query
+ * (GraphiQL's, codegen's) is 15 deep, and its own bound is INTROSPECTION_LIST_DEPTH.
+ */
+function walker(ctx: ValidationContext, introspection = true): Walk {
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const d of ctx.getDocument().definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
   const walk: Walk = (set, visit, depth, multiplier, seen: Set<string> = new Set()) => {
     for (const sel of set.selections) {
       if (sel.kind === Kind.FIELD) {
         visit(sel, depth, multiplier);
+        if (!introspection && sel.name.value.startsWith('__')) continue;
         if (sel.selectionSet) walk(sel.selectionSet, visit, depth + 1, multiplier * listFactor(sel), seen);
       } else if (sel.kind === Kind.INLINE_FRAGMENT) {
         walk(sel.selectionSet, visit, depth, multiplier, seen);
@@ -45,19 +50,51 @@ function listFactor(field: FieldNode): number {
   return 1;
 }
 
+/**
+ * Introspection's list fields. Nested, each multiplies the answer (types x fields x fields ...):
+ * the standard introspection query nests three (types, fields, args); more is refused.
+ */
+const INTROSPECTION_LISTS = new Set(['types', 'fields', 'inputFields', 'interfaces', 'possibleTypes', 'enumValues', 'args', 'directives']);
+export const INTROSPECTION_LIST_DEPTH = 3;
+
 export function limitRules(limits: GraphqlLimits): ValidationRule[] {
-  const perOperation = (check: (ctx: ValidationContext, set: SelectionSetNode, walk: Walk) => GraphQLError | null): ValidationRule =>
+  const perOperation = (check: (ctx: ValidationContext, set: SelectionSetNode, walk: Walk, outside: Walk) => GraphQLError | null): ValidationRule =>
     (ctx: ValidationContext): ASTVisitor => ({
       OperationDefinition(node) {
-        const err = check(ctx, node.selectionSet, walker(ctx));
+        const err = check(ctx, node.selectionSet, walker(ctx), walker(ctx, false));
         if (err) ctx.reportError(err);
       },
     });
   return [
-    perOperation((_ctx, set, walk) => {
+    perOperation((_ctx, set, _walk, outside) => {
       let deepest = 0;
-      walk(set, (_f, d) => void (deepest = Math.max(deepest, d + 1)), 0, 1);
+      outside(set, (_f, d) => void (deepest = Math.max(deepest, d + 1)), 0, 1);
       return deepest > limits.maxDepth ? limitError('QUERY_TOO_DEEP', `Query depth ${deepest} exceeds the limit of ${limits.maxDepth}`) : null;
+    }),
+    perOperation((ctx, set) => {
+      // List fields nested under __schema / __type, through fragments (each once per path).
+      const fragments = new Map<string, FragmentDefinitionNode>();
+      for (const d of ctx.getDocument().definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
+      let deepest = 0;
+      const walk = (s: SelectionSetNode, inside: boolean, lists: number, seen: Set<string>): void => {
+        for (const sel of s.selections) {
+          if (sel.kind === Kind.FIELD) {
+            const into = inside || sel.name.value === '__schema' || sel.name.value === '__type';
+            const n = lists + (inside && INTROSPECTION_LISTS.has(sel.name.value) ? 1 : 0);
+            deepest = Math.max(deepest, n);
+            if (sel.selectionSet) walk(sel.selectionSet, into, n, seen);
+          } else if (sel.kind === Kind.INLINE_FRAGMENT) {
+            walk(sel.selectionSet, inside, lists, seen);
+          } else {
+            const f = fragments.get(sel.name.value);
+            if (f && !seen.has(f.name.value)) walk(f.selectionSet, inside, lists, new Set([...seen, f.name.value]));
+          }
+        }
+      };
+      walk(set, false, 0, new Set());
+      return deepest > INTROSPECTION_LIST_DEPTH
+        ? limitError('INTROSPECTION_TOO_DEEP', `Introspection nests ${deepest} list fields (types, fields, ...), more than the ${INTROSPECTION_LIST_DEPTH} the standard query needs`)
+        : null;
     }),
     perOperation((_ctx, set, walk) => {
       let aliases = 0;
@@ -68,9 +105,9 @@ export function limitRules(limits: GraphqlLimits): ValidationRule[] {
       const roots = set.selections.length;
       return roots > limits.maxRootFields ? limitError('TOO_MANY_ROOT_FIELDS', `${roots} root fields exceed the limit of ${limits.maxRootFields}`) : null;
     }),
-    perOperation((_ctx, set, walk) => {
+    perOperation((_ctx, set, _walk, outside) => {
       let cost = 0;
-      walk(set, (f, _d, m) => void (cost += m * listFactor(f)), 0, 1);
+      outside(set, (f, _d, m) => void (cost += m * listFactor(f)), 0, 1);
       return cost > limits.maxCost ? limitError('QUERY_TOO_COSTLY', `Query cost ${cost} exceeds the limit of ${limits.maxCost}`) : null;
     }),
   ];

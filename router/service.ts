@@ -7,6 +7,7 @@ import { createGateway, mountGraphql } from './gateway.ts';
 import type { CoalesceStats } from './coalesce.ts';
 import { createEventStream } from './events.ts';
 import { createGraphqlWs } from './ws.ts';
+import { routerSchema } from './subscriptions.ts';
 import { mountGraphiql } from './graphiql.ts';
 import { installGuards } from './auth.ts';
 
@@ -29,12 +30,17 @@ export const startGateway: ServiceStarter = async (p) => {
   installGuards(app, p);
   await registerRest(app, p);
   const { server: gql, apiSchema, coalesced } = await createGateway(p, { remote: process.env.COG_SUBGRAPHS === 'remote' });
-  mountGraphql(app, gql, p);
+  const schema = routerSchema(p, gql, apiSchema);
+  mountGraphql(app, gql, p, '/graphql', p.config.graphqlIntrospection ? schema : undefined);
   if (p.config.graphqlIntrospection) mountGraphiql(app);
   const events = createEventStream(p);
-  const gqlWs = createGraphqlWs(p, gql, apiSchema);
+  const gqlWs = createGraphqlWs(p, gql, schema);
   app.server.on('upgrade', (req, socket, head) => {
-    if (!events.handleUpgrade(req, socket, head) && !gqlWs.handleUpgrade(req, socket, head)) socket.destroy();
+    if (events.handleUpgrade(req, socket, head) || gqlWs.handleUpgrade(req, socket, head)) return;
+    // Answered, not just dropped: a client sees why its socket did not open.
+    const path = (req.url ?? '/').split('?')[0];
+    const body = JSON.stringify({ type: 'https://cog.dev/problems/route-not-found', title: 'Not found', status: 404, detail: `No WebSocket endpoint at ${path} (use /graphql or /v1/events)`, code: 'ROUTE_NOT_FOUND' });
+    socket.end(`HTTP/1.1 404 Not Found\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
   });
   const port = await listen(app, 'gateway', p.config.host, p.config.ports.gateway);
   const service: RunningService = {

@@ -8,7 +8,7 @@
 // the next event, without gaps. Slow clients: each subscription buffers at most MAX_QUEUE events;
 // on overflow it ends with a SLOW_CONSUMER error and the client resumes with its last cursor.
 // Closing a subscription closes its bus consumer.
-import { buildASTSchema, extendSchema, GraphQLError, GraphQLObjectType, parse, print, type DocumentNode, type FieldNode, type FragmentDefinitionNode, type GraphQLResolveInfo, type GraphQLSchema, type SelectionSetNode } from 'graphql';
+import { buildASTSchema, extendSchema, printSchema, GraphQLError, GraphQLObjectType, parse, print, type DocumentNode, type FieldNode, type FragmentDefinitionNode, type GraphQLResolveInfo, type GraphQLSchema, type SelectionSetNode } from 'graphql';
 import type { ApolloServer } from '@apollo/server';
 import type { Platform } from '../lib/platform.ts';
 import type { Bus, Delivery } from '../lib/bus/port.ts';
@@ -171,6 +171,16 @@ function viaGateway(gateway: () => ApolloServer<GqlContext>, p: Platform, rootFi
 }
 
 /** The router's subscription schema over the supergraph's API schema. */
+/**
+ * The router's whole schema, built once: the gateway's API schema (queries, mutations) with the
+ * Subscription type. graphql-ws executes subscriptions on it, and introspection over HTTP answers
+ * from it, so tools (GraphiQL, codegen) see the subscriptions the router serves.
+ */
+export function routerSchema(p: Platform, server: ApolloServer<GqlContext>, apiSchema: () => GraphQLSchema): () => GraphQLSchema {
+  let schema: GraphQLSchema | undefined;
+  return () => (schema ??= buildSubscriptionSchema(printSchema(apiSchema()), p, () => server));
+}
+
 export function buildSubscriptionSchema(apiSdl: string, p: Platform, gateway: () => ApolloServer<GqlContext>): GraphQLSchema {
   const base = buildASTSchema(parse(apiSdl), { assumeValidSDL: true });
   const schema = extendSchema(base, parse(subscriptionSdl), { assumeValidSDL: true });

@@ -3,19 +3,17 @@
 // graphql-ws's own (4408 init timeout, 4401 subscribe before ack, 4409 duplicate id, 4400 bad message).
 import { WebSocketServer } from 'ws';
 import { useServer } from 'graphql-ws/use/ws';
-import { GraphQLError, getOperationAST, print, printSchema, type ExecutionArgs } from 'graphql';
+import { GraphQLError, getOperationAST, print, type ExecutionArgs } from 'graphql';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { ApolloServer } from '@apollo/server';
 import type { Platform } from '../lib/platform.ts';
 import { newContext, type GqlContext } from '../lib/graphql.ts';
-import { buildSubscriptionSchema } from './subscriptions.ts';
 import type { GraphQLSchema } from 'graphql';
 
-export function createGraphqlWs(p: Platform, server: ApolloServer<GqlContext>, apiSchema: () => GraphQLSchema, opts: { initTimeoutMs?: number } = {}) {
+/** `subscriptionSchema`: the router's schema with its Subscription type (routerSchema in subscriptions.ts). */
+export function createGraphqlWs(p: Platform, server: ApolloServer<GqlContext>, subscriptionSchema: () => GraphQLSchema, opts: { initTimeoutMs?: number } = {}) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
-  let schema: GraphQLSchema | undefined;
-  const subscriptionSchema = () => (schema ??= buildSubscriptionSchema(printSchema(apiSchema()), p, () => server));
   const disposable = useServer(
     {
       schema: () => subscriptionSchema(),

@@ -1,5 +1,6 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import WebSocket from 'ws';
+import { buildClientSchema, getIntrospectionQuery, parse, validate } from 'graphql';
 import { createClient, type Client } from 'graphql-ws';
 import { testPlatform, type TestPlatform } from '../helpers/platform.ts';
 import { startGateway } from '../../router/service.ts';
@@ -100,6 +101,47 @@ describe('GraphQL subscriptions through the router', () => {
     });
     expect(r).toEqual({ stacksHealth: { ok: true, name: 'stacks' } });
     await c.dispose();
+  });
+
+  it('introspection over HTTP shows the Subscription type the socket serves (GraphiQL and codegen see it)', async () => {
+    const post = async (body: unknown, accept?: string) => {
+      const r = await fetch(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', ...(accept ? { accept } : {}) }, body: JSON.stringify(body) });
+      return { status: r.status, type: r.headers.get('content-type'), body: (await r.json()) as { data?: any; errors?: { message: string }[] } };
+    };
+    const full = await post({ query: getIntrospectionQuery(), operationName: 'IntrospectionQuery' });
+    expect(full.status, JSON.stringify(full.body.errors)).toBe(200);
+    const schema = buildClientSchema(full.body.data);
+    expect(schema.getQueryType()?.getFields()).toHaveProperty('stacks');
+    expect(schema.getMutationType()?.getFields()).toHaveProperty('perceive');
+    const subs = schema.getSubscriptionType()?.getFields() ?? {};
+    for (const f of ['epochAdvanced', 'blockMined', 'residueOpened', 'residueChanged', 'perceived', 'sleeveChanged', 'needlecastProgress', 'emission']) expect(subs, f).toHaveProperty(f);
+    // A subscription written against it validates.
+    expect(validate(schema, parse('subscription { perceived(stackId: "s") { cid node { cid } } }'))).toEqual([]);
+    const one = await post({ query: '{ __type(name: "PerceiveEvent") { fields { name } } }' }, 'application/graphql-response+json');
+    expect(one.type).toContain('application/graphql-response+json');
+    expect(one.body.data.__type.fields.map((f: { name: string }) => f.name)).toContain('cursor');
+    // Mixed with a real field it is an ordinary query (the gateway answers it).
+    const mixed = await post({ query: '{ __schema { subscriptionType { name } } stacksHealth { ok } }' });
+    expect(mixed.body.data?.stacksHealth).toEqual({ ok: true });
+    // Limits still apply; a bad introspection query is a 400 with errors.
+    expect((await post({ query: '{ __type(name: 1) { name } }' })).status).toBe(400);
+    // Introspection is exempt from the depth limit (the standard query is 15 deep) but not from its
+    // own: list fields nested past the standard query's three multiply the answer, and are refused.
+    const fan = await post({ query: '{ __schema { types { fields { type { fields { type { fields { name } } } } } } } }' });
+    expect(fan.status).toBe(400);
+    expect(JSON.stringify(fan.body.errors)).toContain('INTROSPECTION_TOO_DEEP');
+    const aliases = await post({ query: `{ __schema { ${Array.from({ length: 40 }, (_, i) => `a${i}: types { name }`).join(' ')} } }` });
+    expect(JSON.stringify(aliases.body.errors)).toContain('TOO_MANY_ALIASES');
+  });
+
+  it('a WebSocket upgrade to an unknown path is answered with a 404, not dropped', async () => {
+    const ws = new WebSocket(`${wsUrl}/nowhere`);
+    const status = await new Promise<number>((resolve, reject) => {
+      ws.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+      ws.on('open', () => reject(new Error('opened')));
+      ws.on('error', () => {});
+    });
+    expect(status).toBe(404);
   });
 
   it('closes with 4408 when the client never sends connection_init', async () => {
