@@ -58,7 +58,7 @@ const readableAt = (n: { epoch: number; pinned?: boolean }, e: number) => !!n.pi
  * one end may go either way. `read` (the CIDs returned, in order) must be in chain order, hold every
  * node readable at both ends and none gated at both ends. Returns the CIDs not read, in chain order.
  */
-function expectGatedRead(chain: ReadonlyArray<{ cid: string; epoch: number; pinned?: boolean }>, read: string[], ea: number, eb: number): string[] {
+export function expectGatedRead(chain: ReadonlyArray<{ cid: string; epoch: number; pinned?: boolean }>, read: string[], ea: number, eb: number): string[] {
   const at = `read at epochs ${ea}..${eb}`;
   const got = new Set(read);
   expect(read, `in chain order, nothing else (${at})`).toEqual(chain.map((n) => n.cid).filter((c) => got.has(c)));
