@@ -16,7 +16,8 @@ import { invalidParams } from './rpc.ts';
 const TX_OPTS = { timeout: 20_000, maxWait: 20_000 };
 
 /**
- * A background search switches to full speed once the tip is this many intervals old: on a loaded
+ * An unpaced background search (MEDULLA_PACING=off) switches to full speed once the tip is this
+ * many intervals old (a paced one once its block is due, one interval after the tip): on a loaded
  * machine the duty-cycled miner gets a small share of a core and epochs would stall until the
  * retarget caught up. Mining policy only: the difficulty rule is unchanged.
  */
@@ -31,6 +32,8 @@ export interface MedullaNodeOptions {
   intervalMs: number;
   /** Peer polling period. */
   pollMs: number;
+  /** Paced background mining (MEDULLA_PACING, default on): a block is published one interval after its parent. */
+  paced?: boolean;
 }
 
 export interface SubmitResult {
@@ -110,7 +113,9 @@ export class MedullaNode {
 
   async #run(): Promise<void> {
     while (!this.#closed) {
-      const lateAt = this.chain.tip().tsMs + LATE_INTERVALS * this.opts.intervalMs;
+      const pacing = this.opts.paced !== false;
+      // A paced block is due one interval after its parent; past that its search goes full speed.
+      const lateAt = this.chain.tip().tsMs + (pacing ? 1 : LATE_INTERVALS) * this.opts.intervalMs;
       const full = this.#manual.length > 0 || (this.opts.autoMine && Date.now() >= lateAt);
       if (!full && !this.opts.autoMine) {
         await new Promise<void>((r) => (this.#wake = r));
@@ -122,7 +127,8 @@ export class MedullaNode {
       // than at exponentially distributed times (a PoW solve is memoryless), and the retarget,
       // which never sees a solve time below the interval, lets the difficulty settle where a solve
       // takes a fraction of it. Full-speed blocks (manual, late tip) claim the time they are found.
-      if (!full) template.tsMs = Math.max(template.tsMs, this.chain.tip().tsMs + this.opts.intervalMs);
+      const paced = !full && pacing;
+      if (paced) template.tsMs = Math.max(template.tsMs, this.chain.tip().tsMs + this.opts.intervalMs);
       this.#searching = { coherenceEpoch: template.coherenceEpoch, full };
       // Re-plan at full speed if this background search makes the tip late (#kick cancels it).
       const late = full ? undefined : setTimeout(() => this.#kick(), Math.max(0, lateAt - Date.now()));
@@ -130,7 +136,7 @@ export class MedullaNode {
       const sol = await this.#miner.search(template, full);
       clearTimeout(late);
       // A paced block waits for its time; anything that needs a new plan meanwhile drops it.
-      const interrupted = sol !== null && !full && !this.#closed && (await this.#holdUntil(sol.tsMs));
+      const interrupted = sol !== null && paced && !this.#closed && (await this.#holdUntil(sol.tsMs));
       this.#searching = null;
       if (!sol || interrupted || this.#closed) continue;
       const block = toBlock({ ...template, nonce: sol.nonce, tsMs: sol.tsMs });

@@ -1,6 +1,7 @@
 // Medulla (:8332): the proof-of-work chain's node. POST /rpc (JSON-RPC 2.0 and plain form),
 // GET /health. Settings beyond lib/config: MEDULLA_NODE_ID, MEDULLA_AUTOMINE (on|off),
-// MEDULLA_DUTY (CPU share of background mining, 0.01..1, default 0.25), MEDULLA_GENESIS_DIFFICULTY.
+// MEDULLA_DUTY (CPU share of background mining, 0.01..1, default 0.25), MEDULLA_PACING (on|off,
+// default on: background blocks come one interval after their parent), MEDULLA_GENESIS_DIFFICULTY.
 import { ConfigError } from '../../../lib/config.ts';
 import { createHttp, listen } from '../../../lib/http.ts';
 import type { Platform } from '../../../lib/platform.ts';
@@ -22,6 +23,8 @@ function envOptions(p: Platform, port: number, env = process.env): MedullaNodeOp
   if (!Number.isFinite(duty) || duty < 0.01 || duty > 1) throw new ConfigError('MEDULLA_DUTY', `must be a number in [0.01, 1], got "${env.MEDULLA_DUTY}"`);
   const auto = env.MEDULLA_AUTOMINE ?? 'on';
   if (auto !== 'on' && auto !== 'off') throw new ConfigError('MEDULLA_AUTOMINE', `must be on or off, got "${auto}"`);
+  const pacing = env.MEDULLA_PACING ?? 'on';
+  if (pacing !== 'on' && pacing !== 'off') throw new ConfigError('MEDULLA_PACING', `must be on or off, got "${pacing}"`);
   const g = env.MEDULLA_GENESIS_DIFFICULTY;
   if (g !== undefined && !/^\d+$/.test(g)) throw new ConfigError('MEDULLA_GENESIS_DIFFICULTY', `must be a positive integer, got "${g}"`);
   return {
@@ -32,6 +35,7 @@ function envOptions(p: Platform, port: number, env = process.env): MedullaNodeOp
     genesisDifficulty: g ? Math.max(1, Number(g)) : Math.max(1, Math.round((ASSUMED_HASHRATE * p.config.epochIntervalMs) / 1000)),
     intervalMs: p.config.epochIntervalMs,
     pollMs: Math.max(250, p.config.epochIntervalMs),
+    paced: pacing === 'on',
   };
 }
 
