@@ -41,7 +41,7 @@ async function ledgerBalanced() {
 }
 
 describe('treasury emission', () => {
-  it('scales by CPV and decays by EBC over 30 quiet epochs, reaching the floor', async () => {
+  it('scales by CPV and decays by EBC over 30 quiet epochs, reaching the floor; an active stack is not decayed', async () => {
     p.setEpoch(0);
     const stack = await createStack(p, { pubkey: generateIdentity().pubKey, cpv });
     for (let e = 1; e <= 30; e++) {
@@ -54,16 +54,18 @@ describe('treasury emission', () => {
     const byEpoch = new Map(events.map((ev) => [ev.epoch, ev]));
     for (let e = 1; e <= 30; e++) {
       const ev = byEpoch.get(e)!;
-      const f = Math.max(0.25, Math.exp(-0.05 * e));
+      // Emitted as epoch e begins: the quiet epochs since the stack was last active (epoch 0) are e - 1.
+      const f = Math.max(0.25, Math.exp(-0.05 * (e - 1)));
       expect(ev.ebcFactor).toBeCloseTo(f, 9);
       expect(ev.amounts.compute).toBeCloseTo(Math.round(100 * 2 * f * 1000) / 1000, 6);
       expect(ev.amounts.memory).toBeCloseTo(Math.round(100 * 0.5 * f * 1000) / 1000, 6);
       expect(ev.amounts.routing).toBeCloseTo(Math.round(100 * 1.5 * f * 1000) / 1000, 6);
       expect(ev.cpv).toEqual(cpv);
     }
+    expect(byEpoch.get(1)!.ebcFactor).toBe(1); // active in epoch 0, the epoch that just ended
     // About 28 quiet epochs reach the floor (e^-1.4 < 0.25 < e^-1.35).
-    expect(byEpoch.get(27)!.ebcFactor).toBeGreaterThan(0.25);
-    expect(byEpoch.get(28)!.ebcFactor).toBe(0.25);
+    expect(byEpoch.get(28)!.ebcFactor).toBeGreaterThan(0.25);
+    expect(byEpoch.get(29)!.ebcFactor).toBe(0.25);
     expect(byEpoch.get(30)!.amounts).toEqual({ compute: 50, memory: 12.5, sync: 25, routing: 37.5 });
     await ledgerBalanced();
   });
@@ -75,7 +77,7 @@ describe('treasury emission', () => {
     expect(a.stacks + b.stacks).toBeGreaterThanOrEqual(1);
     await emitEpoch(p, 31);
     const after = await balanceOf(p.db.prisma, claimableAccount(stack.id));
-    expect(after.compute - before.compute).toBeCloseTo(100 * Math.max(0.25, Math.exp(-0.05 * 31)), 3);
+    expect(after.compute - before.compute).toBeCloseTo(100 * Math.max(0.25, Math.exp(-0.05 * 30)), 3);
     expect((await issuance(p, stack.id)).filter((e) => e.epoch === 31)).toHaveLength(1);
     await ledgerBalanced();
   });
@@ -106,8 +108,9 @@ describe('treasury emission', () => {
     expect(b.currentEpoch).toBe(50);
     const f = ebcFactor({ floor: 0.25, decayRate: 0.05 }, 50 - b.lastActiveEpoch);
     expect(b.ebcFactor).toBe(f);
+    // The emission of epoch 50 counts the quiet epochs before it (41..49).
     const emitted = (await issuance(p, stack.id))[0]!.amounts.compute;
-    expect(emitted).toBeCloseTo(100 * 2 * f, 3);
+    expect(emitted).toBeCloseTo(100 * 2 * ebcFactor({ floor: 0.25, decayRate: 0.05 }, 49 - b.lastActiveEpoch), 3);
     expect(b.raw.compute).toBe(1000 + emitted); // spawn grant + claimed emission
     expect(b.effective.compute).toBeCloseTo(b.raw.compute * 2 * f, 3);
     expect(b.effective.residue).toBe(0);

@@ -45,9 +45,11 @@ export const cpvOf = (s: Cpv): Cpv => ({
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
 /**
- * Emits epoch `epoch` for every stack that has not had it yet (Emission @@unique(stackId, epoch)
- * makes it idempotent, also across concurrent emitters). Ledger entries, balances, events and the
- * chain intent are written by the same statement / transaction.
+ * Emits epoch `epoch` for every stack that has not had it yet. It runs as the epoch begins, so its
+ * EBC delta counts the quiet epochs before it: a stack active in the epoch that just ended (epoch -
+ * 1) is not decayed at all, one quiet since epoch a gets e^(-decay x (epoch - 1 - a)).
+ * Emission @@unique(stackId, epoch) makes it idempotent, also across concurrent emitters. Ledger
+ * entries, balances, events and the chain intent are written by the same statement / transaction.
  */
 export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: number; stacks: number }> {
   const ts = Date.now();
@@ -55,7 +57,7 @@ export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: nu
     const rows = await tx.$queryRawUnsafe<{ n: number; compute: string | null; memory: string | null; sync: string | null; routing: string | null }[]>(
       `WITH s AS (
         SELECT id, "computeCoeff", "memoryCoeff", "syncCoeff", "routingCoeff", "residueCoeff",
-          GREATEST("bindingFloor", EXP(-"bindingDecay" * GREATEST(0, $1::int - "lastActiveEpoch"))) AS ebc
+          GREATEST("bindingFloor", EXP(-"bindingDecay" * GREATEST(0, $1::int - 1 - "lastActiveEpoch"))) AS ebc
         FROM "Stack"
       ), m AS (
         SELECT s.*, ROUND(${EMISSION_PER_EPOCH * 1000} * "computeCoeff" * ebc)::bigint AS c,
