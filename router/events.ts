@@ -10,13 +10,34 @@ import type { Platform } from '../lib/platform.ts';
 import type { Subscription } from '../lib/bus/port.ts';
 
 export const MAX_BUFFERED = 1024 * 1024;
-const SUBJECT = /^[A-Za-z0-9_:.\-*>]+$/;
+const TOKEN = /^[A-Za-z0-9_:\-]+$/;
+
+/**
+ * A subject filter as the bus takes it: `cog.` then dot-separated tokens, each a name, `*` (one
+ * token) or, last only, `>` (the rest); e.g. `cog.perceive.*`, `cog.>`.
+ */
+const validFilter = (s: string) => {
+  const tokens = s.split('.');
+  return s.length <= 200 && tokens.length >= 2 && tokens[0] === 'cog' &&
+    tokens.every((t, i) => TOKEN.test(t) || t === '*' || (t === '>' && i === tokens.length - 1));
+};
 
 export function parseSubjects(raw: string | null): string[] | null {
   if (!raw) return ['cog.>'];
   const list = raw.split(',').map((s) => s.trim()).filter(Boolean);
-  if (!list.length || list.length > 32 || list.some((s) => !SUBJECT.test(s) || s.length > 200)) return null;
+  if (!list.length || list.length > 32 || !list.every(validFilter)) return null;
   return list;
+}
+
+/** `since`: absent, or the bus sequence of the last event seen (a non-negative integer). */
+function parseSince(raw: string | null): number | undefined | null {
+  if (raw === null) return undefined;
+  return /^\d{1,15}$/.test(raw) ? Number(raw) : null;
+}
+
+function refuse(socket: Duplex, detail: string): void {
+  const body = JSON.stringify({ type: 'https://cog.dev/problems/bad-request', title: 'Bad request', status: 400, detail, code: 'BAD_REQUEST' });
+  socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
 }
 
 export function createEventStream(p: Platform) {
@@ -25,8 +46,7 @@ export function createEventStream(p: Platform) {
   wss.on('connection', async (ws: WebSocket, req: IncomingMessage) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const subjects = parseSubjects(url.searchParams.get('subjects'))!;
-    const sinceRaw = url.searchParams.get('since');
-    const since = sinceRaw && /^\d+$/.test(sinceRaw) ? Number(sinceRaw) : undefined;
+    const since = parseSince(url.searchParams.get('since')) ?? undefined;
     let sub: Subscription | undefined;
     let closed = false;
     ws.on('close', () => {
@@ -57,8 +77,11 @@ export function createEventStream(p: Platform) {
       const url = new URL(req.url ?? '/', 'http://localhost');
       if (url.pathname !== '/v1/events') return false;
       if (!parseSubjects(url.searchParams.get('subjects'))) {
-        socket.end('HTTP/1.1 400 Bad Request\r\ncontent-type: application/problem+json\r\nconnection: close\r\n\r\n' +
-          JSON.stringify({ type: 'https://cog.dev/problems/bad-request', title: 'Bad request', status: 400, detail: 'subjects must be a comma-separated list of subject filters', code: 'BAD_REQUEST' }));
+        refuse(socket, 'subjects must be a comma-separated list (at most 32) of subject filters: cog. then dot-separated tokens, each a name, * or (last) >, e.g. cog.perceive.*,cog.epoch.advanced');
+        return true;
+      }
+      if (parseSince(url.searchParams.get('since')) === null) {
+        refuse(socket, 'since must be the seq of the last event seen (a non-negative integer)');
         return true;
       }
       wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));

@@ -196,9 +196,32 @@ describe('REST event stream /v1/events', () => {
     again.close();
   });
 
-  it('refuses a malformed subject filter with a 400', async () => {
-    const ws = new WebSocket(`${wsUrl}/v1/events?subjects=${encodeURIComponent('bad subject!')}`);
-    const status = await new Promise<number>((r) => ws.on('unexpected-response', (_req, res) => r(res.statusCode ?? 0)));
-    expect(status).toBe(400);
+  it('refuses a malformed subject filter or since with a 400 problem at the upgrade, never a server close', async () => {
+    const refused = async (query: string) => {
+      const ws = new WebSocket(`${wsUrl}/v1/events?${query}`);
+      ws.on('error', () => {});
+      return new Promise<{ status: number; body: string }>((resolve, reject) => {
+        ws.on('unexpected-response', (_req, res) => {
+          let body = '';
+          res.on('data', (c: Buffer) => (body += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        ws.on('open', () => reject(new Error(`${query} opened`)));
+      });
+    };
+    for (const f of ['bad subject!', 'foo.bar', '*', '>', 'cog', 'cog..perceive', 'cog.>.x', 'cog.perceive.', 'x'.repeat(300)]) {
+      const r = await refused(`subjects=${encodeURIComponent(f)}`);
+      expect(r.status, f).toBe(400);
+      expect(JSON.parse(r.body)).toMatchObject({ status: 400, code: 'BAD_REQUEST' });
+    }
+    for (const since of ['abc', '-5', '1.5', '']) expect((await refused(`subjects=cog.>&since=${since}`)).status, since).toBe(400);
+    // What the filters allow opens.
+    const ok = new WebSocket(`${wsUrl}/v1/events?subjects=${encodeURIComponent('cog.perceive.*,cog.epoch.advanced,cog.>')}&since=0`);
+    const first = await new Promise<{ subject: string }>((resolve, reject) => {
+      ok.on('message', (m) => resolve(JSON.parse(String(m))));
+      ok.on('close', (code) => reject(new Error(`closed ${code}`)));
+    });
+    expect(first.subject).toBeTruthy();
+    ok.close();
   });
 });
