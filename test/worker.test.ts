@@ -131,4 +131,25 @@ describe('passes', () => {
     const head = (await getStackRow(p.db.prisma, stack.id)).episodicHead!;
     expect(await submitProof(p, res.id, { claimant: stack.id, proof: { mergeCid: head } })).toMatchObject({ status: 'resolved' });
   });
+
+  it('memory-reconciler opens one residue per sleeve that wrote beside the main line, however many branches it wrote', async () => {
+    p.setEpoch(610);
+    const stack = await createStack(p, { name: 'taking-turns' });
+    const a = await spawnSleeve(p, { stackId: stack.id, embodimentType: 'ai', shape: 'A' });
+    const b = await spawnSleeve(p, { stackId: stack.id, embodimentType: 'human', shape: 'A' });
+    // Two sleeves writing in turn within one epoch: every write after the first forks.
+    let branches = 0;
+    for (let i = 0; i < 8; i++) if ((await perceive(p, { sleeveId: i % 2 ? b.id : a.id, text: `turn ${i}` })).branchId) branches++;
+    expect(branches).toBe(7);
+    const r = await memoryReconciler(p, 610);
+    expect(r).toMatchObject({ open: 7, merged: 7, residues: 2 });
+    const mine = (await listResidues(p)).filter((x) => x.kind === 'speculative-divergence' && x.stackId === stack.id);
+    expect(mine.map((x) => x.sleeveId).sort()).toEqual([a.id, b.id].sort());
+    const row = await p.db.prisma.residue.findUniqueOrThrow({ where: { id: mine.find((x) => x.sleeveId === b.id)!.id } });
+    expect(row.evidence).toMatchObject({ branches: 4 });
+    expect((row.evidence as { branchIds: string[] }).branchIds).toHaveLength(4);
+    // The merged head descends from every branch: the proof of either residue.
+    const head = (await getStackRow(p.db.prisma, stack.id)).episodicHead!;
+    for (const x of mine) expect(await submitProof(p, x.id, { claimant: stack.id, proof: { mergeCid: head } })).toMatchObject({ status: 'resolved' });
+  });
 });

@@ -5,19 +5,37 @@ import { hippocampusClient } from '../../memory/hippocampus/client.ts';
 import { mergeBranch, openBranches } from '../../memory/memory.ts';
 import { openResidueNow } from '../open.ts';
 
-/** Opens a speculative-divergence residue per open branch, then merges it into the main line. */
+/** Most branch ids one residue's evidence lists. */
+const EVIDENCE_BRANCHES = 64;
+
+/**
+ * Opens a speculative-divergence residue per sleeve that wrote beside the main line (one for all
+ * the branches it wrote since the last pass: two sleeves writing in turn fork at every write, and
+ * one residue per write would flood the residue list), then merges every branch into the main line.
+ * The evidence is the sleeve's first branch (its proof: a node descending from that head).
+ */
 export async function reconcileBranches(p: Platform, epoch: number): Promise<Record<string, unknown>> {
   const branches = await openBranches(p.db.prisma);
   const merged: string[] = [];
   let residues = 0;
+  const bySleeve = new Map<string, typeof branches>();
   for (const b of branches) {
+    const k = `${b.stackId}:${b.sleeveId}`;
+    bySleeve.set(k, [...(bySleeve.get(k) ?? []), b]);
+  }
+  for (const group of bySleeve.values()) {
+    const b = group[0]!;
     const { created } = await openResidueNow(p.db.prisma, {
-      kind: 'speculative-divergence', trigger: `sleeve ${b.sleeveId} wrote branch ${b.id} beside the main line`,
+      kind: 'speculative-divergence',
+      trigger: group.length === 1 ? `sleeve ${b.sleeveId} wrote branch ${b.id} beside the main line` : `sleeve ${b.sleeveId} wrote ${group.length} branches beside the main line`,
       stackId: b.stackId, sleeveId: b.sleeveId, epoch,
-      evidence: { branchId: b.id, headCid: b.headCid, baseCid: b.baseCid }, dedupeKey: `speculative-divergence:${b.id}`,
+      evidence: { branchId: b.id, headCid: b.headCid, baseCid: b.baseCid, branches: group.length, branchIds: group.slice(0, EVIDENCE_BRANCHES).map((x) => x.id) },
+      dedupeKey: `speculative-divergence:${b.id}`,
       expiryEpochs: p.config.residueExpiryEpochs,
     });
     if (created) residues++;
+  }
+  for (const b of branches) {
     try {
       await mergeBranch(p, b.id);
       merged.push(b.id);
