@@ -10,6 +10,8 @@ import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/
 import { medullaRpc } from '../subgraphs/chains/medulla/client.ts';
 import type { Block } from '../subgraphs/chains/medulla/header.ts';
 import { computeRoots, crossRootOf, tupleMessage } from '../subgraphs/chains/thalamus/coherence.ts';
+import { createStack } from '../subgraphs/stacks/stacks.ts';
+import { submitProof } from '../subgraphs/residues/residues.ts';
 
 let p: TestPlatform;
 let m: MedullaService;
@@ -137,6 +139,22 @@ describe('medulla rpc', () => {
     expect(committed.length).toBe(2);
     for (const x of committed) expect(crossRootOf(x.evmRoot, x.ipfsRoot, x.sleevesRoot)).toBe(x.crossRoot);
     expect(all.filter((x) => x.coherenceEpoch === null).every((x) => x.crossRoot === '0'.repeat(64))).toBe(true);
+
+    // Two different unsigned tuples (the spec's five-parameter form) for one epoch: an equivocation
+    // of operator 'anonymous', claimable with the two tuples Medulla recorded.
+    const e2 = (await medullaRpc<{ height: number }>(m.url, 'getinfo')).height + 1;
+    const u1 = { epoch: e2, ...computeRoots({ evmTxHashes: [], cids: ['cog://u1@1'], sleeves: [] }) };
+    const u2 = { epoch: e2, ...computeRoots({ evmTxHashes: [], cids: ['cog://u2@1'], sleeves: [] }) };
+    const plain = (t: typeof u1) => [t.epoch, t.crossRoot, t.evmRoot, t.ipfsRoot, t.sleevesRoot];
+    await medullaRpc(m.url, 'submitcoherenceroot', plain(u1));
+    expect(await medullaRpc(m.url, 'submitcoherenceroot', plain(u2))).toMatchObject({ operator: 'anonymous', equivocation: true });
+    const anon = await p.db.prisma.residue.findUniqueOrThrow({ where: { dedupeKey: `routing-equivocation:anonymous:${e2}` } });
+    const finder = await createStack(p, { name: 'equivocation-finder' });
+    const u3 = { epoch: e2, ...computeRoots({ evmTxHashes: [], cids: ['cog://u3@1'], sleeves: [] }) };
+    for (const tuples of [[u1, u3], [u1, u1], [u1, { ...u2, crossRoot: u1.crossRoot }], [u1]]) {
+      await expect(submitProof(p, anon.id, { claimant: finder.id, proof: { tuples } })).rejects.toMatchObject({ code: 'INVALID_PROOF' });
+    }
+    expect(await submitProof(p, anon.id, { claimant: finder.id, proof: { tuples: [u2, u1] } })).toMatchObject({ status: 'resolved', bounty: 10 });
   }, 30_000);
 
   it('gateway: GET /v1/epochs/current and POST /v1/mining/block go through Medulla', async () => {

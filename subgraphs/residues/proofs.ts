@@ -15,12 +15,13 @@
 //                                               Hippocampus did not answer (evidence.source 'hippocampus', no CID): it
 //                                               serves that epoch's writes again, each of them stored
 //   routing-equivocation     {tuples: [a, b]}   two distinct tuples for the epoch, each signed by the operator's ed25519 key
+//                                               (unsigned submissions, operator 'anonymous': the two Medulla recorded)
 import { isHex, verify } from '../../lib/crypto.ts';
 import { unavailable } from '../../lib/errors.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { getSleeveRow } from '../sleeves/sleeves.ts';
 import { hippocampusClient } from '../memory/hippocampus/client.ts';
-import { evmRootOf, ipfsRootOf, tupleMessage, type CoherenceTuple } from '../chains/thalamus/coherence.ts';
+import { crossRootOf, evmRootOf, ipfsRootOf, tupleMessage, type CoherenceTuple } from '../chains/thalamus/coherence.ts';
 import type { ResidueKind } from './open.ts';
 
 export type Verdict = { ok: true; facts: Record<string, unknown> } | { ok: false; reason: string };
@@ -216,22 +217,38 @@ async function shardLoss(p: Platform, r: ResidueFacts): Promise<Verdict> {
 
 const ROOTS = ['crossRoot', 'evmRoot', 'ipfsRoot', 'sleevesRoot'] as const;
 
+/**
+ * Two distinct tuples for the epoch from the residue's operator: signed by its key, or, for the
+ * spec's unsigned submitcoherenceroot (operator 'anonymous'), the two tuples Medulla recorded
+ * (their crossRoots are in the evidence, and each must recompute from its roots).
+ */
 function routingEquivocation(r: ResidueFacts, proof: Record<string, unknown>): Verdict {
   const operator = r.evidence.operator;
   const epoch = Number(r.evidence.epoch ?? r.epoch);
-  if (!isHex(operator, 32)) return no('the residue names no operator key');
+  const anonymous = operator === 'anonymous';
+  if (!anonymous && !isHex(operator, 32)) return no('the residue names no operator key');
   const tuples = proof.tuples;
-  if (!Array.isArray(tuples) || tuples.length !== 2) return no('proof.tuples must hold exactly two signed tuples');
+  if (!Array.isArray(tuples) || tuples.length !== 2) return no(`proof.tuples must hold exactly two ${anonymous ? '' : 'signed '}tuples`);
   for (const [i, t] of tuples.entries()) {
     const tt = t as Record<string, unknown>;
     if (!tt || typeof tt !== 'object' || tt.epoch !== epoch) return no(`tuple ${i} is not for epoch ${epoch}`);
     for (const k of ROOTS) if (!isHex(tt[k], 32)) return no(`tuple ${i}: ${k} must be 64 hex chars`);
+    if (anonymous) {
+      if (crossRootOf(tt.evmRoot as string, tt.ipfsRoot as string, tt.sleevesRoot as string) !== tt.crossRoot) return no(`tuple ${i}: crossRoot does not recompute from its roots`);
+      continue;
+    }
     if (!isHex(tt.signature, 64)) return no(`tuple ${i}: signature must be 128 hex chars`);
     const msg = coherenceTupleMessage(tt as never);
-    if (!verify(tt.signature as string, msg, operator)) return no(`tuple ${i} is not signed by operator ${operator}`);
+    if (!verify(tt.signature as string, msg, operator as string)) return no(`tuple ${i} is not signed by operator ${String(operator)}`);
   }
   const [a, b] = tuples as Record<string, string>[];
   if (ROOTS.every((k) => a![k] === b![k])) return no('the two tuples are the same');
+  if (anonymous) {
+    const recorded = (Array.isArray(r.evidence.crossRoots) ? r.evidence.crossRoots : []) as unknown[];
+    if (!recorded.includes(a!.crossRoot) || !recorded.includes(b!.crossRoot) || a!.crossRoot === b!.crossRoot) {
+      return no('the two tuples must be the two unsigned submissions Medulla recorded for the epoch');
+    }
+  }
   return yes({ operator, epoch, crossRoots: [a!.crossRoot, b!.crossRoot] });
 }
 
