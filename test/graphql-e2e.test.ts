@@ -115,6 +115,7 @@ describe('GraphQL mutations through the router', () => {
     expect(shallow.recall).toMatchObject({ effectiveDepth: 2, fragments: [{ text: 'keep this' }, { text: 'shape b' }] });
     expect((await refused('mutation($s: ID!) { recall(stackId: $s, depth: 0) { fidelity } }', { s: S.stack })).extensions?.code).toBe('BAD_REQUEST');
     expect((await refused('mutation($id: ID!) { perceive(sleeveId: $id, stackId: "stack:other", text: "x") { cid } }', { id: S.ai })).extensions?.code).toBe('NOT_FOUND');
+    expect((await refused('mutation { remember(text: "x") { cid } }', {})).extensions).toMatchObject({ code: 'BAD_REQUEST', status: 400 });
   });
 
   it('syncSleeve resets drift; INSUFFICIENT_TOKENS (402) with token, required, available when short', async () => {

@@ -149,8 +149,9 @@ export async function remember(p: Platform, input: { stackId?: string; sleeveId?
   const text = checkText(input.text, 'text');
   if (input.pin !== undefined && typeof input.pin !== 'boolean') throw badRequest('pin must be a boolean', [{ path: 'pin', message: 'must be boolean' }]);
   let sleeveId = input.sleeveId;
+  if (!sleeveId && !input.stackId) throw badRequest('remember needs a stackId or a sleeveId', [{ path: 'stackId', message: 'or sleeveId is required' }]);
   if (!sleeveId) {
-    const stack = await getStackRow(p.db.prisma, input.stackId ?? '');
+    const stack = await getStackRow(p.db.prisma, input.stackId!);
     const payer = await richestMemorySleeve(p.db.prisma, stack.id);
     if (!payer) throw conflict(`stack ${stack.id} has no alive sleeve to write with`, 'NO_ALIVE_SLEEVE');
     sleeveId = payer.id;

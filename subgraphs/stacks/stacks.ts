@@ -1,6 +1,6 @@
 // Stacks: persistent identities. Two creation shapes (spec: Stack):
-//  A {name, kind?}   -> id `stack:<kind>:<tokenId>:<12 hex>`, keypair generated here, identityPriv
-//                       returned once, cpv all 1;
+//  A {name, kind?, cpv?} -> id `stack:<kind>:<tokenId>:<12 hex>`, keypair generated here,
+//                       identityPriv returned once, cpv all 1 unless given;
 //  B {pubkey, cpv}   -> id `stack:<address(pubkey)>`, the client holds the key.
 // The master secret (root of per-epoch keys) is random, stored only wrapped under p.masterKey.
 import { randomBytes } from 'node:crypto';
@@ -81,14 +81,15 @@ function parsePubkey(pubkey: unknown): string {
   return hex;
 }
 
-function parseCpv(cpv: unknown): Cpv {
+/** `partial`: a coefficient left out is 1 (Shape A, where cpv is optional); Shape B needs all five. */
+function parseCpv(cpv: unknown, partial = false): Cpv {
   if (cpv === null || typeof cpv !== 'object' || Array.isArray(cpv)) {
     throw badRequest('cpv must be an object with syncCoeff, memoryCoeff, computeCoeff, residueCoeff, routingCoeff', [{ path: 'cpv', message: 'is required' }]);
   }
   const out = {} as Cpv;
   const errors = [];
   for (const k of CPV_KEYS) {
-    const v = (cpv as Record<string, unknown>)[k];
+    const v = (cpv as Record<string, unknown>)[k] ?? (partial ? 1 : undefined);
     if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > 2) errors.push({ path: `cpv.${k}`, message: 'must be a number in [0, 2]' });
     else out[k] = v;
   }
@@ -125,7 +126,9 @@ export async function createStack(p: Platform, input: CreateStackInput): Promise
     const id = generateIdentity();
     pubKey = id.pubKey;
     identityPriv = id.identityPriv;
-    cpv = { syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1, residueCoeff: 1, routingCoeff: 1 };
+    // Each 1 when created with a name only; a cpv sent along is checked like Shape B's (a value
+    // out of [0, 2] is a 400, not silently dropped), the coefficients it leaves out are 1.
+    cpv = input.cpv === undefined ? { syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1, residueCoeff: 1, routingCoeff: 1 } : parseCpv(input.cpv, true);
   }
   if (shapeB && (await p.db.prisma.stack.findUnique({ where: { pubKey } }))) throw conflict('a stack with this pubkey already exists', 'STACK_EXISTS');
   const epoch = p.epochs.current();

@@ -232,12 +232,16 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
         const bad: unknown[] = [
           {}, { name: '' }, { name: 5 }, { name: 'a', kind: 'robot' },
           { pubkey: 'zz', cpv }, { pubkey }, { pubkey, cpv: { ...cpv, computeCoeff: 2.5 } }, { pubkey, cpv: { ...cpv, syncCoeff: -0.1 } },
-          { pubkey, cpv: { ...cpv, memoryCoeff: '1' } },
+          { pubkey, cpv: { ...cpv, memoryCoeff: '1' } }, { name: 'a', cpv: { computeCoeff: 2.5 } }, { name: 'a', cpv: 'high' },
         ];
         for (const [i, body] of bad.entries()) expectProblem(await post(i % 2 ? g1() : g2(), '/v1/stacks', body), 400, JSON.stringify(body));
         expectProblem(await http('POST', `${g1()}/v1/stacks`, undefined, { raw: '{"name": ' }), 400, 'malformed JSON');
         expect((await okJson(getj(g2(), '/v1/stacks'))).length).toBe(before);
         expectProblem(await getj(g1(), `/v1/stacks/${enc('stack:human:999999:000000000000')}`), 404, 'unknown stack');
+        // A name with a cpv: the coefficients given apply, the others are 1.
+        const named = await okJson(post(g1(), '/v1/stacks', { name: 'e2e-cpv', cpv: { computeCoeff: 1.5, syncCoeff: 0 } }), 201);
+        expect(named.cpv).toEqual({ syncCoeff: 0, memoryCoeff: 1, computeCoeff: 1.5, residueCoeff: 1, routingCoeff: 1 });
+        expect(named.id).toMatch(/^stack:human:\d+:[0-9a-f]{12}$/);
       });
     });
 
