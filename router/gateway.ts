@@ -11,7 +11,7 @@ import type { Platform } from '../lib/platform.ts';
 import { newContext, type GqlContext } from '../lib/graphql.ts';
 import { buildSubgraph, readSupergraphConfig } from './subgraphs.ts';
 import { supergraphFile } from './compose.ts';
-import { limitRules } from './limits.ts';
+import { formatLimitError, limitRules } from './limits.ts';
 import { InProcessDataSource } from './local-source.ts';
 import { CoalescingDataSource, type CoalesceStats } from './coalesce.ts';
 
@@ -60,10 +60,7 @@ export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Pro
     plugins: [ApolloServerPluginLandingPageDisabled()],
     validationRules: limitRules(p.config.graphqlLimits),
     parseOptions: { maxTokens: p.config.graphqlLimits.maxTokens },
-    formatError: (formatted) => {
-      const limit = formatted.extensions?.limit;
-      return typeof limit === 'string' ? { ...formatted, extensions: { ...formatted.extensions, code: limit } } : formatted;
-    },
+    formatError: (formatted) => formatLimitError(formatted),
   });
   await server.start();
   // The API schema the gateway serves (supergraph minus federation internals).
@@ -122,18 +119,37 @@ function introspectionOnly(req: FastifyRequest, maxTokens: number): { document: 
   return { document, operationName, variables };
 }
 
+/** A request for a subscription operation (the gateway's schema has no Subscription type to say so). */
+function subscriptionOverHttp(req: FastifyRequest, maxTokens: number): boolean {
+  const src = (req.method === 'GET' ? req.query : req.body) as Record<string, unknown> | undefined;
+  const query = src?.query;
+  if (typeof query !== 'string' || !query.includes('subscription')) return false;
+  try {
+    const op = getOperationAST(parse(query, { maxTokens }), typeof src?.operationName === 'string' ? src.operationName : undefined);
+    return op?.operation === 'subscription';
+  } catch {
+    return false;
+  }
+}
+
 /**
- * Mounts an Apollo Server on a fastify route (GET and POST). With `introspection` (the router's
- * whole schema, subscriptions included), an introspection-only query is answered from it: the
- * gateway's own schema has no Subscription type, since @apollo/gateway does not run subscriptions.
+ * Mounts an Apollo Server on a fastify route (GET and POST). With `router` (the gateway: its whole
+ * schema, subscriptions included), a subscription sent over HTTP is told where subscriptions are
+ * served, and, with introspection on, an introspection-only query is answered from that schema:
+ * the gateway's own has no Subscription type, since @apollo/gateway does not run subscriptions.
  */
-export function mountGraphql(app: FastifyInstance, server: ApolloServer<GqlContext>, p: Platform, url = '/graphql', introspection?: () => GraphQLSchema): void {
+export function mountGraphql(app: FastifyInstance, server: ApolloServer<GqlContext>, p: Platform, url = '/graphql', router?: { schema: () => GraphQLSchema; introspection: boolean }): void {
+  const introspection = router?.introspection ? router.schema : undefined;
   const handler = async (req: FastifyRequest, reply: FastifyReply) => {
+    if (router && subscriptionOverHttp(req, p.config.graphqlLimits.maxTokens)) {
+      const error = { message: 'Subscriptions are served over WebSocket on this path (graphql-ws, subprotocol graphql-transport-ws), not over HTTP', extensions: { code: 'BAD_REQUEST', status: 400 } };
+      return reply.code(400).type('application/json; charset=utf-8').send(JSON.stringify({ errors: [error] }));
+    }
     const intro = introspection && introspectionOnly(req, p.config.graphqlLimits.maxTokens);
     if (intro) {
       const schema = introspection();
       const errors = validate(schema, intro.document, [...specifiedRules, ...limitRules(p.config.graphqlLimits)]);
-      const result = errors.length ? { errors } : await execute({ schema, document: intro.document, operationName: intro.operationName, variableValues: intro.variables });
+      const result = errors.length ? { errors: errors.map((e) => formatLimitError(e.toJSON())) } : await execute({ schema, document: intro.document, operationName: intro.operationName, variableValues: intro.variables });
       const type = /application\/graphql-response\+json/.test(String(req.headers.accept ?? '')) ? 'application/graphql-response+json' : 'application/json';
       return reply.code(errors.length ? 400 : 200).type(`${type}; charset=utf-8`).send(JSON.stringify(result));
     }

@@ -12,9 +12,19 @@ export interface GraphqlLimits {
 }
 
 
-// Apollo Server re-codes validation errors as GRAPHQL_VALIDATION_FAILED; `limit` carries ours through
-// and the router's formatError restores it (router/gateway.ts).
-const limitError = (code: string, message: string) => new GraphQLError(message, { extensions: { code, limit: code } });
+// Apollo Server re-codes validation errors as GRAPHQL_VALIDATION_FAILED; `limitCode` carries ours
+// through and the router's formatError restores it (formatLimitError). `limit` is the bound, `actual`
+// what the operation has.
+const limitError = (code: string, message: string, limit: number, actual: number) =>
+  new GraphQLError(message, { extensions: { code, limitCode: code, limit, actual } });
+
+/** A formatted error's extensions with a limit's own code restored and the carrier removed. */
+export function formatLimitError<T extends { extensions?: Record<string, unknown> }>(formatted: T): T {
+  const ext = formatted.extensions;
+  if (!ext || typeof ext.limitCode !== 'string') return formatted;
+  const { limitCode, ...rest } = ext;
+  return { ...formatted, extensions: { ...rest, code: limitCode } };
+}
 
 type Walk = (set: SelectionSetNode, visit: (field: FieldNode, depth: number, multiplier: number) => void, depth: number, multiplier: number, seen?: Set<string>) => void;
 
@@ -69,7 +79,7 @@ export function limitRules(limits: GraphqlLimits): ValidationRule[] {
     perOperation((_ctx, set, _walk, outside) => {
       let deepest = 0;
       outside(set, (_f, d) => void (deepest = Math.max(deepest, d + 1)), 0, 1);
-      return deepest > limits.maxDepth ? limitError('QUERY_TOO_DEEP', `Query depth ${deepest} exceeds the limit of ${limits.maxDepth}`) : null;
+      return deepest > limits.maxDepth ? limitError('QUERY_TOO_DEEP', `Query depth ${deepest} exceeds the limit of ${limits.maxDepth}`, limits.maxDepth, deepest) : null;
     }),
     perOperation((ctx, set) => {
       // List fields nested under __schema / __type, through fragments (each once per path).
@@ -93,22 +103,22 @@ export function limitRules(limits: GraphqlLimits): ValidationRule[] {
       };
       walk(set, false, 0, new Set());
       return deepest > INTROSPECTION_LIST_DEPTH
-        ? limitError('INTROSPECTION_TOO_DEEP', `Introspection nests ${deepest} list fields (types, fields, ...), more than the ${INTROSPECTION_LIST_DEPTH} the standard query needs`)
+        ? limitError('INTROSPECTION_TOO_DEEP', `Introspection nests ${deepest} list fields (types, fields, ...), more than the ${INTROSPECTION_LIST_DEPTH} the standard query needs`, INTROSPECTION_LIST_DEPTH, deepest)
         : null;
     }),
     perOperation((_ctx, set, walk) => {
       let aliases = 0;
       walk(set, (f) => void (f.alias && aliases++), 0, 1);
-      return aliases > limits.maxAliases ? limitError('TOO_MANY_ALIASES', `${aliases} aliases exceed the limit of ${limits.maxAliases}`) : null;
+      return aliases > limits.maxAliases ? limitError('TOO_MANY_ALIASES', `${aliases} aliases exceed the limit of ${limits.maxAliases}`, limits.maxAliases, aliases) : null;
     }),
     perOperation((_ctx, set) => {
       const roots = set.selections.length;
-      return roots > limits.maxRootFields ? limitError('TOO_MANY_ROOT_FIELDS', `${roots} root fields exceed the limit of ${limits.maxRootFields}`) : null;
+      return roots > limits.maxRootFields ? limitError('TOO_MANY_ROOT_FIELDS', `${roots} root fields exceed the limit of ${limits.maxRootFields}`, limits.maxRootFields, roots) : null;
     }),
     perOperation((_ctx, set, _walk, outside) => {
       let cost = 0;
       outside(set, (f, _d, m) => void (cost += m * listFactor(f)), 0, 1);
-      return cost > limits.maxCost ? limitError('QUERY_TOO_COSTLY', `Query cost ${cost} exceeds the limit of ${limits.maxCost}`) : null;
+      return cost > limits.maxCost ? limitError('QUERY_TOO_COSTLY', `Query cost ${cost} exceeds the limit of ${limits.maxCost}`, limits.maxCost, cost) : null;
     }),
   ];
 }

@@ -31,7 +31,7 @@ export const startGateway: ServiceStarter = async (p) => {
   await registerRest(app, p);
   const { server: gql, apiSchema, coalesced } = await createGateway(p, { remote: process.env.COG_SUBGRAPHS === 'remote' });
   const schema = routerSchema(p, gql, apiSchema);
-  mountGraphql(app, gql, p, '/graphql', p.config.graphqlIntrospection ? schema : undefined);
+  mountGraphql(app, gql, p, '/graphql', { schema, introspection: p.config.graphqlIntrospection });
   if (p.config.graphqlIntrospection) mountGraphiql(app);
   const events = createEventStream(p);
   const gqlWs = createGraphqlWs(p, gql, schema);

@@ -186,7 +186,16 @@ export function buildSubscriptionSchema(apiSdl: string, p: Platform, gateway: ()
   const schema = extendSchema(base, parse(subscriptionSdl), { assumeValidSDL: true });
   const subscription: Record<string, { subscribe: (src: unknown, args: Data) => AsyncIterableIterator<Data>; resolve: (payload: Data) => Data }> = {};
   for (const [name, feed] of Object.entries(feeds)) {
-    subscription[name] = { subscribe: (_src, args) => busIterator(p.bus, feed, args), resolve: (payload) => payload };
+    subscription[name] = {
+      subscribe: (_src, args) => {
+        // A cursor is a bus sequence: anything else would silently start live, past what the client missed.
+        if (args.after !== undefined && args.after !== null && !(typeof args.after === 'string' && /^\d{1,15}$/.test(args.after))) {
+          throw new GraphQLError('after must be a cursor received from a subscription (a string of digits)', { extensions: { code: 'BAD_USER_INPUT' } });
+        }
+        return busIterator(p.bus, feed, args);
+      },
+      resolve: (payload) => payload,
+    };
   }
   return makeExecutableSchemaLike(schema, {
     Subscription: subscription,

@@ -18,7 +18,7 @@ afterAll(async () => {
 
 async function gql(query: string) {
   const r = await fetch(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
-  return { status: r.status, body: (await r.json()) as { data?: unknown; errors?: { message: string; extensions?: { code?: string } }[] } };
+  return { status: r.status, body: (await r.json()) as { data?: unknown; errors?: { message: string; extensions?: { code?: string; [k: string]: unknown } }[] } };
 }
 
 describe('GraphQL over HTTP (graphql-http audit)', () => {
@@ -38,6 +38,8 @@ describe('operation limits', () => {
   it('refuses a query deeper than the limit', async () => {
     const r = await gql('{ stacks { sleeves { stack { sleeves { stack { sleeves { stack { id } } } } } } } }');
     expect(r.body.errors?.[0].extensions?.code).toBe('QUERY_TOO_DEEP');
+    expect(r.body.errors?.[0].extensions).toMatchObject({ limit: 6, actual: 8 });
+    expect(r.body.errors?.[0].extensions).not.toHaveProperty('limitCode');
     expect(r.body.data).toBeUndefined();
   });
   it('refuses too many aliases', async () => {

@@ -94,6 +94,15 @@ describe('GraphQL subscriptions through the router', () => {
     await c.dispose();
   });
 
+  it('refuses a cursor that is not one (it would start live, past what the client missed)', async () => {
+    const c = client();
+    const err = await new Promise<unknown>((resolve, reject) => {
+      c.subscribe({ query: 'subscription { epochAdvanced(after: "garbage") { epoch } }' }, { next: (v) => (v.errors ? resolve(v.errors) : reject(new Error('an event'))), error: resolve, complete: () => {} });
+    });
+    expect(JSON.stringify(err)).toContain('BAD_USER_INPUT');
+    await c.dispose();
+  });
+
   it('queries work over the socket too', async () => {
     const c = client();
     const r = await new Promise<unknown>((resolve, reject) => {
@@ -120,6 +129,10 @@ describe('GraphQL subscriptions through the router', () => {
     const one = await post({ query: '{ __type(name: "PerceiveEvent") { fields { name } } }' }, 'application/graphql-response+json');
     expect(one.type).toContain('application/graphql-response+json');
     expect(one.body.data.__type.fields.map((f: { name: string }) => f.name)).toContain('cursor');
+    // A subscription sent over HTTP is told where subscriptions are served.
+    const overHttp = await post({ query: 'subscription { epochAdvanced { epoch } }' });
+    expect(overHttp.status).toBe(400);
+    expect(overHttp.body.errors?.[0]?.message).toMatch(/WebSocket/);
     // Mixed with a real field it is an ordinary query (the gateway answers it).
     const mixed = await post({ query: '{ __schema { subscriptionType { name } } stacksHealth { ok } }' });
     expect(mixed.body.data?.stacksHealth).toEqual({ ok: true });
