@@ -26,7 +26,8 @@ export class Problem extends Error {
       status: this.status,
       detail: this.detail ?? this.title,
       code: this.code,
-      ...this.extra,
+      // Extra members never replace the problem's own (status is the HTTP status, a number).
+      ...Object.fromEntries(Object.entries(this.extra).filter(([k]) => !['type', 'title', 'status', 'detail', 'code'].includes(k))),
     };
   }
 }

@@ -87,14 +87,17 @@ it('folds with what it has when Hippocampus fails and Cortex stalls: gaps, a sha
   const t0 = Date.now();
   p.setEpoch(6);
   const row = await waitFor(() => p.db.prisma.epochAnchor.findUnique({ where: { epoch: 5 } }));
-  expect(Date.now() - t0).toBeLessThan(4000);
+  // Epoch 4, which ended unfolded, is folded first; each fold waits at most its 1 s source timeout.
+  expect(Date.now() - t0).toBeLessThan(6000);
+  expect((await p.db.prisma.epochAnchor.findUnique({ where: { epoch: 4 } }))?.gaps.sort()).toEqual(['evm', 'ipfs']);
   expect(row.gaps.sort()).toEqual(['evm', 'ipfs']);
   expect(row.sleevesRoot).not.toBe(row.ipfsRoot); // the sleeves source still answered
   expect(await p.db.prisma.residue.findUnique({ where: { dedupeKey: 'shard-loss:thalamus:5' } })).toMatchObject({ kind: 'shard-loss', bountyMilli: 15_000, status: 'open' });
   const tick = (await (await fetch(`${th.url}/v1/epoch/tick`, { method: 'POST' })).json()) as { gaps: string[] };
   expect(tick).toMatchObject({ epoch: 5, crossRoot: row.crossRoot });
   expect(tick.gaps.sort()).toEqual(['evm', 'ipfs']);
-  // Medulla never waited: it mines and commits the gapped tuple.
+  // Medulla never waited: it mines and commits the gapped tuples, epoch 4's first.
+  expect(await m.node.mineNow()).toMatchObject({ coherenceEpoch: 4 });
   const b = await m.node.mineNow();
   expect(b).toMatchObject({ coherenceEpoch: 5, crossRoot: row.crossRoot });
 
@@ -218,4 +221,15 @@ it('writes that commit after their epoch was folded open one historical-non-cano
   p.setEpoch(e + 3);
   await waitFor(() => db.epochAnchor.findUnique({ where: { epoch: e + 2 } }));
   expect(await db.residue.count({ where: { dedupeKey: { startsWith: 'historical-non-canonical:thalamus-ipfs:' } } })).toBe(1);
+});
+
+it('folds every ended epoch when two advances come within one grace (no epoch skipped)', async () => {
+  const db = p.db.prisma;
+  const e = (await m.node.mineNow()).height + 40;
+  p.setEpoch(e);
+  await waitFor(() => db.epochAnchor.findUnique({ where: { epoch: e - 1 } }), 15_000);
+  p.setEpoch(e + 1); // epoch e ended...
+  p.setEpoch(e + 2); // ...and e + 1 right after it
+  await waitFor(() => db.epochAnchor.findUnique({ where: { epoch: e + 1 } }), 15_000);
+  expect(await db.epochAnchor.findUnique({ where: { epoch: e } })).not.toBeNull();
 });

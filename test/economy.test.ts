@@ -3,9 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { generateIdentity } from '../lib/crypto.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
-import { spawnSleeve, syncSleeve } from '../subgraphs/sleeves/sleeves.ts';
+import { decommissionSleeve, spawnSleeve, syncSleeve } from '../subgraphs/sleeves/sleeves.ts';
 import { claim, ebcFactor, emitEpoch, issuance, stackBalancesB } from '../subgraphs/economy/treasury.ts';
-import { balanceOf, claimableAccount, poolAccount, systemBalance, SYSTEM, toMilli, transfer } from '../subgraphs/economy/ledger.ts';
+import { balanceOf, burn, claimableAccount, poolAccount, sleeveAccount, systemBalance, SYSTEM, toMilli, transfer } from '../subgraphs/economy/ledger.ts';
 import { slashOperator, OPERATOR_BOND, SLASH_AMOUNT, startSlashConsumer } from '../subgraphs/economy/slash.ts';
 import { startTreasury } from '../subgraphs/economy/treasury/service.ts';
 
@@ -116,6 +116,14 @@ describe('treasury emission', () => {
     expect(b.effective.residue).toBe(0);
     expect(b.cpv).toEqual(cpv);
     await expect(stackBalancesB(p, 'stack:none')).rejects.toMatchObject({ status: 404 });
+  });
+
+  it('a spend from a sleeve decommissioned meanwhile is a 409, not "not enough tokens"', async () => {
+    const stack = await createStack(p, { name: 'raced' });
+    const s = await spawnSleeve(p, { stackId: stack.id, embodimentType: 'ai', shape: 'A' });
+    await decommissionSleeve(p, s.id, 'test');
+    await expect(p.db.prisma.$transaction((tx) => burn(tx, sleeveAccount(s.id), [{ token: 'compute', milli: 500n }], { reason: 'perceive', epoch: 0, stackId: stack.id })))
+      .rejects.toMatchObject({ status: 409, code: 'SLEEVE_DECOMMISSIONED' });
   });
 
   it('spending marks a stack active (lastActiveEpoch), a refused spend does not', async () => {

@@ -5,7 +5,7 @@
 // concurrent spends can never take a balance below zero.
 import { randomUUID } from 'node:crypto';
 import type { Db, Tx } from '../../lib/db/index.ts';
-import { insufficientTokens } from '../../lib/errors.ts';
+import { conflict, insufficientTokens } from '../../lib/errors.ts';
 import { enqueueChainTx } from '../chains/outbox.ts';
 
 export const TOKENS = ['compute', 'memory', 'sync', 'routing', 'residue'] as const;
@@ -59,6 +59,12 @@ export async function post(tx: Tx, p: Posting): Promise<string> {
       const need = -l.milli;
       const updated = await tx.$executeRaw`UPDATE "Balance" SET milli = milli - ${need} WHERE account = ${l.account} AND token = ${l.token} AND milli >= ${need}`;
       if (updated === 0) {
+        // A sleeve decommissioned since the caller read it (its tokens went to the stack pool) is a
+        // 409 for what it is, not "not enough tokens".
+        if (l.account.startsWith('sleeve:')) {
+          const [sl] = await tx.$queryRaw<{ alive: boolean }[]>`SELECT alive FROM "Sleeve" WHERE id = ${l.account.slice(7)}`;
+          if (sl && !sl.alive) throw conflict(`sleeve ${l.account.slice(7)} is decommissioned`, 'SLEEVE_DECOMMISSIONED');
+        }
         const row = await tx.balance.findUnique({ where: { account_token: { account: l.account, token: l.token } } });
         throw insufficientTokens(l.token, fromMilli(need), fromMilli(row?.milli ?? 0n));
       }

@@ -2,7 +2,7 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { Type } from '@sinclair/typebox';
 import { createHttp } from '../../lib/http.ts';
 import { createLogger } from '../../lib/log.ts';
-import { notFound, insufficientTokens, tooManyRequests } from '../../lib/errors.ts';
+import { notFound, insufficientTokens, tooManyRequests, Problem } from '../../lib/errors.ts';
 
 const app = createHttp({ name: 'test', log: createLogger({ level: 'silent' }) });
 let writes = 0;
@@ -81,6 +81,11 @@ describe('HTTP foundation', () => {
     const slow = await app.inject({ method: 'GET', url: '/slow-down' });
     expect(slow.statusCode).toBe(429);
     expect(slow.headers['retry-after']).toBe('42');
+  });
+
+  it('a problem\'s extra members never replace its own (status stays the HTTP status)', () => {
+    const body = new Problem(409, 'SLEEVE_FROZEN', 'Conflict', 'frozen', { status: 'compensated', code: 'x', sagaId: 'needle:1' }).toJSON();
+    expect(body).toMatchObject({ status: 409, code: 'SLEEVE_FROZEN', sagaId: 'needle:1' });
   });
 
   it('unknown routes are 404 problems; a known path with another method is a 405 naming the allowed ones', async () => {

@@ -155,7 +155,7 @@ async function execute(p: Platform, id: string, opts: SagaOptions): Promise<Saga
       if (e instanceof Problem && e.code === 'SAGA_MOVED') return getSaga(p, id);
       steps[i] = { ...steps[i]!, status: 'failed', at: new Date().toISOString(), data: { error: (e as Error).message } };
       const view = await compensateSaga(p, id, steps, `${name}: ${(e as Error).message}`);
-      if (isClientProblem(e)) throw new Problem(e.status, e.code, e.title, e.detail, { ...e.extra, sagaId: id, status: view.status }, e.headers);
+      if (isClientProblem(e)) throw new Problem(e.status, e.code, e.title, e.detail, { ...e.extra, sagaId: id, sagaStatus: view.status }, e.headers);
       if (!(e instanceof InjectedFailure)) p.log.error({ sagaId: id, step: name, err: (e as Error).message }, 'needlecast: step failed, compensated');
       return view;
     }
