@@ -1016,6 +1016,8 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
         expect(bad.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
         const badKind = await gql(g2(), 'mutation($s: ID!) { spawnSleeve(stackId: $s, embodimentType: "robot") { id } }', { s: stack.id });
         expect(badKind.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
+        // No server internals in errors, in either mode (a subgraph's error extensions reach the client).
+        expect(JSON.stringify([bad.errors, badKind.errors])).not.toMatch(/stacktrace|\/work\/|node_modules/);
         expect((await readStack(stack.id)).sleeves).toHaveLength(1);
       });
 
