@@ -26,32 +26,38 @@ export function formatLimitError<T extends { extensions?: Record<string, unknown
   return { ...formatted, extensions: { ...rest, code: limitCode } };
 }
 
-type Walk = (set: SelectionSetNode, visit: (field: FieldNode, depth: number, multiplier: number) => void, depth: number, multiplier: number, seen?: Set<string>) => void;
-
 /**
- * Walks fields through inline fragments and named fragments (each named fragment once per path).
- * `introspection: false` does not descend into __schema/__type: the standard introspection query
- * (GraphiQL's, codegen's) is 15 deep, and its own bound is INTROSPECTION_LIST_DEPTH.
+ * Walks the fields of a selection set through inline fragments and named fragments (each named
+ * fragment once per path), carrying a value down each path: `visit` sees a field with its parent's
+ * value and returns the value for the field's children, or undefined not to descend.
  */
-function walker(ctx: ValidationContext, introspection = true): Walk {
+type Walk = <A>(set: SelectionSetNode, acc: A, visit: (field: FieldNode, acc: A) => A | undefined) => void;
+
+function walker(ctx: ValidationContext): Walk {
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const d of ctx.getDocument().definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
-  const walk: Walk = (set, visit, depth, multiplier, seen: Set<string> = new Set()) => {
+  const walk = <A>(set: SelectionSetNode, acc: A, visit: (field: FieldNode, acc: A) => A | undefined, seen: Set<string>): void => {
     for (const sel of set.selections) {
       if (sel.kind === Kind.FIELD) {
-        visit(sel, depth, multiplier);
-        if (!introspection && sel.name.value.startsWith('__')) continue;
-        if (sel.selectionSet) walk(sel.selectionSet, visit, depth + 1, multiplier * listFactor(sel), seen);
+        const next = visit(sel, acc);
+        if (next !== undefined && sel.selectionSet) walk(sel.selectionSet, next, visit, seen);
       } else if (sel.kind === Kind.INLINE_FRAGMENT) {
-        walk(sel.selectionSet, visit, depth, multiplier, seen);
+        walk(sel.selectionSet, acc, visit, seen);
       } else {
         const f = fragments.get(sel.name.value);
-        if (f && !seen.has(f.name.value)) walk(f.selectionSet, visit, depth, multiplier, new Set([...seen, f.name.value]));
+        if (f && !seen.has(f.name.value)) walk(f.selectionSet, acc, visit, new Set([...seen, f.name.value]));
       }
     }
   };
-  return walk as Walk;
+  return (set, acc, visit) => walk(set, acc, visit, new Set());
 }
+
+/**
+ * What is below an introspection field (__schema, __type) is not counted by the depth and cost
+ * limits: the standard introspection query (GraphiQL's, codegen's) is 15 deep. Its own bound is
+ * INTROSPECTION_LIST_DEPTH.
+ */
+const isIntrospection = (f: FieldNode) => f.name.value.startsWith('__');
 
 /** How many items a field may return: its `first` argument when literal, else 10 for list-like names. */
 function listFactor(field: FieldNode): number {
@@ -68,56 +74,53 @@ const INTROSPECTION_LISTS = new Set(['types', 'fields', 'inputFields', 'interfac
 export const INTROSPECTION_LIST_DEPTH = 3;
 
 export function limitRules(limits: GraphqlLimits): ValidationRule[] {
-  const perOperation = (check: (ctx: ValidationContext, set: SelectionSetNode, walk: Walk, outside: Walk) => GraphQLError | null): ValidationRule =>
+  const perOperation = (check: (set: SelectionSetNode, walk: Walk) => GraphQLError | null): ValidationRule =>
     (ctx: ValidationContext): ASTVisitor => ({
       OperationDefinition(node) {
-        const err = check(ctx, node.selectionSet, walker(ctx), walker(ctx, false));
+        const err = check(node.selectionSet, walker(ctx));
         if (err) ctx.reportError(err);
       },
     });
   return [
-    perOperation((_ctx, set, _walk, outside) => {
+    perOperation((set, walk) => {
       let deepest = 0;
-      outside(set, (_f, d) => void (deepest = Math.max(deepest, d + 1)), 0, 1);
+      walk(set, 0, (f, d) => {
+        deepest = Math.max(deepest, d + 1);
+        return isIntrospection(f) ? undefined : d + 1;
+      });
       return deepest > limits.maxDepth ? limitError('QUERY_TOO_DEEP', `Query depth ${deepest} exceeds the limit of ${limits.maxDepth}`, limits.maxDepth, deepest) : null;
     }),
-    perOperation((ctx, set) => {
-      // List fields nested under __schema / __type, through fragments (each once per path).
-      const fragments = new Map<string, FragmentDefinitionNode>();
-      for (const d of ctx.getDocument().definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
+    perOperation((set, walk) => {
+      // List fields nested under __schema / __type.
       let deepest = 0;
-      const walk = (s: SelectionSetNode, inside: boolean, lists: number, seen: Set<string>): void => {
-        for (const sel of s.selections) {
-          if (sel.kind === Kind.FIELD) {
-            const into = inside || sel.name.value === '__schema' || sel.name.value === '__type';
-            const n = lists + (inside && INTROSPECTION_LISTS.has(sel.name.value) ? 1 : 0);
-            deepest = Math.max(deepest, n);
-            if (sel.selectionSet) walk(sel.selectionSet, into, n, seen);
-          } else if (sel.kind === Kind.INLINE_FRAGMENT) {
-            walk(sel.selectionSet, inside, lists, seen);
-          } else {
-            const f = fragments.get(sel.name.value);
-            if (f && !seen.has(f.name.value)) walk(f.selectionSet, inside, lists, new Set([...seen, f.name.value]));
-          }
-        }
-      };
-      walk(set, false, 0, new Set());
+      walk(set, { inside: false, lists: 0 }, (f, { inside, lists }) => {
+        const n = lists + (inside && INTROSPECTION_LISTS.has(f.name.value) ? 1 : 0);
+        deepest = Math.max(deepest, n);
+        return { inside: inside || f.name.value === '__schema' || f.name.value === '__type', lists: n };
+      });
       return deepest > INTROSPECTION_LIST_DEPTH
         ? limitError('INTROSPECTION_TOO_DEEP', `Introspection nests ${deepest} list fields (types, fields, ...), more than the ${INTROSPECTION_LIST_DEPTH} the standard query needs`, INTROSPECTION_LIST_DEPTH, deepest)
         : null;
     }),
-    perOperation((_ctx, set, walk) => {
+    perOperation((set, walk) => {
       let aliases = 0;
-      walk(set, (f) => void (f.alias && aliases++), 0, 1);
+      walk(set, 0, (f) => {
+        if (f.alias) aliases++;
+        return 0;
+      });
       return aliases > limits.maxAliases ? limitError('TOO_MANY_ALIASES', `${aliases} aliases exceed the limit of ${limits.maxAliases}`, limits.maxAliases, aliases) : null;
     }),
-    perOperation((_ctx, set) => {
+    perOperation((set) => {
       const roots = set.selections.length;
       return roots > limits.maxRootFields ? limitError('TOO_MANY_ROOT_FIELDS', `${roots} root fields exceed the limit of ${limits.maxRootFields}`, limits.maxRootFields, roots) : null;
     }),
-    perOperation((_ctx, set, _walk, outside) => {
+    perOperation((set, walk) => {
       let cost = 0;
-      outside(set, (f, _d, m) => void (cost += m * listFactor(f)), 0, 1);
+      walk(set, 1, (f, m) => {
+        const here = m * listFactor(f);
+        cost += here;
+        return isIntrospection(f) ? undefined : here;
+      });
       return cost > limits.maxCost ? limitError('QUERY_TOO_COSTLY', `Query cost ${cost} exceeds the limit of ${limits.maxCost}`, limits.maxCost, cost) : null;
     }),
   ];
