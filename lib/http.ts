@@ -5,6 +5,8 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { Ajv } from 'ajv';
 import addFormatsImport from 'ajv-formats';
 import type { Logger } from './log.ts';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { Problem, badRequest, databaseProblem, isProblem, payloadTooLarge, unauthorized, CHALLENGE_INTERNAL, type FieldProblem } from './errors.ts';
 
@@ -48,6 +50,13 @@ const digest = (s: string) => createHash('sha256').update(s).digest();
 export function sendProblem(reply: FastifyReply, p: Problem): FastifyReply {
   for (const [k, v] of Object.entries(p.headers)) reply.header(k, v);
   return reply.code(p.status).type('application/problem+json').send(p.toJSON());
+}
+
+/** Answers a refused WebSocket upgrade (no reply object yet, only the socket) with the problem. */
+export function refuseUpgrade(socket: Duplex, p: Problem): void {
+  const body = JSON.stringify(p.toJSON());
+  const headers = Object.entries(p.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  socket.end(`HTTP/1.1 ${p.status} ${STATUS_CODES[p.status] ?? ''}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${headers}connection: close\r\n\r\n${body}`);
 }
 
 function validationProblem(err: FastifyError): Problem {

@@ -8,6 +8,8 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Platform } from '../lib/platform.ts';
 import type { Subscription } from '../lib/bus/port.ts';
+import { refuseUpgrade } from '../lib/http.ts';
+import { badRequest } from '../lib/errors.ts';
 
 export const MAX_BUFFERED = 1024 * 1024;
 const TOKEN = /^[A-Za-z0-9_:\-]+$/;
@@ -35,10 +37,7 @@ function parseSince(raw: string | null): number | undefined | null {
   return /^\d{1,15}$/.test(raw) ? Number(raw) : null;
 }
 
-function refuse(socket: Duplex, detail: string): void {
-  const body = JSON.stringify({ type: 'https://cog.dev/problems/bad-request', title: 'Bad request', status: 400, detail, code: 'BAD_REQUEST' });
-  socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
-}
+const refuse = (socket: Duplex, detail: string) => refuseUpgrade(socket, badRequest(detail));
 
 export function createEventStream(p: Platform) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });

@@ -1,6 +1,7 @@
 // Gateway :7070 — the single external entry point: GET /healthz, the GraphQL router at /graphql,
 // the /v1 REST shim, and (router/events.ts) the WebSocket event streams.
-import { createHttp, listen } from '../lib/http.ts';
+import { createHttp, listen, refuseUpgrade } from '../lib/http.ts';
+import { Problem } from '../lib/errors.ts';
 import type { RunningService, ServiceStarter } from '../lib/service.ts';
 import { registerRest } from '../compat-rest/index.ts';
 import { createGateway, mountGraphql } from './gateway.ts';
@@ -39,8 +40,7 @@ export const startGateway: ServiceStarter = async (p) => {
     if (events.handleUpgrade(req, socket, head) || gqlWs.handleUpgrade(req, socket, head)) return;
     // Answered, not just dropped: a client sees why its socket did not open.
     const path = (req.url ?? '/').split('?')[0];
-    const body = JSON.stringify({ type: 'https://cog.dev/problems/route-not-found', title: 'Not found', status: 404, detail: `No WebSocket endpoint at ${path} (use /graphql or /v1/events)`, code: 'ROUTE_NOT_FOUND' });
-    socket.end(`HTTP/1.1 404 Not Found\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    refuseUpgrade(socket, new Problem(404, 'ROUTE_NOT_FOUND', 'Not found', `No WebSocket endpoint at ${path} (use /graphql or /v1/events)`));
   });
   const port = await listen(app, 'gateway', p.config.host, p.config.ports.gateway);
   const service: RunningService = {
