@@ -90,6 +90,9 @@ export function toProblem(err: unknown): Problem {
   return new Problem(500, 'INTERNAL', 'Internal error', 'The server failed to handle the request; it has been logged');
 }
 
+/** Fastify's router options, and the 405 lookup's (both must match paths alike). */
+const ROUTER_OPTIONS = { ignoreTrailingSlash: true, maxParamLength: 500 };
+
 /** Methods a 405's Allow lists (HEAD comes with GET). */
 const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
@@ -102,7 +105,7 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
     return503OnClosing: true,
     forceCloseConnections: true,
     ajv: undefined,
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+    routerOptions: ROUTER_OPTIONS,
     // Router-level refusals (a malformed URL, an over-long path parameter) are problems too.
     frameworkErrors: (err, _req, reply) => {
       sendProblem(reply, toProblem(err));
@@ -152,7 +155,7 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
 
   // Every route's path is also kept in a router of our own, so a known path asked with another
   // method is a 405 naming the allowed ones (RFC 9110 §15.5.6), not a 404.
-  const paths = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 500 });
+  const paths = FindMyWay(ROUTER_OPTIONS);
   app.addHook('onRoute', (r) => {
     for (const m of [r.method].flat()) {
       try {
