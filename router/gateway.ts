@@ -87,15 +87,31 @@ function clientStatus(status: number, body: string): number {
 }
 
 /**
- * The document of a request whose operation selects only introspection fields at its root (__schema
- * or __type, and __typename), or undefined for anything else (including what does not parse: the
- * gateway answers that with its own errors).
+ * What the router answers itself rather than the gateway: a subscription (served over WebSocket,
+ * the gateway's schema has none), or an operation that selects only introspection fields at its
+ * root (__schema or __type, and __typename). Undefined for anything else, including what does not
+ * parse (the gateway answers that with its own errors). One parse, and only for a query that
+ * mentions either.
  */
-function introspectionOnly(req: FastifyRequest, maxTokens: number): { document: DocumentNode; operationName?: string; variables?: Record<string, unknown> } | undefined {
+function routerOperation(req: FastifyRequest, maxTokens: number):
+  | { kind: 'subscription' }
+  | { kind: 'introspection'; document: DocumentNode; operationName?: string; variables?: Record<string, unknown> }
+  | undefined {
   const src = (req.method === 'GET' ? req.query : req.body) as Record<string, unknown> | undefined;
   const query = src?.query;
-  if (typeof query !== 'string' || !query.includes('__')) return undefined;
+  if (typeof query !== 'string' || (!query.includes('__') && !query.includes('subscription'))) return undefined;
   const operationName = typeof src?.operationName === 'string' ? src.operationName : undefined;
+  let document: DocumentNode;
+  try {
+    document = parse(query, { maxTokens });
+  } catch {
+    return undefined;
+  }
+  const op = getOperationAST(document, operationName);
+  if (op?.operation === 'subscription') return { kind: 'subscription' };
+  if (!op || op.operation !== 'query') return undefined;
+  const names = op.selectionSet.selections.map((s) => (s.kind === Kind.FIELD ? s.name.value : ''));
+  if (!names.every((n) => n === '__schema' || n === '__type' || n === '__typename') || !names.some((n) => n !== '__typename')) return undefined;
   let variables = src?.variables as Record<string, unknown> | undefined;
   if (typeof variables === 'string') {
     try {
@@ -105,31 +121,7 @@ function introspectionOnly(req: FastifyRequest, maxTokens: number): { document: 
     }
   }
   if (variables !== undefined && (variables === null || typeof variables !== 'object' || Array.isArray(variables))) return undefined;
-  let document: DocumentNode;
-  try {
-    document = parse(query, { maxTokens });
-  } catch {
-    return undefined;
-  }
-  const op = getOperationAST(document, operationName);
-  if (!op || op.operation !== 'query') return undefined;
-  const root = op.selectionSet.selections;
-  const names = root.map((s) => (s.kind === Kind.FIELD ? s.name.value : ''));
-  if (!names.every((n) => n === '__schema' || n === '__type' || n === '__typename') || !names.some((n) => n !== '__typename')) return undefined;
-  return { document, operationName, variables };
-}
-
-/** A request for a subscription operation (the gateway's schema has no Subscription type to say so). */
-function subscriptionOverHttp(req: FastifyRequest, maxTokens: number): boolean {
-  const src = (req.method === 'GET' ? req.query : req.body) as Record<string, unknown> | undefined;
-  const query = src?.query;
-  if (typeof query !== 'string' || !query.includes('subscription')) return false;
-  try {
-    const op = getOperationAST(parse(query, { maxTokens }), typeof src?.operationName === 'string' ? src.operationName : undefined);
-    return op?.operation === 'subscription';
-  } catch {
-    return false;
-  }
+  return { kind: 'introspection', document, operationName, variables };
 }
 
 /**
@@ -139,17 +131,17 @@ function subscriptionOverHttp(req: FastifyRequest, maxTokens: number): boolean {
  * the gateway's own has no Subscription type, since @apollo/gateway does not run subscriptions.
  */
 export function mountGraphql(app: FastifyInstance, server: ApolloServer<GqlContext>, p: Platform, url = '/graphql', router?: { schema: () => GraphQLSchema; introspection: boolean }): void {
-  const introspection = router?.introspection ? router.schema : undefined;
+  const rules = [...specifiedRules, ...limitRules(p.config.graphqlLimits)];
   const handler = async (req: FastifyRequest, reply: FastifyReply) => {
-    if (router && subscriptionOverHttp(req, p.config.graphqlLimits.maxTokens)) {
+    const own = router && routerOperation(req, p.config.graphqlLimits.maxTokens);
+    if (own?.kind === 'subscription') {
       const error = { message: 'Subscriptions are served over WebSocket on this path (graphql-ws, subprotocol graphql-transport-ws), not over HTTP', extensions: { code: 'BAD_REQUEST', status: 400 } };
       return reply.code(400).type('application/json; charset=utf-8').send(JSON.stringify({ errors: [error] }));
     }
-    const intro = introspection && introspectionOnly(req, p.config.graphqlLimits.maxTokens);
-    if (intro) {
-      const schema = introspection();
-      const errors = validate(schema, intro.document, [...specifiedRules, ...limitRules(p.config.graphqlLimits)]);
-      const result = errors.length ? { errors: errors.map((e) => formatLimitError(e.toJSON())) } : await execute({ schema, document: intro.document, operationName: intro.operationName, variableValues: intro.variables });
+    if (own?.kind === 'introspection' && router?.introspection) {
+      const schema = router.schema();
+      const errors = validate(schema, own.document, rules);
+      const result = errors.length ? { errors: errors.map((e) => formatLimitError(e.toJSON())) } : await execute({ schema, document: own.document, operationName: own.operationName, variableValues: own.variables });
       const type = /application\/graphql-response\+json/.test(String(req.headers.accept ?? '')) ? 'application/graphql-response+json' : 'application/json';
       return reply.code(errors.length ? 400 : 200).type(`${type}; charset=utf-8`).send(JSON.stringify(result));
     }
