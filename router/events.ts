@@ -31,10 +31,13 @@ export function parseSubjects(raw: string | null): string[] | null {
   return list;
 }
 
-/** `since`: absent, or the bus sequence of the last event seen (a non-negative integer). */
-function parseSince(raw: string | null): number | undefined | null {
-  if (raw === null) return undefined;
-  return /^\d{1,15}$/.test(raw) ? Number(raw) : null;
+/**
+ * A resume cursor (`since` here, `after` in GraphQL subscriptions): the bus sequence of the last
+ * event seen, as digits. Undefined when absent, null when malformed.
+ */
+export function parseCursor(raw: unknown): number | undefined | null {
+  if (raw === null || raw === undefined) return undefined;
+  return typeof raw === 'string' && /^\d{1,15}$/.test(raw) ? Number(raw) : null;
 }
 
 const refuse = (socket: Duplex, detail: string) => refuseUpgrade(socket, badRequest(detail));
@@ -45,7 +48,7 @@ export function createEventStream(p: Platform) {
   wss.on('connection', async (ws: WebSocket, req: IncomingMessage) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const subjects = parseSubjects(url.searchParams.get('subjects'))!;
-    const since = parseSince(url.searchParams.get('since')) ?? undefined;
+    const since = parseCursor(url.searchParams.get('since')) ?? undefined;
     let sub: Subscription | undefined;
     let closed = false;
     ws.on('close', () => {
@@ -79,7 +82,7 @@ export function createEventStream(p: Platform) {
         refuse(socket, 'subjects must be a comma-separated list (at most 32) of subject filters: cog. then dot-separated tokens, each a name, * or (last) >, e.g. cog.perceive.*,cog.epoch.advanced');
         return true;
       }
-      if (parseSince(url.searchParams.get('since')) === null) {
+      if (parseCursor(url.searchParams.get('since')) === null) {
         refuse(socket, 'since must be the seq of the last event seen (a non-negative integer)');
         return true;
       }

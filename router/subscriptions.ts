@@ -14,6 +14,7 @@ import type { Platform } from '../lib/platform.ts';
 import type { Bus, Delivery } from '../lib/bus/port.ts';
 import type { GqlContext } from '../lib/graphql.ts';
 import { newContext } from '../lib/graphql.ts';
+import { parseCursor } from './events.ts';
 
 export const MAX_QUEUE = 1000;
 
@@ -102,7 +103,7 @@ export function busIterator(bus: Bus, feed: Feed, args: Data): AsyncIterableIter
   let wake: (() => void) | null = null;
   let failure: GraphQLError | null = null;
   let done = false;
-  const after = typeof args.after === 'string' && /^\d+$/.test(args.after) ? Number(args.after) : undefined;
+  const after = parseCursor(args.after) ?? undefined;
   const subP = bus.subscribe({ subjects: feed.subjects(args), startSeq: after !== undefined ? after + 1 : undefined }, (d) => {
     if (done || (feed.filter && !feed.filter(d, args))) return;
     if (queue.length >= MAX_QUEUE) {
@@ -170,7 +171,6 @@ function viaGateway(gateway: () => ApolloServer<GqlContext>, p: Platform, rootFi
   };
 }
 
-/** The router's subscription schema over the supergraph's API schema. */
 /**
  * The router's whole schema, built once: the gateway's API schema (queries, mutations) with the
  * Subscription type. graphql-ws executes subscriptions on it, and introspection over HTTP answers
@@ -181,6 +181,7 @@ export function routerSchema(p: Platform, server: ApolloServer<GqlContext>, apiS
   return () => (schema ??= buildSubscriptionSchema(printSchema(apiSchema()), p, () => server));
 }
 
+/** The router's subscription schema over the supergraph's API schema. */
 export function buildSubscriptionSchema(apiSdl: string, p: Platform, gateway: () => ApolloServer<GqlContext>): GraphQLSchema {
   const base = buildASTSchema(parse(apiSdl), { assumeValidSDL: true });
   const schema = extendSchema(base, parse(subscriptionSdl), { assumeValidSDL: true });
@@ -189,7 +190,7 @@ export function buildSubscriptionSchema(apiSdl: string, p: Platform, gateway: ()
     subscription[name] = {
       subscribe: (_src, args) => {
         // A cursor is a bus sequence: anything else would silently start live, past what the client missed.
-        if (args.after !== undefined && args.after !== null && !(typeof args.after === 'string' && /^\d{1,15}$/.test(args.after))) {
+        if (parseCursor(args.after) === null) {
           throw new GraphQLError('after must be a cursor received from a subscription (a string of digits)', { extensions: { code: 'BAD_USER_INPUT' } });
         }
         return busIterator(p.bus, feed, args);
