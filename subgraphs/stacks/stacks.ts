@@ -128,7 +128,7 @@ export async function createStack(p: Platform, input: CreateStackInput): Promise
     identityPriv = id.identityPriv;
     // Each 1 when created with a name only; a cpv sent along is checked like Shape B's (a value
     // out of [0, 2] is a 400, not silently dropped), the coefficients it leaves out are 1.
-    cpv = input.cpv === undefined || input.cpv === null ? { syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1, residueCoeff: 1, routingCoeff: 1 } : parseCpv(input.cpv, true);
+    cpv = parseCpv(input.cpv ?? {}, true);
   }
   if (shapeB && (await p.db.prisma.stack.findUnique({ where: { pubKey } }))) throw conflict('a stack with this pubkey already exists', 'STACK_EXISTS');
   const epoch = p.epochs.current();

@@ -21,7 +21,9 @@ export async function reconcileBranches(p: Platform, epoch: number): Promise<Rec
   const bySleeve = new Map<string, typeof branches>();
   for (const b of branches) {
     const k = `${b.stackId}:${b.sleeveId}`;
-    bySleeve.set(k, [...(bySleeve.get(k) ?? []), b]);
+    const group = bySleeve.get(k);
+    if (group) group.push(b);
+    else bySleeve.set(k, [b]);
   }
   for (const group of bySleeve.values()) {
     const b = group[0]!;

@@ -130,7 +130,7 @@ export async function startRuntime(p: Platform, opts: { reconcileMs?: number } =
         const before = inst.row;
         inst.row = row;
         if (!tickingChanged(before, row)) return;
-        return schedule(inst, row.lastTickAt && !before.frozen ? Math.max(row.lastTickAt.getTime(), Date.now() - row.tickRate) : Date.now());
+        return schedule(inst, row.lastTickAt && !before.frozen ? row.lastTickAt.getTime() : Date.now());
       }
       const { server, port } = await identityServer(row);
       if (closed) return void (await server.close());
