@@ -2,38 +2,28 @@
 //   Shape A {from, to}                                      -> {ok, sagaId, route: <route hash>, shards: <count>}
 //   Shape B {stackId, fromSleeveId, toSleeveKind, toTickRate} -> {saga, status, from, to, cost: {routing}, shardsTransferred}
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Platform } from '../lib/platform.ts';
 import { shapeA, shapeB, type SagaView } from '../subgraphs/sleeves/needlecast/view.ts';
 import { callRouter, routerRequest } from '../subgraphs/sleeves/needlecast/client.ts';
-
-const idSchema = { type: 'string', minLength: 1, maxLength: 256 } as const;
+import { NeedlecastBody, SagaIdParams } from './schemas.ts';
 
 /** Router problems pass through as they are (status, problem body, Retry-After). */
 function passProblem(reply: FastifyReply, status: number, json: Record<string, unknown>) {
   return reply.code(status).type('application/problem+json').send(json);
 }
 
-export default async function needlecastRest(app: FastifyInstance, opts: { platform: Platform }): Promise<void> {
+export default async function needlecastRest(fastify: FastifyInstance, opts: { platform: Platform }): Promise<void> {
   const p = opts.platform;
-  app.post<{ Body: Record<string, unknown> }>('/v1/needlecast', {
-    schema: {
-      body: {
-        type: 'object',
-        properties: {
-          from: idSchema, to: idSchema, sagaId: idSchema,
-          stackId: idSchema, fromSleeveId: idSchema, toSleeveKind: idSchema,
-          toTickRate: { type: 'integer', minimum: 0, maximum: 86_400_000 },
-        },
-      },
-    },
-  }, async (req, reply) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  app.post('/v1/needlecast', { schema: { body: NeedlecastBody } }, async (req, reply) => {
     const { shape, body: routerBody } = routerRequest(req.body ?? {});
     const { status, json } = await callRouter(p, 'POST', '/needlecast', routerBody);
     if (status >= 400) return passProblem(reply, status, json);
     const view = json as unknown as SagaView;
     return shape === 'B' ? shapeB(view) : shapeA(view);
   });
-  app.get<{ Params: { sagaId: string } }>('/v1/needlecast/:sagaId', { schema: { params: { type: 'object', properties: { sagaId: idSchema } } } }, async (req, reply) => {
+  app.get('/v1/needlecast/:sagaId', { schema: { params: SagaIdParams } }, async (req, reply) => {
     const { status, json } = await callRouter(p, 'GET', `/needlecast/${encodeURIComponent(req.params.sagaId)}`);
     if (status >= 400) return passProblem(reply, status, json);
     return json;

@@ -1,26 +1,14 @@
 // /v1 stack routes (spec: Gateway). Creation answers 201 with the stack (identityPriv in Shape A).
 import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Platform } from '../lib/platform.ts';
 import { createStack, getStackRow, listStacks, stackView } from '../subgraphs/stacks/stacks.ts';
+import { CreateStackBody, IdParams } from './schemas.ts';
 
-const coeff = { type: 'number' };
-const createBody = {
-  type: 'object',
-  properties: {
-    name: { type: 'string' },
-    kind: { type: 'string' },
-    pubkey: { type: 'string' },
-    cpv: { type: 'object', properties: { syncCoeff: coeff, memoryCoeff: coeff, computeCoeff: coeff, residueCoeff: coeff, routingCoeff: coeff } },
-  },
-};
-const idParams = { type: 'object', required: ['id'], properties: { id: { type: 'string', minLength: 1, maxLength: 300 } } };
-
-export default async function stacksRest(app: FastifyInstance, opts: { platform: Platform }): Promise<void> {
+export default async function stacksRest(fastify: FastifyInstance, opts: { platform: Platform }): Promise<void> {
   const p = opts.platform;
-  app.post('/v1/stacks', { schema: { body: createBody } }, async (req, reply) => reply.code(201).send(await createStack(p, req.body as never)));
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  app.post('/v1/stacks', { schema: { body: CreateStackBody } }, async (req, reply) => reply.code(201).send(await createStack(p, req.body)));
   app.get('/v1/stacks', async () => listStacks(p));
-  app.get('/v1/stacks/:id', { schema: { params: idParams } }, async (req) => {
-    const row = await getStackRow(p.db.prisma, (req.params as { id: string }).id);
-    return stackView(p, row);
-  });
+  app.get('/v1/stacks/:id', { schema: { params: IdParams } }, async (req) => stackView(p, await getStackRow(p.db.prisma, req.params.id)));
 }

@@ -1,18 +1,18 @@
 // Faucet HTTP route, shared by the Faucet service (:7075) and the gateway's /v1 shim. Public, so
 // also rate limited per client address (FAUCET_IP_LIMIT drips a minute) before any work is done.
 import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { tooManyRequests } from '../../../lib/errors.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { drip } from '../faucet.ts';
-import { stackIdSchema } from '../treasury/routes.ts';
+import { StackIdBody } from '../treasury/routes.ts';
 
 export const FAUCET_IP_LIMIT = 30;
 
-export async function faucetRoutes(app: FastifyInstance, opts: { platform: Platform }): Promise<void> {
+export async function faucetRoutes(fastify: FastifyInstance, opts: { platform: Platform }): Promise<void> {
   const p = opts.platform;
-  app.post<{ Body: { stackId: string } }>('/v1/faucet/drip', {
-    schema: { body: { type: 'object', required: ['stackId'], properties: { stackId: stackIdSchema } } },
-  }, async (req) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  app.post('/v1/faucet/drip', { schema: { body: StackIdBody } }, async (req) => {
     const minute = Math.floor(Date.now() / 60_000);
     const hits = await p.cache.incr(`faucet-ip:${req.ip}:${minute}`, 60_000);
     if (hits > FAUCET_IP_LIMIT) {

@@ -1,17 +1,20 @@
 // DHF compositor (:7073): POST /v1/reconstruct {stackId, sleeveId, depth} -> {ok, fragments, broken, fidelity}.
 import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import { createHttp, listen } from '../../../lib/http.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { ServiceStarter } from '../../../lib/service.ts';
 import { dhfReconstruct } from './reconstruct.ts';
 
-const id = { type: 'string', minLength: 1, maxLength: 300 };
-const body = { type: 'object', required: ['stackId', 'sleeveId', 'depth'], properties: { stackId: id, sleeveId: id, depth: { type: 'integer' } } };
+const id = Type.String({ minLength: 1, maxLength: 300 });
+const body = Type.Object({ stackId: id, sleeveId: id, depth: Type.Integer() });
 
-export async function dhfRoutes(app: FastifyInstance, opts: { platform: Platform }): Promise<void> {
+export async function dhfRoutes(fastify: FastifyInstance, opts: { platform: Platform }): Promise<void> {
   const p = opts.platform;
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   app.get('/health', async () => ({ ok: true, name: 'dhf', ts: Date.now() }));
-  app.post('/v1/reconstruct', { schema: { body } }, async (req) => dhfReconstruct(p, req.body as { stackId: string; sleeveId: string; depth: number }));
+  app.post('/v1/reconstruct', { schema: { body } }, async (req) => dhfReconstruct(p, req.body));
 }
 
 export const startDhf: ServiceStarter = async (p) => {

@@ -116,14 +116,14 @@ export async function replicaRoutes(app: FastifyInstance, opts: { local: ObjectS
     if (!/^dag\/[0-9a-f]{64}$/.test(key)) throw badRequest('replica keys are dag/<sha256 hex>');
     return key;
   };
-  app.get('/replica/*', async (req, reply) => {
-    const key = keyOf((req.params as { '*': string })['*']);
+  app.get<{ Params: { '*': string } }>('/replica/*', async (req, reply) => {
+    const key = keyOf(req.params['*']);
     const body = await opts.local.get(key);
     if (!body) throw notFound('Replica', key);
     return reply.type('application/octet-stream').send(Buffer.from(body));
   });
-  app.put('/replica/*', async (req, reply) => {
-    const key = keyOf((req.params as { '*': string })['*']);
+  app.put<{ Params: { '*': string } }>('/replica/*', async (req, reply) => {
+    const key = keyOf(req.params['*']);
     const body = req.body;
     if (!Buffer.isBuffer(body) || body.length === 0) throw badRequest('replica body must be the payload bytes (application/octet-stream)');
     // Only payloads of known nodes (the shared index names them), and only the right bytes.

@@ -14,6 +14,8 @@
 // The CID may arrive percent-encoded (cog%3A%2F%2F...) or raw (cog://...): the wildcard routes
 // take both.
 import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import { createHttp, listen } from '../../../lib/http.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { ServiceStarter } from '../../../lib/service.ts';
@@ -26,30 +28,22 @@ import { parseCid, payloadKey } from './cid.ts';
 import { peeredObjects, pushToPeers, replicaRoutes, shardLost, startPinSync, type PeerOptions } from './peers.ts';
 import { MAX_LINKS, MAX_WALK_DEPTH, WRITE_KINDS, checkReaderEpoch, dagStats, dagWritesInEpoch, nodeMeta, pinStored, putNode, readNode, walkDag, type PutNodeInput } from './store.ts';
 
-const putSchema = {
-  type: 'object',
-  required: ['cid', 'data', 'links', 'epoch', 'stackId'],
-  properties: {
-    cid: { type: 'string', maxLength: 200 },
-    data: { type: 'string', maxLength: 400_000 },
-    links: { type: 'array', maxItems: MAX_LINKS, items: { type: 'string', maxLength: 200 } },
-    epoch: { type: 'integer', minimum: 0 },
-    stackId: { type: 'string', minLength: 1, maxLength: 200 },
-    kind: { type: 'string', enum: [...WRITE_KINDS] },
-    pinned: { type: 'boolean' },
-    sleeveId: { type: ['string', 'null'], maxLength: 200 },
-  },
-};
+const putSchema = Type.Object({
+  cid: Type.String({ maxLength: 200 }),
+  data: Type.String({ maxLength: 400_000 }),
+  links: Type.Array(Type.String({ maxLength: 200 }), { maxItems: MAX_LINKS }),
+  epoch: Type.Integer({ minimum: 0 }),
+  stackId: Type.String({ minLength: 1, maxLength: 200 }),
+  kind: Type.Optional(Type.Unsafe<(typeof WRITE_KINDS)[number]>({ type: 'string', enum: [...WRITE_KINDS] })),
+  pinned: Type.Optional(Type.Boolean()),
+  sleeveId: Type.Optional(Type.Unsafe<string | null>({ type: ['string', 'null'], maxLength: 200 })),
+});
 
-const recallSchema = {
-  type: 'object',
-  required: ['root', 'depth', 'epoch'],
-  properties: {
-    root: { type: 'string', minLength: 1, maxLength: 200 },
-    depth: { type: 'integer', minimum: 1, maximum: MAX_WALK_DEPTH },
-    epoch: { type: 'integer', minimum: 0 },
-  },
-};
+const recallSchema = Type.Object({
+  root: Type.String({ minLength: 1, maxLength: 200 }),
+  depth: Type.Integer({ minimum: 1, maximum: MAX_WALK_DEPTH }),
+  epoch: Type.Integer({ minimum: 0 }),
+});
 
 function cidFromWildcard(raw: string): string {
   try {
@@ -85,14 +79,15 @@ export interface HippocampusRouteOptions {
   onPinned?: (cid: string) => void;
 }
 
-export async function hippocampusRoutes(app: FastifyInstance, opts: HippocampusRouteOptions): Promise<void> {
+export async function hippocampusRoutes(fastify: FastifyInstance, opts: HippocampusRouteOptions): Promise<void> {
   const p = opts.platform;
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const node = opts.node ? { node: opts.node } : {};
   app.get('/health', async () => ({ ok: true, name: 'hippocampus', ...node, nodes: await p.db.prisma.memoryNode.count(), ts: Date.now() }));
   app.get('/stats', async () => ({ ...(await dagStats(p)), ...node }));
 
   app.put('/dag', { schema: { body: putSchema } }, async (req, reply) => {
-    const body = req.body as PutNodeInput;
+    const body: PutNodeInput = req.body;
     // A node one epoch ahead is accepted as it is (validatePut); further ahead, ask Medulla first.
     const current = await epochFor(p, typeof body.epoch === 'number' ? body.epoch - 1 : undefined);
     const { created } = await putNode(p.db.prisma, p.objects, body, current);
@@ -100,8 +95,8 @@ export async function hippocampusRoutes(app: FastifyInstance, opts: HippocampusR
     return reply.code(created ? 201 : 200).send({ cid: body.cid, created });
   });
 
-  app.get('/dag/*', async (req) => {
-    const rest = (req.params as { '*': string })['*'];
+  app.get<{ Params: { '*': string } }>('/dag/*', async (req) => {
+    const rest = req.params['*'];
     if (rest.endsWith('/meta')) {
       const cid = cidFromWildcard(rest.slice(0, -5));
       const meta = await nodeMeta(p.db.prisma, p.objects, cid);
@@ -112,16 +107,16 @@ export async function hippocampusRoutes(app: FastifyInstance, opts: HippocampusR
     return readNode(p.db.prisma, p.objects, cid, await readerEpoch(p, req.query));
   });
 
-  app.post('/dag/*', async (req) => {
-    const rest = (req.params as { '*': string })['*'];
+  app.post<{ Params: { '*': string } }>('/dag/*', async (req) => {
+    const rest = req.params['*'];
     if (!rest.endsWith('/pin')) throw badRequest('POST /dag/:cid/pin is the only POST under /dag');
     const { cid, pinned } = await pinStored(p.db.prisma, cidFromWildcard(rest.slice(0, -4)));
     opts.onPinned?.(cid);
     return { cid, pinned };
   });
 
-  app.get('/epochs/:epoch/writes', async (req) => {
-    const raw = (req.params as { epoch: string }).epoch;
+  app.get<{ Params: { epoch: string } }>('/epochs/:epoch/writes', async (req) => {
+    const raw = req.params.epoch;
     if (!/^\d{1,15}$/.test(raw)) throw badRequest('epoch must be a non-negative integer');
     const epoch = Number(raw);
     // Any epoch, also one ahead of this node's view: the folding Thalamus may have seen it first.
@@ -129,7 +124,7 @@ export async function hippocampusRoutes(app: FastifyInstance, opts: HippocampusR
   });
 
   app.post('/recall', { schema: { body: recallSchema } }, async (req) => {
-    const b = req.body as { root: string; depth: number; epoch: number };
+    const b = req.body;
     const epoch = checkReaderEpoch(b.epoch, await epochFor(p, b.epoch));
     return walkDag(p.db.prisma, p.objects, b.root, b.depth, epoch);
   });
