@@ -44,5 +44,12 @@ ensureGenerated();
 if (args[0] === 'generate') process.exit(0);
 const { register } = await import('tsx/esm/api');
 register();
-const cli = await import(pathToFileURL(path.join(root, 'bin', 'cog.ts')).href);
-await cli.main(args);
+// Client commands (built on the SDK) load without the platform's own modules: a quick start.
+const CLIENT = new Set(['stack', 'sleeve', 'perceive', 'remember', 'recall', 'needlecast', 'faucet', 'watch', 'status']);
+if (CLIENT.has(args[0])) {
+  const client = await import(pathToFileURL(path.join(root, 'bin', 'client.ts')).href);
+  process.exitCode = await client.clientMain(args);
+} else {
+  const cli = await import(pathToFileURL(path.join(root, 'bin', 'cog.ts')).href);
+  await cli.main(args);
+}

@@ -19,7 +19,16 @@ const USAGE = `usage: cog <command>
   services              list service names
   up --distributed      run every service as its own process against DATABASE_URL, NATS_URL, REDIS_URL
   deploy                deploy the Cortex contract suite and write deployments/<chainId>.json
-  help                  this text`;
+  help                  this text
+client commands (against a running platform, through the SDK):
+  stack create|show     create a stack (its key is kept in ~/.cog/keys) or show one
+  sleeve spawn|list|rm  spawn, list or decommission sleeves
+  perceive, remember, recall   write and read memory
+  needlecast            move a stack's running state, a line per saga step
+  faucet                drip development tokens to the stack
+  watch <subscription>  live events (a subscription name, or events for /v1/events)
+  status                services, epoch and tip age
+  each client command takes --help, --json and --url`;
 
 function fail(msg: string): never {
   process.stderr.write(`cog: ${msg}\n`);

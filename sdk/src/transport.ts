@@ -123,7 +123,7 @@ export class Transport {
     } catch (e) {
       if (mayRetry) return 'retry';
       const why = (e as { name?: string })?.name === 'TimeoutError' ? 'timed out' : String((e as { cause?: { code?: string } })?.cause?.code ?? (e as Error)?.message ?? e);
-      throw new CogNetworkError(`${method} ${this.url}${target.split('?')[0]}: ${why} (is the platform running? start it with \`npm start\`)`, e);
+      throw new CogNetworkError(`${method} ${this.url}${target.split("?")[0]}: ${why} (the platform is not reachable)`, e);
     }
   }
 
