@@ -12,6 +12,7 @@ import { openPlatform, closePlatform, type Platform } from '../lib/platform.ts';
 import { startEventRelay } from '../lib/events.ts';
 import type { RunningService } from '../lib/service.ts';
 import { SERVICES } from './services.ts';
+import { createHttp, listen } from '../lib/http.ts';
 
 const USAGE = `usage: cog <command>
   start                 run the whole platform in one process (embedded defaults)
@@ -121,6 +122,16 @@ async function run(names: string[], banner: boolean): Promise<void> {
       return;
     }
   }
+  if (cfg.opsPort !== undefined) {
+    // Services without an HTTP endpoint of their own (worker, sleeve runtime, Cortex) are observed here.
+    try {
+      running.push(await startOps(platform, names.join(',')));
+    } catch (e) {
+      process.stderr.write(`cog: ops endpoint failed to start: ${(e as Error).message}\n`);
+      await stop(1);
+      return;
+    }
+  }
   if (banner) {
     const lines = running.map((s) => `  ${s.name.padEnd(15)} ${s.url ?? '(no HTTP endpoint)'}`);
     process.stdout.write(
@@ -128,6 +139,14 @@ async function run(names: string[], banner: boolean): Promise<void> {
         `  GraphQL         ${cfg.urls.base}/graphql\n  REST            ${cfg.urls.base}/v1\n  events (WS)     ws://127.0.0.1:${cfg.ports.gateway}/v1/events\n\nCtrl-C stops it.\n`,
     );
   }
+}
+
+/** COG_OPS_PORT: /healthz and /metrics for a process whose services serve no HTTP themselves. */
+async function startOps(p: Platform, name: string): Promise<RunningService> {
+  const app = createHttp({ name: 'ops', log: p.log, internalToken: p.config.internalToken });
+  app.get('/healthz', async () => ({ ok: true, name, ts: Date.now() }));
+  const port = await listen(app, `${name} ops`, p.config.host, p.config.opsPort!);
+  return { name: 'ops', url: `http://${p.config.host}:${port}`, close: () => app.close() };
 }
 
 export async function main(args: string[]): Promise<void> {

@@ -27,8 +27,9 @@ export function topology(cfg: Config): ProcessSpec[] {
   // other as fallback. Gateway-2 and worker-2 prefer hippocampus-2, the rest hippocampus-1.
   const via1 = { HIPPOCAMPUS_FALLBACK_URLS: local(h2) };
   const via2 = { HIPPOCAMPUS_URL: local(h2), HIPPOCAMPUS_FALLBACK_URLS: local(p.hippocampus) };
+  const ops = opsPorts(cfg);
   const specs: ProcessSpec[] = [
-    { name: 'cortex', service: 'cortex', env: {} },
+    { name: 'cortex', service: 'cortex', env: { COG_OPS_PORT: String(ops.cortex) } },
     { name: 'medulla-1', service: 'medulla', env: { MEDULLA_NODE_ID: 'medulla-1', MEDULLA_PEERS: local(m2) } },
     { name: 'medulla-2', service: 'medulla', env: { MEDULLA_NODE_ID: 'medulla-2', MEDULLA_PORT: String(m2), MEDULLA_PEERS: local(p.medulla), MEDULLA_AUTOMINE: 'off' } },
     { name: 'hippocampus-1', service: 'hippocampus', env: { HIPPOCAMPUS_NODE_ID: 'hippocampus-1', HIPPOCAMPUS_PEERS: local(h2) } },
@@ -39,9 +40,9 @@ export function topology(cfg: Config): ProcessSpec[] {
     { name: 'faucet-1', service: 'faucet', env: {} },
     { name: 'faucet-2', service: 'faucet', env: { FAUCET_PORT: String(p.faucet + 100) } },
     { name: 'needlecast', service: 'needlecast', env: { ...via1 } },
-    { name: 'sleeve-runtime', service: 'sleeve-runtime', env: { ...via1 } },
-    { name: 'worker-1', service: 'worker', env: { COG_RUNNER_ID: 'worker-1', ...via1 } },
-    { name: 'worker-2', service: 'worker', env: { COG_RUNNER_ID: 'worker-2', ...via2 } },
+    { name: 'sleeve-runtime', service: 'sleeve-runtime', env: { COG_OPS_PORT: String(ops['sleeve-runtime']), ...via1 } },
+    { name: 'worker-1', service: 'worker', env: { COG_RUNNER_ID: 'worker-1', COG_OPS_PORT: String(ops['worker-1']), ...via1 } },
+    { name: 'worker-2', service: 'worker', env: { COG_RUNNER_ID: 'worker-2', COG_OPS_PORT: String(ops['worker-2']), ...via2 } },
     ...['stacks', 'sleeves', 'memory', 'chains', 'economy', 'residues'].map((sg) => ({
       name: `subgraph-${sg}`, service: `subgraph-${sg}`, env: sg === 'memory' || sg === 'residues' ? { ...via1 } : {},
     })),
@@ -51,6 +52,15 @@ export function topology(cfg: Config): ProcessSpec[] {
   // Each process's PostgreSQL pool, so the whole topology (70 connections) fits a stock server's
   // max_connections of 100 with room for tooling; the gateways run the REST API's domain code.
   return specs.map((s) => ({ ...s, env: { ...s.env, DATABASE_POOL_SIZE: String(POOL_SIZES[s.service] ?? 2) } }));
+}
+
+/**
+ * The ops ports (COG_OPS_PORT: /healthz, /readyz, /metrics) of the processes that serve no HTTP of
+ * their own: the gateway's port + 20 onwards (7090-7093 unshifted).
+ */
+export function opsPorts(cfg: Config): Record<'cortex' | 'sleeve-runtime' | 'worker-1' | 'worker-2', number> {
+  const g = cfg.ports.gateway;
+  return { cortex: g + 20, 'sleeve-runtime': g + 21, 'worker-1': g + 22, 'worker-2': g + 23 };
 }
 
 /** Connections per process (DATABASE_POOL_SIZE); an operator's DATABASE_POOL_SIZE overrides them all. */

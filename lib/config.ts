@@ -136,6 +136,12 @@ export interface Config {
   /** Identical concurrent subgraph queries share one fetch (router/coalesce.ts). */
   graphqlCoalesce: boolean;
   graphqlLimits: { maxDepth: number; maxAliases: number; maxRootFields: number; maxTokens: number; maxCost: number };
+  /** COG_METRICS_CACHE_MS: how long a scrape's database read (outbox depths, sagas, residues) is reused. */
+  metricsCacheMs: number;
+  /** COG_OPS_PORT: a process whose services have no HTTP endpoint (worker, sleeve runtime, Cortex) serves /metrics, /healthz, /readyz here. */
+  opsPort?: number;
+  /** COG_READY_TIP_AGE_MS: /readyz reports Medulla down when its tip has not moved for this long (default 5 epoch intervals). */
+  readyTipAgeMs: number;
 }
 
 /** COG_INTERNAL_TOKEN: the bearer token internal services require; short ones are guessable. */
@@ -215,6 +221,10 @@ export function loadConfig(env: Env = process.env): Config {
       maxTokens: int(env, 'COG_GRAPHQL_MAX_TOKENS', 5000, 10, 1_000_000),
       maxCost: int(env, 'COG_GRAPHQL_MAX_COST', 20_000, 1, 1e9),
     },
+    metricsCacheMs: int(env, 'COG_METRICS_CACHE_MS', 1000, 0, 60_000),
+    opsPort: env.COG_OPS_PORT ? int(env, 'COG_OPS_PORT', 0, 0, 65535) : undefined,
+    readyTipAgeMs: 0,
   };
+  cfg.readyTipAgeMs = int(env, 'COG_READY_TIP_AGE_MS', 5 * cfg.epochIntervalMs, 100, 86_400_000);
   return cfg;
 }

@@ -9,6 +9,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { Problem, badRequest, databaseProblem, isProblem, payloadTooLarge, unauthorized, CHALLENGE_INTERNAL, type FieldProblem } from './errors.ts';
+import { httpDuration, httpRequests, metricsContentType, metricsText } from './metrics.ts';
 
 export const BODY_LIMIT = 1024 * 1024;
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
@@ -29,6 +30,16 @@ export interface HttpOptions {
   internalToken?: string;
   /** Marks the service internal explicitly (default: whether `internalToken` is among the options). */
   internal?: boolean;
+  /**
+   * Request metrics and GET /metrics (default on). Off for servers named by an id (a sleeve's
+   * /identity), whose name would be an unbounded label.
+   */
+  metrics?: boolean;
+  /**
+   * A public service's token for its operator routes (/metrics): with it they need
+   * `Authorization: Bearer <token>`, without it they answer loopback clients only.
+   */
+  opsToken?: string;
 }
 
 /** What createHttp learned about each app: is it internal, and does it hold a token. */
@@ -143,7 +154,14 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
     });
   }
 
+  const metrics = opts.metrics !== false;
   app.addHook('onResponse', async (req: FastifyRequest, reply: FastifyReply) => {
+    if (metrics) {
+      // The route template (never the URL: it carries ids); one label value for every unknown path.
+      const labels = { service: opts.name, method: req.method, route: req.routeOptions.url ?? '(unmatched)', status: String(reply.statusCode) };
+      httpRequests.inc(labels);
+      httpDuration.observe(labels, reply.elapsedTime / 1000);
+    }
     req.log.info({ method: req.method, path: req.routeOptions.url ?? req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
   });
 
@@ -152,6 +170,11 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
     if (p.status >= 500 && p.status !== 503) req.log.error({ err }, 'unhandled error');
     return sendProblem(reply, p);
   });
+
+  if (metrics) {
+    const guard = opsGuard(internal, opts.opsToken);
+    app.get('/metrics', { preHandler: guard }, async (_req, reply) => reply.type(metricsContentType).send(await metricsText()));
+  }
 
   // Every route's path is also kept in a router of our own, so a known path asked with another
   // method is a 405 naming the allowed ones (RFC 9110 §15.5.6), not a 404.
@@ -176,6 +199,29 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
   });
 
   return app;
+}
+
+/**
+ * Who may read an operator route (/metrics, /readyz). An internal service's own token hook already
+ * guards every route but health; a public one (gateway, faucet) asks for its ops token, or, with
+ * none configured, answers loopback clients only (the local scraper), so a public port never hands
+ * its internals to the world.
+ */
+export function opsGuard(internal: boolean, token: string | undefined) {
+  const expected = token ? digest(`Bearer ${token}`) : undefined;
+  return async (req: FastifyRequest, reply: FastifyReply) => {
+    if (internal) return;
+    if (expected) {
+      const given = req.headers.authorization;
+      if (typeof given !== 'string' || !timingSafeEqual(digest(given), expected)) {
+        return sendProblem(reply, unauthorized('This operator route needs the internal bearer token', CHALLENGE_INTERNAL));
+      }
+      return;
+    }
+    if (!isLoopback(req.socket.remoteAddress ?? '')) {
+      return sendProblem(reply, new Problem(403, 'FORBIDDEN', 'Forbidden', 'Operator routes answer loopback clients only unless COG_INTERNAL_TOKEN is set'));
+    }
+  };
 }
 
 /**

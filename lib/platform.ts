@@ -13,6 +13,7 @@ import { createCache } from './cache/index.ts';
 import { createObjectStore } from './objects/index.ts';
 import { followEpochs, type EpochInfo, type EpochSource } from './epoch.ts';
 import { fromHex, randomSecret, toHex } from './crypto.ts';
+import { observePlatform } from './metrics.ts';
 
 export interface Platform {
   config: Config;
@@ -64,10 +65,16 @@ export async function openPlatform(config: Config, opts: { log?: Logger; name?: 
   const cache = await createCache({ redisUrl: config.redisUrl, keyPrefix: config.redisPrefix });
   const objects = await createObjectStore({ s3: config.s3.endpoint ? { ...config.s3, endpoint: config.s3.endpoint } : undefined, dir: path.join(config.dataDir, 'objects') });
   const epochs = await followEpochs(bus, () => medullaInfo(config.urls.medulla, config.internalToken));
-  return { config, log, db, bus, cache, objects, epochs, masterKey, local: new Map() };
+  const p: Platform = { config, log, db, bus, cache, objects, epochs, masterKey, local: new Map() };
+  observed.set(p, observePlatform(p));
+  return p;
 }
 
+/** Each open platform's metrics registration (lib/metrics.ts), ended on close. */
+const observed = new WeakMap<Platform, () => void>();
+
 export async function closePlatform(p: Platform): Promise<void> {
+  observed.get(p)?.();
   await p.epochs.close().catch(() => {});
   await p.bus.close().catch(() => {});
   await p.cache.close().catch(() => {});

@@ -20,7 +20,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Kind, getOperationAST, parse, type DocumentNode, type SelectionSetNode, type ValueNode } from 'graphql';
 import type { Platform } from '../lib/platform.ts';
-import { BODY_LIMIT, sendProblem } from '../lib/http.ts';
+import { BODY_LIMIT, isLoopback, sendProblem } from '../lib/http.ts';
 import { payloadTooLarge, tooManyRequests, unauthorized } from '../lib/errors.ts';
 import { verify } from '../lib/crypto.ts';
 import { HEADER_SIGNATURE, HEADER_STACK, HEADER_TIMESTAMP, signingMessage } from '../lib/sign.ts';
@@ -139,6 +139,8 @@ export function installGuards(app: FastifyInstance, p: Platform): void {
   // distributed, so every gateway process counts together). A cache outage lets requests through.
   app.addHook('onRequest', async (req, reply) => {
     if (!(perMinute > 0) || req.routeOptions.url === '/healthz') return;
+    // The local scraper and probes are never limited (remote ones need the ops token anyway).
+    if ((req.routeOptions.url === '/metrics' || req.routeOptions.url === '/readyz') && isLoopback(req.socket.remoteAddress ?? '')) return;
     const window = Math.floor(Date.now() / 60_000);
     const n = await p.cache.incr(`rl:${req.ip}:${window}`, 61_000).catch(() => 0);
     if (n > perMinute) {

@@ -8,6 +8,7 @@
 // caller; auth is checked at the edge), so the key needs no identity. See docs/decisions.md.
 import { getOperationAST, parse } from 'graphql';
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
+import { coalescedFetches } from '../lib/metrics.ts';
 
 type Response = Awaited<ReturnType<GraphQLDataSource['process']>>;
 
@@ -38,7 +39,14 @@ export class CoalescingDataSource implements GraphQLDataSource {
   private readonly waiting = new Map<string, { joiners: number; copies: Response[]; result: Promise<Response> }>();
   private readonly kinds = new Map<string, boolean>();
 
-  constructor(readonly inner: GraphQLDataSource) {}
+  private readonly ran: { inc(): void };
+  private readonly hit: { inc(): void };
+
+  /** `name`: the subgraph, the label of its fetch counts at /metrics. */
+  constructor(readonly inner: GraphQLDataSource, name = 'unnamed') {
+    this.ran = coalescedFetches.labels({ subgraph: name, result: 'executed' });
+    this.hit = coalescedFetches.labels({ subgraph: name, result: 'joined' });
+  }
 
   private isQuery(text: string): boolean {
     let q = this.kinds.get(text);
@@ -58,6 +66,7 @@ export class CoalescingDataSource implements GraphQLDataSource {
     const text = options.request.query ?? '';
     if (!this.isQuery(text)) {
       this.stats.executed++;
+      this.ran.inc();
       return this.inner.process(options);
     }
     const key = `${options.request.operationName ?? ''}\n${text}\n${JSON.stringify(options.request.variables ?? {})}`;
@@ -65,6 +74,7 @@ export class CoalescingDataSource implements GraphQLDataSource {
     if (pending) {
       pending.joiners++;
       this.stats.joined++;
+      this.hit.inc();
       await pending.result;
       return pending.copies.pop()!;
     }
@@ -73,6 +83,7 @@ export class CoalescingDataSource implements GraphQLDataSource {
     entry.result = new Promise<void>((r) => setImmediate(r)).then(async () => {
       this.waiting.delete(key);
       this.stats.executed++;
+      this.ran.inc();
       const r = await this.inner.process(options);
       // The copies are made before anyone sees the answer: the gateway merges it in place.
       for (let i = 0; i < entry.joiners; i++) entry.copies.push(copyOf(r));

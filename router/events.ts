@@ -3,6 +3,7 @@
 // event a client saw (replayed from the bus, no gaps). Slow clients are bounded: when more than
 // MAX_BUFFERED bytes are waiting on a socket the connection is closed with 4008 ("slow consumer"),
 // and the client resumes with `since`. Closing the socket releases its bus consumer.
+import { countSockets } from '../lib/metrics.ts';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -44,6 +45,7 @@ const refuse = (socket: Duplex, detail: string) => refuseUpgrade(socket, badRequ
 
 export function createEventStream(p: Platform) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
+  const uncount = countSockets('events', () => wss.clients.size);
 
   wss.on('connection', async (ws: WebSocket, req: IncomingMessage) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
@@ -90,6 +92,7 @@ export function createEventStream(p: Platform) {
       return true;
     },
     close: () => new Promise<void>((resolve) => {
+      uncount();
       for (const c of wss.clients) c.terminate();
       wss.close(() => resolve());
     }),

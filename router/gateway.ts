@@ -14,6 +14,7 @@ import { supergraphFile } from './compose.ts';
 import { formatLimitError, limitRules } from './limits.ts';
 import { InProcessDataSource } from './local-source.ts';
 import { CoalescingDataSource, type CoalesceStats } from './coalesce.ts';
+import { graphqlMetricsPlugin, recordOperation } from './metrics-plugin.ts';
 
 // @apollo/gateway reports usage data to Apollo and probes cloud metadata endpoints unless told not
 // to; the platform sends nothing off the machine.
@@ -47,7 +48,7 @@ export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Pro
         },
       });
       if (!p.config.graphqlCoalesce) return source;
-      const coalescing = new CoalescingDataSource(source);
+      const coalescing = new CoalescingDataSource(source, name);
       coalesced.set(name, coalescing.stats);
       return coalescing;
     },
@@ -57,7 +58,7 @@ export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Pro
     introspection: p.config.graphqlIntrospection,
     includeStacktraceInErrorResponses: false,
     csrfPrevention: true,
-    plugins: [ApolloServerPluginLandingPageDisabled()],
+    plugins: [ApolloServerPluginLandingPageDisabled(), graphqlMetricsPlugin('gateway')],
     validationRules: limitRules(p.config.graphqlLimits),
     parseOptions: { maxTokens: p.config.graphqlLimits.maxTokens },
     formatError: (formatted) => formatLimitError(formatted),
@@ -139,9 +140,12 @@ export function mountGraphql(app: FastifyInstance, server: ApolloServer<GqlConte
       return reply.code(400).type('application/json; charset=utf-8').send(JSON.stringify({ errors: [error] }));
     }
     if (own?.kind === 'introspection' && router?.introspection) {
+      const t0 = performance.now();
       const schema = router.schema();
       const errors = validate(schema, own.document, rules);
       const result = errors.length ? { errors: errors.map((e) => formatLimitError(e.toJSON())) } : await execute({ schema, document: own.document, operationName: own.operationName, variableValues: own.variables });
+      const outcome = errors.length ? 'invalid' : 'errors' in result && result.errors?.length ? 'error' : 'ok';
+      recordOperation('gateway', getOperationAST(own.document, own.operationName)?.name?.value, 'query', outcome, (performance.now() - t0) / 1000);
       const type = /application\/graphql-response\+json/.test(String(req.headers.accept ?? '')) ? 'application/graphql-response+json' : 'application/json';
       return reply.code(errors.length ? 400 : 200).type(`${type}; charset=utf-8`).send(JSON.stringify(result));
     }

@@ -22,7 +22,7 @@ const coalesceStats = new WeakMap<RunningService, Map<string, CoalesceStats>>();
 export const gatewayCoalesceStats = (gateway: RunningService): Map<string, CoalesceStats> => coalesceStats.get(gateway) ?? new Map();
 
 export const startGateway: ServiceStarter = async (p) => {
-  const app = createHttp({ name: 'gateway', log: p.log });
+  const app = createHttp({ name: 'gateway', log: p.log, opsToken: p.config.internalToken });
   const routes: GatewayRoute[] = [];
   app.addHook('onRoute', (r) => {
     for (const method of [r.method].flat()) routes.push({ method, url: r.url });

@@ -7,13 +7,14 @@ import type { ServiceStarter } from '../lib/service.ts';
 import type { GqlContext } from '../lib/graphql.ts';
 import { buildSubgraph, readSupergraphConfig } from './subgraphs.ts';
 import { mountGraphql } from './gateway.ts';
+import { graphqlMetricsPlugin } from './metrics-plugin.ts';
 
 export function subgraphService(name: string): ServiceStarter {
   return async (p) => {
     const cfg = readSupergraphConfig().find((s) => s.name === name);
     if (!cfg) throw new Error(`unknown subgraph ${name}`);
     // No stack traces in errors: the router passes a subgraph error's extensions on to the client.
-    const server = new ApolloServer<GqlContext>({ schema: await buildSubgraph(cfg), introspection: true, csrfPrevention: false, includeStacktraceInErrorResponses: false, plugins: [ApolloServerPluginInlineTraceDisabled()] });
+    const server = new ApolloServer<GqlContext>({ schema: await buildSubgraph(cfg), introspection: true, csrfPrevention: false, includeStacktraceInErrorResponses: false, plugins: [ApolloServerPluginInlineTraceDisabled(), graphqlMetricsPlugin(`subgraph-${name}`)] });
     await server.start();
     const app = createHttp({ name: `subgraph-${name}`, log: p.log, internalToken: p.config.internalToken });
     app.get('/health', async () => ({ ok: true, name: `subgraph-${name}` }));

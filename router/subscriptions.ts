@@ -15,6 +15,7 @@ import type { Bus, Delivery } from '../lib/bus/port.ts';
 import type { GqlContext } from '../lib/graphql.ts';
 import { newContext } from '../lib/graphql.ts';
 import { parseCursor } from './events.ts';
+import { subscriptionsActive } from '../lib/metrics.ts';
 
 export const MAX_QUEUE = 1000;
 
@@ -104,6 +105,7 @@ export function busIterator(bus: Bus, feed: Feed, args: Data): AsyncIterableIter
   let failure: GraphQLError | null = null;
   let done = false;
   const after = parseCursor(args.after) ?? undefined;
+  subscriptionsActive.inc();
   const subP = bus.subscribe({ subjects: feed.subjects(args), startSeq: after !== undefined ? after + 1 : undefined }, (d) => {
     if (done || (feed.filter && !feed.filter(d, args))) return;
     if (queue.length >= MAX_QUEUE) {
@@ -115,6 +117,7 @@ export function busIterator(bus: Bus, feed: Feed, args: Data): AsyncIterableIter
     wake?.();
   });
   const finish = async () => {
+    if (!done) subscriptionsActive.dec();
     done = true;
     wake?.();
     await (await subP).close();
@@ -153,7 +156,7 @@ function entityQuery(info: GraphQLResolveInfo, rootField: string, argName: strin
   const sel: SelectionSetNode | undefined = (info.fieldNodes[0] as FieldNode).selectionSet;
   if (!sel) return null;
   const frags = Object.values(info.fragments) as FragmentDefinitionNode[];
-  const text = `query($key: ${argType}) { entity: ${rootField}(${argName}: $key) ${print(sel)} } ${frags.map((f) => print(f)).join('\n')}`;
+  const text = `query SubscriptionPayload($key: ${argType}) { entity: ${rootField}(${argName}: $key) ${print(sel)} } ${frags.map((f) => print(f)).join('\n')}`;
   return parse(text);
 }
 

@@ -10,10 +10,12 @@ import type { ApolloServer } from '@apollo/server';
 import type { Platform } from '../lib/platform.ts';
 import { newContext, type GqlContext } from '../lib/graphql.ts';
 import type { GraphQLSchema } from 'graphql';
+import { countSockets } from '../lib/metrics.ts';
 
 /** `subscriptionSchema`: the router's schema with its Subscription type (routerSchema in subscriptions.ts). */
 export function createGraphqlWs(p: Platform, server: ApolloServer<GqlContext>, subscriptionSchema: () => GraphQLSchema, opts: { initTimeoutMs?: number } = {}) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
+  const uncount = countSockets('graphql', () => wss.clients.size);
   const disposable = useServer(
     {
       schema: () => subscriptionSchema(),
@@ -45,6 +47,7 @@ export function createGraphqlWs(p: Platform, server: ApolloServer<GqlContext>, s
       return true;
     },
     async close() {
+      uncount();
       for (const c of wss.clients) c.terminate();
       await disposable.dispose();
       await new Promise<void>((r) => wss.close(() => r()));

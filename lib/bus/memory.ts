@@ -382,6 +382,17 @@ export class MemoryBus implements Bus {
     return this.log.lastSeq;
   }
 
+  async consumerLag(): Promise<Array<{ consumer: string; pending: number }>> {
+    return [...this.durables.values()].map((c) => {
+      let n = c.pending.size;
+      for (let seq = Math.max(c.cursor, this.log.firstSeq); seq <= this.log.lastSeq; seq++) {
+        const m = this.log.get(seq);
+        if (m && c.filters.some((f) => subjectMatches(f, m.subject))) n++;
+      }
+      return { consumer: c.name, pending: n };
+    });
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

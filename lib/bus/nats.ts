@@ -237,6 +237,14 @@ export class NatsBus implements Bus {
     return info.state.last_seq;
   }
 
+  async consumerLag(): Promise<Array<{ consumer: string; pending: number }>> {
+    const durables = [...new Set([...this.subs].filter((s) => !s.ephemeral).map((s) => s.name))];
+    return Promise.all(durables.map(async (name) => {
+      const ci = await this.jsm.consumers.info(this.stream, name);
+      return { consumer: name, pending: ci.num_pending + ci.num_ack_pending };
+    }));
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -306,7 +314,7 @@ class NatsSubscription implements Subscription {
     private readonly nc: NatsConnection,
     private readonly jsm: JetStreamManager,
     readonly name: string,
-    private readonly ephemeral: boolean,
+    readonly ephemeral: boolean,
     private readonly o: NormalizedSubscribe,
     private readonly clientFilter: string[] | null,
     private readonly handler: (d: Delivery) => void | Promise<void>,

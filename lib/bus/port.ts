@@ -54,6 +54,8 @@ export interface Bus {
   subscribe(opts: SubscribeOptions, handler: (d: Delivery) => void | Promise<void>): Promise<Subscription>;
   /** Highest sequence in the stream (0 when empty). */
   lastSeq(): Promise<number>;
+  /** Each durable consumer this bus subscribed: messages matching it not yet acknowledged (metrics). */
+  consumerLag?(): Promise<Array<{ consumer: string; pending: number }>>;
   close(): Promise<void>;
 }
 

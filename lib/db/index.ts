@@ -22,6 +22,8 @@ export interface Database {
   kind: 'pglite' | 'postgres';
   /** Number of SQL statements sent through Prisma since open (DataLoader tests count these). */
   queryCount(): number;
+  /** PostgreSQL pool occupancy (metrics); undefined on PGlite, which has one connection. */
+  pool?(): { total: number; idle: number; waiting: number; max: number };
   close(): Promise<void>;
 }
 
@@ -44,7 +46,9 @@ export async function openDatabase(opts: { databaseUrl?: string; dataDir: string
     const prisma = new PrismaClient({ adapter: new PrismaPg(pool) as never, log: [{ emit: 'event', level: 'query' }] });
     (prisma as unknown as { $on(e: 'query', cb: () => void): void }).$on('query', () => void queries++);
     retryTransientTransactions(prisma);
-    return { prisma, driver, kind: 'postgres', queryCount: () => queries, close: async () => { await prisma.$disconnect(); await pool.end(); } };
+    const max = opts.poolSize ?? 10;
+    const poolStats = () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max });
+    return { prisma, driver, kind: 'postgres', queryCount: () => queries, pool: poolStats, close: async () => { await prisma.$disconnect(); await pool.end(); } };
   }
   let dir = 'memory://';
   if (!opts.inMemory) {

@@ -8,6 +8,7 @@
 import type { Platform } from '../../../lib/platform.ts';
 import { recordEvent } from '../../../lib/events.ts';
 import { withTimeout } from '../../../lib/timeout.ts';
+import { foldDuration, foldGaps } from '../../../lib/metrics.ts';
 import { enqueueChainTx } from '../outbox.ts';
 import { openResidue } from '../../residues/open.ts';
 import { committedElsewhere, openForeignTuple } from '../foreign-tuple.ts';
@@ -64,6 +65,7 @@ async function read(ctx: FoldContext, epoch: number) {
     } catch (e) {
       ctx.p.log.warn({ source: gap, epoch, err: (e as Error).message }, 'thalamus: source failed, folding without it');
       gaps.push(gap);
+      foldGaps.inc({ source: gap });
       return empty;
     }
   };
@@ -97,6 +99,7 @@ export async function foldEpoch(ctx: FoldContext, epoch: number): Promise<Fold> 
   const db = ctx.p.db.prisma;
   let row = await db.epochAnchor.findUnique({ where: { epoch } });
   if (!row) {
+    const timer = foldDuration.startTimer();
     const { input, gaps, counts } = await read(ctx, epoch);
     const roots = computeRoots(input);
     const tuple: CoherenceTuple = { epoch, ...roots };
@@ -125,6 +128,7 @@ export async function foldEpoch(ctx: FoldContext, epoch: number): Promise<Fold> 
       }
       return created;
     }, TX_OPTS);
+    timer();
   }
   const f = view(row);
   await submitAnchor(ctx, f);

@@ -5,7 +5,7 @@ import { faucetRoutes } from './routes.ts';
 
 export const startFaucet: ServiceStarter = async (p) => {
   // Public per the spec's port map: no internal token.
-  const app = createHttp({ name: 'faucet', log: p.log });
+  const app = createHttp({ name: 'faucet', log: p.log, opsToken: p.config.internalToken });
   app.get('/health', async () => ({ ok: true, name: 'faucet', ts: Date.now() }));
   await app.register(faucetRoutes, { platform: p });
   const port = await listen(app, 'faucet', p.config.host, p.config.ports.faucet);

@@ -7,6 +7,7 @@
 import type { Tx } from '../../../lib/db/index.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { Problem, unavailable } from '../../../lib/errors.ts';
+import { hippocampusFailovers, hippocampusNodeFailures, hippocampusUnavailable } from '../../../lib/metrics.ts';
 import { dagStats, dagWritesInEpoch, nodeMeta, pinStored, putNode, walkDag, type PutNodeInput, type WalkResult } from './store.ts';
 
 export interface HippocampusClient {
@@ -76,6 +77,7 @@ export function httpHippocampus(baseUrls: string | string[], opts: { internalTok
       const probe = down && nodes.length > 1;
       if (probe && probing.has(base)) {
         failures.push(`${base} failed recently`);
+        hippocampusNodeFailures.inc({ reason: 'skipped' });
         continue;
       }
       if (probe) probing.add(base);
@@ -89,7 +91,9 @@ export function httpHippocampus(baseUrls: string | string[], opts: { internalTok
         });
       } catch (e) {
         downUntil.set(base, Date.now() + DOWN_MS);
-        failures.push(`${base} ${(e as Error).name === 'TimeoutError' ? 'timed out' : 'not reachable'}`);
+        const timedOut = (e as Error).name === 'TimeoutError';
+        failures.push(`${base} ${timedOut ? 'timed out' : 'not reachable'}`);
+        hippocampusNodeFailures.inc({ reason: timedOut ? 'timeout' : 'unreachable' });
         continue;
       } finally {
         if (probe) probing.delete(base);
@@ -98,13 +102,16 @@ export function httpHippocampus(baseUrls: string | string[], opts: { internalTok
         await res.body?.cancel().catch(() => {});
         downUntil.set(base, Date.now() + DOWN_MS);
         failures.push(`${base} answered ${res.status}`);
+        hippocampusNodeFailures.inc({ reason: '5xx' });
         continue;
       }
       downUntil.delete(base);
+      if (failures.length) hippocampusFailovers.inc();
       const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
       if (res.ok) return json as T;
       throw new Problem(res.status, String(json.code ?? 'HIPPOCAMPUS'), String(json.title ?? 'Hippocampus refused'), String(json.detail ?? ''));
     }
+    hippocampusUnavailable.inc();
     throw unavailable(`no Hippocampus node answered (${failures.join('; ')})`);
   };
   return {

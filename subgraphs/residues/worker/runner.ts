@@ -6,6 +6,7 @@ import os from 'node:os';
 import type { Platform } from '../../../lib/platform.ts';
 import { acquirePass, failPass, finishPass, staleLeases } from './lease.ts';
 import { PASSES, type Pass } from './passes.ts';
+import { passDuration } from '../../../lib/metrics.ts';
 
 export type PassStatus = 'ran' | 'skipped' | 'failed';
 
@@ -41,11 +42,14 @@ export function createRunner(p: Platform, opts: RunnerOptions = {}): Runner {
     const pass = passes.get(name);
     if (!pass) throw new Error(`unknown pass ${name}`);
     if (!(await acquirePass(p, name, epoch, id, leaseMs))) return 'skipped';
+    const t0 = performance.now();
     try {
       const result = await pass(p, epoch);
       await finishPass(p, name, epoch, id, result);
+      passDuration.observe({ pass: name, status: 'ran' }, (performance.now() - t0) / 1000);
       return 'ran';
     } catch (e) {
+      passDuration.observe({ pass: name, status: 'failed' }, (performance.now() - t0) / 1000);
       p.log.error({ pass: name, epoch, err: (e as Error).message }, 'worker: pass failed; another runner retries after the lease');
       await failPass(p, name, epoch, id, (e as Error).message).catch(() => {});
       return 'failed';

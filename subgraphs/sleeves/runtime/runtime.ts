@@ -98,7 +98,7 @@ export async function startRuntime(p: Platform, opts: { reconcileMs?: number } =
   }
 
   async function identityServer(row: SleeveRow): Promise<{ server: FastifyInstance; port: number }> {
-    const server = createHttp({ name: `sleeve-${row.id}`, log: p.log });
+    const server = createHttp({ name: `sleeve-${row.id}`, log: p.log, metrics: false });
     server.get('/identity', async () => {
       const cur = instances.get(row.id)?.row ?? row;
       return { sleeveId: cur.id, kind: cur.embodimentType, stackId: cur.stackId, hostname: cur.hostname ?? os.hostname() };
