@@ -4,7 +4,7 @@
 //   npx tsx bench/outbox.ts [count] [blockTimeSeconds]
 import { pathToFileURL } from 'node:url';
 import { testPlatform } from '../test/helpers/platform.ts';
-import { startTestChain } from '../subgraphs/chains/cortex/testing.ts';
+import { startTestChain } from '../test/helpers/test-chain.ts';
 import { startSubmitter } from '../subgraphs/chains/cortex/submitter.ts';
 import { enqueueChainTx } from '../subgraphs/chains/outbox.ts';
 

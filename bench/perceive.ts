@@ -7,7 +7,7 @@
 // head move, drift, event outbox, HTTP) costs over the bare insert.
 import { pathToFileURL } from 'node:url';
 import { randomBytes } from 'node:crypto';
-import { memoryTestApp, type MemoryTestApp } from '../subgraphs/memory/test-app.ts';
+import { memoryTestApp, type MemoryTestApp } from '../test/helpers/memory-app.ts';
 import { freshDatabase } from '../test/helpers/postgres.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
 import { spawnSleeve } from '../subgraphs/sleeves/sleeves.ts';

@@ -4,7 +4,7 @@
 // ratio = recall p50 / raw decrypt p50: what the walk (index reads, payload reads, ledger, drift,
 // HTTP) costs over decryption alone.
 import { pathToFileURL } from 'node:url';
-import { memoryTestApp } from '../subgraphs/memory/test-app.ts';
+import { memoryTestApp } from '../test/helpers/memory-app.ts';
 import { createStack, getStackRow, setEpisodicHead, stackMasterSecret } from '../subgraphs/stacks/stacks.ts';
 import { spawnSleeve } from '../subgraphs/sleeves/sleeves.ts';
 import { mint, sleeveAccount } from '../subgraphs/economy/ledger.ts';

@@ -168,7 +168,7 @@ export async function main(args: string[]): Promise<void> {
       return upDistributed(config());
     }
     case 'deploy': {
-      const { deployCommand } = await import('../subgraphs/chains/cortex/deploy.ts');
+      const { deployCommand } = await import('../subgraphs/chains/index.ts');
       await deployCommand(config());
       return;
     }

@@ -1,7 +1,7 @@
 // Gateway routes of the chains context: the epoch and manual mining, both answered by Medulla.
 import type { FastifyInstance } from 'fastify';
 import type { Platform } from '../lib/platform.ts';
-import { currentEpochInfo, mineBlockNow } from '../subgraphs/chains/epochs.ts';
+import { currentEpochInfo, mineBlockNow } from '../subgraphs/chains/index.ts';
 
 export default async function chainsRest(app: FastifyInstance, opts: { platform: Platform }): Promise<void> {
   const p = opts.platform;

@@ -3,9 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Platform } from '../lib/platform.ts';
-import { stackBalancesB } from '../subgraphs/economy/treasury.ts';
-import { treasuryRoutes } from '../subgraphs/economy/treasury/routes.ts';
-import { faucetRoutes } from '../subgraphs/economy/faucet/routes.ts';
+import { stackBalancesB, treasuryRoutes, faucetRoutes } from '../subgraphs/economy/index.ts';
 import { BalancesParams } from './schemas.ts';
 
 export default async function economyRest(fastify: FastifyInstance, opts: { platform: Platform }): Promise<void> {

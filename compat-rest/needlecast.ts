@@ -4,8 +4,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Platform } from '../lib/platform.ts';
-import { shapeA, shapeB, type SagaView } from '../subgraphs/sleeves/needlecast/view.ts';
-import { callRouter, routerRequest } from '../subgraphs/sleeves/needlecast/client.ts';
+import { shapeA, shapeB, type SagaView, callRouter, routerRequest } from '../subgraphs/sleeves/index.ts';
 import { NeedlecastBody, SagaIdParams } from './schemas.ts';
 
 /** Router problems pass through as they are (status, problem body, Retry-After). */

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Platform } from '../lib/platform.ts';
-import { getResidue, listResidues, submitProof, RESIDUE_LIST_LIMIT } from '../subgraphs/residues/residues.ts';
+import { getResidue, listResidues, submitProof, RESIDUE_LIST_LIMIT } from '../subgraphs/residues/index.ts';
 import { ProofBody, ResidueIdParams, ResidueListQuery } from './schemas.ts';
 
 export default async function residuesRest(fastify: FastifyInstance, opts: { platform: Platform }): Promise<void> {

@@ -6,9 +6,8 @@
 // extra members allowed. A few members use Type.Unsafe to keep their exact JSON Schema (a type
 // array, an enum) so validation and its error messages stay as they were.
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { RESIDUE_LIST_LIMIT } from '../subgraphs/residues/residues.ts';
-import { RESIDUE_KINDS } from '../subgraphs/residues/open.ts';
-import { StackIdBody, StackIdParams, StackIdSchema } from '../subgraphs/economy/treasury/routes.ts';
+import { RESIDUE_LIST_LIMIT, RESIDUE_KINDS } from '../subgraphs/residues/index.ts';
+import { StackIdBody, StackIdParams, StackIdSchema } from '../subgraphs/economy/index.ts';
 
 /** A string enum as `{type: 'string', enum}` (Type.Union of literals would be an anyOf). */
 export const StringEnum = <T extends string>(values: readonly T[], opts: Record<string, unknown> = {}) =>

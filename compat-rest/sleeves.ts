@@ -3,9 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Platform } from '../lib/platform.ts';
-import {
-  decommissionSleeve, desyncedSleeves, getSleeveView, listAliveSleeveViews, spawnSleeve, stackTokenTotals, syncSleeve,
-} from '../subgraphs/sleeves/sleeves.ts';
+import { decommissionSleeve, desyncedSleeves, getSleeveView, listAliveSleeveViews, spawnSleeve, stackTokenTotals, syncSleeve } from '../subgraphs/sleeves/index.ts';
 import { IdParams, SleeveStackIdParams, SpawnSleeveBodyA, SpawnSleeveBodyB } from './schemas.ts';
 
 export default async function sleevesRest(fastify: FastifyInstance, opts: { platform: Platform }): Promise<void> {

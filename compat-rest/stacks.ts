@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Platform } from '../lib/platform.ts';
-import { createStack, getStackRow, listStacks, stackView } from '../subgraphs/stacks/stacks.ts';
+import { createStack, getStackRow, listStacks, stackView } from '../subgraphs/stacks/index.ts';
 import { CreateStackBody, IdParams } from './schemas.ts';
 
 export default async function stacksRest(fastify: FastifyInstance, opts: { platform: Platform }): Promise<void> {

@@ -25,12 +25,12 @@ export function readSupergraphConfig(file = path.join(root, 'supergraph.yaml')):
 }
 
 const resolverModules: Record<string, () => Promise<{ resolvers: Record<string, unknown> }>> = {
-  stacks: () => import('../subgraphs/stacks/resolvers.ts'),
-  sleeves: () => import('../subgraphs/sleeves/resolvers.ts'),
-  memory: () => import('../subgraphs/memory/resolvers.ts'),
-  chains: () => import('../subgraphs/chains/resolvers.ts'),
-  economy: () => import('../subgraphs/economy/resolvers.ts'),
-  residues: () => import('../subgraphs/residues/resolvers.ts'),
+  stacks: async () => ({ resolvers: await (await import('../subgraphs/stacks/index.ts')).loadResolvers() }),
+  sleeves: async () => ({ resolvers: await (await import('../subgraphs/sleeves/index.ts')).loadResolvers() }),
+  memory: async () => ({ resolvers: await (await import('../subgraphs/memory/index.ts')).loadResolvers() }),
+  chains: async () => ({ resolvers: await (await import('../subgraphs/chains/index.ts')).loadResolvers() }),
+  economy: async () => ({ resolvers: await (await import('../subgraphs/economy/index.ts')).loadResolvers() }),
+  residues: async () => ({ resolvers: await (await import('../subgraphs/residues/index.ts')).loadResolvers() }),
 };
 
 export async function buildSubgraph(cfg: SubgraphConfig): Promise<GraphQLSchema> {

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Contract, id, ZeroHash } from 'ethers';
 import fs from 'node:fs';
-import { startTestChain, type TestChain } from '../subgraphs/chains/cortex/testing.ts';
+import { startTestChain, type TestChain } from './helpers/test-chain.ts';
 import { revertReason } from '../subgraphs/chains/cortex/submitter.ts';
 import { artifact } from '../subgraphs/chains/cortex/artifacts.ts';
 import { deploySuite, ANVIL_DEV_KEY } from '../subgraphs/chains/cortex/deploy.ts';

@@ -3,7 +3,7 @@
 // transaction is re-sent; reconcile reports drift; Thalamus reads the epoch's hashes in nonce order.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
-import { startTestChain, type TestChain } from '../subgraphs/chains/cortex/testing.ts';
+import { startTestChain, type TestChain } from './helpers/test-chain.ts';
 import { startSubmitter, outboxStatus, type Submitter } from '../subgraphs/chains/cortex/submitter.ts';
 import { reconcileChain, cortexTxSource } from '../subgraphs/chains/cortex/reconcile.ts';
 import { enqueueChainTx, type ChainTxKind } from '../subgraphs/chains/outbox.ts';

@@ -2,7 +2,7 @@
 // drift, encryption, gating, fidelity and the residue; and 50 concurrent perceives on one stack.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { epochKey, fromUtf8, open } from '../lib/crypto.ts';
-import { memoryTestApp, type MemoryTestApp } from '../subgraphs/memory/test-app.ts';
+import { memoryTestApp, type MemoryTestApp } from './helpers/memory-app.ts';
 import { stackMasterSecret } from '../subgraphs/stacks/stacks.ts';
 import { computeCid } from '../subgraphs/memory/hippocampus/cid.ts';
 import { startDhf } from '../subgraphs/memory/dhf/service.ts';

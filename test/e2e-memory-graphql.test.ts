@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { graphql, type GraphQLSchema } from 'graphql';
 import { buildSubgraph, readSupergraphConfig } from '../router/subgraphs.ts';
 import { newContext } from '../lib/graphql.ts';
-import { memoryTestApp, type MemoryTestApp } from '../subgraphs/memory/test-app.ts';
+import { memoryTestApp, type MemoryTestApp } from './helpers/memory-app.ts';
 
 let t: MemoryTestApp;
 const schemas = new Map<string, GraphQLSchema>();

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateIdentity, unwrapSecret } from '../lib/crypto.ts';
 import { stackAddress } from '../lib/address.ts';
-import { memoryTestApp, type MemoryTestApp } from '../subgraphs/memory/test-app.ts';
+import { memoryTestApp, type MemoryTestApp } from './helpers/memory-app.ts';
 
 let t: MemoryTestApp;
 beforeAll(async () => {

@@ -15,7 +15,7 @@ import type { RunningService } from '../lib/service.ts';
 import { startHippocampus } from '../subgraphs/memory/hippocampus/service.ts';
 import { computeCid } from '../subgraphs/memory/hippocampus/cid.ts';
 import { HIPPOCAMPUS_LOCAL, hippocampusClient, httpHippocampus } from '../subgraphs/memory/hippocampus/client.ts';
-import { memoryTestApp } from '../subgraphs/memory/test-app.ts';
+import { memoryTestApp } from './helpers/memory-app.ts';
 import { topology } from '../bin/up.ts';
 import { freePort } from '../bench/load.ts';
 

@@ -2,7 +2,7 @@
 // commits those writes through ipfsRoot), newest first. Read by the stack reads (REST and GraphQL).
 // The write epochs come from the memory context, the anchors from this one.
 import type { Db, Tx } from '../../lib/db/index.ts';
-import { writeEpochsOf } from '../memory/hippocampus/store.ts';
+import { writeEpochsOf } from '../memory/index.ts';
 
 /** At most this many anchors per stack read (the newest). */
 export const STACK_ANCHORS = 32;

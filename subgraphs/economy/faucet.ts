@@ -4,8 +4,8 @@
 import { tooManyRequests } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
-import { getStackRow } from '../stacks/stacks.ts';
-import { listAliveSleeves } from '../sleeves/sleeves.ts';
+import { getStackRow } from '../stacks/index.ts';
+import { listAliveSleeves } from '../sleeves/index.ts';
 import { CORE_TOKENS, SYSTEM, mint, poolAccount, sleeveAccount, toMilli } from './ledger.ts';
 import type { CoreAmounts } from './treasury.ts';
 

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Db, Tx } from '../../lib/db/index.ts';
 import { conflict, insufficientTokens } from '../../lib/errors.ts';
-import { enqueueChainTx } from '../chains/outbox.ts';
+import { enqueueChainTx } from '../chains/index.ts';
 
 export const TOKENS = ['compute', 'memory', 'sync', 'routing', 'residue'] as const;
 export type Token = (typeof TOKENS)[number];

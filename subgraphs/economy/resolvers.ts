@@ -2,7 +2,7 @@
 // through the economy domain (ledger.ts, treasury.ts, faucet.ts) the /v1 routes call.
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
-import { aliveSleeveTotals } from '../sleeves/sleeves.ts';
+import { aliveSleeveTotals } from '../sleeves/index.ts';
 import { balancesOf, claimableAccount, zeroAmounts, CORE_TOKENS, type TokenAmounts } from './ledger.ts';
 import { claim, emissionView, issuance, stackBalancesB, type CoreAmounts, type EmissionEvent } from './treasury.ts';
 import { drip } from './faucet.ts';

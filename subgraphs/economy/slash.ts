@@ -6,7 +6,7 @@ import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
 import type { Subscription } from '../../lib/bus/port.ts';
 import { SYSTEM, fromMilli, post, toMilli } from './ledger.ts';
-import { enqueueChainTx } from '../chains/outbox.ts';
+import { enqueueChainTx } from '../chains/index.ts';
 
 export const OPERATOR_BOND = 1000;
 export const SLASH_AMOUNT = 100;

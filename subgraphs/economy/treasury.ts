@@ -4,9 +4,9 @@
 import type { Db, Tx } from '../../lib/db/index.ts';
 import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
-import { enqueueChainTx } from '../chains/outbox.ts';
-import { getStackRow } from '../stacks/stacks.ts';
-import { listAliveSleeves } from '../sleeves/sleeves.ts';
+import { enqueueChainTx } from '../chains/index.ts';
+import { getStackRow } from '../stacks/index.ts';
+import { listAliveSleeves } from '../sleeves/index.ts';
 import {
   CORE_TOKENS, TOKENS, balancesOf, claimableAccount, fromMilli, poolAccount, sleeveAccount, transfer,
   type Token, type TokenAmounts,

@@ -1,8 +1,8 @@
 // Pin maintenance (the memory sleeve's per-epoch job): every pinned node of a stack, and its head,
 // must still be reachable on the Hippocampus; a known CID that is not opens a shard-loss residue.
 import type { Platform } from '../../lib/platform.ts';
-import { openResidue } from '../residues/open.ts';
-import { getStackRow } from '../stacks/stacks.ts';
+import { openResidue } from '../residues/index.ts';
+import { getStackRow } from '../stacks/index.ts';
 import { hippocampusClient } from './hippocampus/client.ts';
 
 export const MAX_PINS_CHECKED = 256;

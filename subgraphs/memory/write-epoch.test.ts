@@ -1,7 +1,7 @@
 // Out of Medulla's process a write is stamped with the epoch Medulla reports, not a bus view that
 // has not heard of the newest block yet; a Medulla that does not answer holds writes up only briefly.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { memoryTestApp, type MemoryTestApp } from './test-app.ts';
+import { memoryTestApp, type MemoryTestApp } from '../../test/helpers/memory-app.ts';
 import { followEpochs, type EpochInfo } from '../../lib/epoch.ts';
 import { createStack } from '../stacks/stacks.ts';
 import { spawnSleeve } from '../sleeves/sleeves.ts';

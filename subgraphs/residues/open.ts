@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Db, Tx } from '../../lib/db/index.ts';
 import { recordEvent } from '../../lib/events.ts';
-import { enqueueChainTx } from '../chains/outbox.ts';
+import { enqueueChainTx } from '../chains/index.ts';
 
 /** Bounties in RT (spec: Residue). routing-equivocation has no bounty in the spec; see docs/decisions.md. */
 export const RESIDUE_BOUNTY = {

@@ -19,9 +19,9 @@
 import { isHex, verify } from '../../lib/crypto.ts';
 import { unavailable } from '../../lib/errors.ts';
 import type { Platform } from '../../lib/platform.ts';
-import { getSleeveRow } from '../sleeves/sleeves.ts';
-import { hippocampusClient } from '../memory/hippocampus/client.ts';
-import { crossRootOf, evmRootOf, ipfsRootOf, tupleMessage, type CoherenceTuple } from '../chains/thalamus/coherence.ts';
+import { getSleeveRow } from '../sleeves/index.ts';
+import { hippocampusClient } from '../memory/index.ts';
+import { cortexTxSource, crossRootOf, evmRootOf, ipfsRootOf, tupleMessage, type CoherenceTuple } from '../chains/index.ts';
 import type { ResidueKind } from './open.ts';
 
 export type Verdict = { ok: true; facts: Record<string, unknown> } | { ok: false; reason: string };
@@ -115,7 +115,6 @@ async function evmRefoldProof(p: Platform, r: ResidueFacts, proof: Record<string
   const norm = list.map((h) => (typeof h === 'string' ? h.replace(/^0x/i, '').toLowerCase() : ''));
   if (!norm.every((h) => isHex(h, 32))) return no('proof.txHashes must be 32-byte hex transaction hashes');
   if (evmRootOf(norm) !== canonical.evmRoot) return no(`proof.txHashes do not fold to the canonical evmRoot ${String(canonical.evmRoot)}`);
-  const { cortexTxSource } = await import('../chains/cortex/reconcile.ts');
   const onCortex = new Set((await cortexTxSource(p).txHashesForEpoch(epoch)).map((h) => h.replace(/^0x/i, '').toLowerCase()));
   const given = new Set(norm);
   const missing = [...onCortex].filter((h) => !given.has(h));

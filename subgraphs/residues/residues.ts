@@ -4,9 +4,9 @@ import type { Db, Tx } from '../../lib/db/index.ts';
 import { Problem, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
-import { enqueueChainTx } from '../chains/outbox.ts';
-import { poolAccount, SYSTEM, transfer } from '../economy/ledger.ts';
-import { getStackRow } from '../stacks/stacks.ts';
+import { enqueueChainTx } from '../chains/index.ts';
+import { poolAccount, SYSTEM, transfer } from '../economy/index.ts';
+import { getStackRow } from '../stacks/index.ts';
 import { residueView, type ResidueKind, type ResidueRecord } from './open.ts';
 import { checkProof } from './proofs.ts';
 

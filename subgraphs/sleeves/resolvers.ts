@@ -2,7 +2,7 @@
 // batched through DataLoader. Every mutation calls the sleeves domain the /v1 routes call.
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
-import { balancesOf, sleeveAccount, zeroAmounts, type TokenAmounts } from '../economy/ledger.ts';
+import { balancesOf, sleeveAccount, zeroAmounts, type TokenAmounts } from '../economy/index.ts';
 import {
   decommissionSleeve, desyncedSleeves, getSleeveRow, spawnSleeve, stackTokenTotals, syncSleeve, sleeveView, type SleeveRow, type SleeveView,
 } from './sleeves.ts';

@@ -6,15 +6,16 @@ import type { Db, Tx } from '../../lib/db/index.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
-import { enqueueChainTx } from '../chains/outbox.ts';
-import { balanceOf, balancesOf, burn, fromMilli, mint, poolAccount, sleeveAccount, sweep, toMilli, zeroAmounts, TOKENS, type Token, type TokenAmounts } from '../economy/ledger.ts';
-import { getStackRow, STACK_KINDS, type StackKind } from '../stacks/stacks.ts';
+import { enqueueChainTx } from '../chains/index.ts';
+import { balanceOf, balancesOf, burn, fromMilli, mint, poolAccount, sleeveAccount, sweep, toMilli, zeroAmounts, TOKENS, type Token, type TokenAmounts } from '../economy/index.ts';
+import { getStackRow } from '../stacks/index.ts';
 import { sleeveView, type SleeveRow, type SleeveView } from './view.ts';
 
 export { sleeveView, type SleeveRow, type SleeveView };
 
-export const SLEEVE_KINDS = STACK_KINDS;
-export type SleeveKind = StackKind;
+// The four embodiment types (a stack's kind is one of them too: stacks.STACK_KINDS is the same list).
+export const SLEEVE_KINDS = ['human', 'ai', 'mining', 'memory'] as const;
+export type SleeveKind = (typeof SLEEVE_KINDS)[number];
 
 /** Initial tokens on spawn, per shape (spec: Sleeve). */
 export const INITIAL_TOKENS: Record<'A' | 'B', Partial<Record<Token, number>>> = {

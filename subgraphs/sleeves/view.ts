@@ -1,7 +1,7 @@
 // The read of one sleeve: both shapes' names (embodimentType and kind), tokens from the ledger while
 // alive, the decommission-time snapshot after.
 import type { Sleeve as SleeveRow } from '../../generated/prisma/client.ts';
-import { zeroAmounts, TOKENS, type TokenAmounts } from '../economy/ledger.ts';
+import { zeroAmounts, TOKENS, type TokenAmounts } from '../economy/index.ts';
 
 export type { SleeveRow };
 

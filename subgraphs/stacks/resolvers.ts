@@ -3,7 +3,7 @@
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
 import { createStack, getStackRow, type CreateStackInput, type StackRow } from './stacks.ts';
-import { anchorsOfStacks, type StackAnchor } from '../chains/anchors.ts';
+import { anchorsOfStacks, type StackAnchor } from '../chains/index.ts';
 
 function stackLoader(ctx: GqlContext) {
   return loader<string, StackRow | null>(ctx, 'stack', async (ids) =>

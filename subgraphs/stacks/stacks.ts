@@ -11,11 +11,10 @@ import { badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { generateIdentity, randomSecret, unwrapSecret, wrapSecret } from '../../lib/crypto.ts';
 import { stackAddress } from '../../lib/address.ts';
 import { recordEvent } from '../../lib/events.ts';
-import { enqueueChainTx } from '../chains/outbox.ts';
-import { anchorsOfStacks, type StackAnchor } from '../chains/anchors.ts';
-import { balancesOf, sleeveAccount, zeroAmounts, TOKENS, type TokenAmounts } from '../economy/ledger.ts';
+import { enqueueChainTx, anchorsOfStacks, type StackAnchor } from '../chains/index.ts';
+import { balancesOf, sleeveAccount, zeroAmounts, TOKENS, type TokenAmounts } from '../economy/index.ts';
+import { sleeveView, type SleeveView } from '../sleeves/index.ts';
 import type { Stack as StackRow, Sleeve as SleeveRow } from '../../generated/prisma/client.ts';
-import { sleeveView, type SleeveView } from '../sleeves/view.ts';
 
 export type { StackRow };
 

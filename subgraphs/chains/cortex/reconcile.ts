@@ -127,20 +127,4 @@ export async function reconcileChain(db: Db, chain: CortexChain, opts: Reconcile
   return drift;
 }
 
-/**
- * Thalamus's evmRoot source: hashes (64 lowercase hex) of the confirmed Cortex transactions to the
- * suite whose intent belongs to the epoch, in nonce order (the order the operator sent them).
- */
-export function cortexTxSource(p: Pick<Platform, 'db'>) {
-  const db = p.db.prisma;
-  return {
-    async txHashesForEpoch(epoch: number): Promise<string[]> {
-      const rows = await db.chainOutbox.findMany({ where: { epoch, status: 'confirmed' }, orderBy: { nonce: 'asc' }, select: { txHash: true } });
-      return rows.map((r) => r.txHash!).filter(Boolean);
-    },
-    /** Intents of the epoch not settled yet (a fold may wait for them). */
-    async outstandingForEpoch(epoch: number): Promise<number> {
-      return db.chainOutbox.count({ where: { epoch, status: { in: ['pending', 'submitted'] } } });
-    },
-  };
-}
+export { cortexTxSource } from './tx-source.ts';

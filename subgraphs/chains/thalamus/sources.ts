@@ -4,8 +4,8 @@
 // HTTP API with failover otherwise), not from the shared index: when no Hippocampus node answers
 // the fold has an `ipfs` gap, it never silently reads around a stopped Hippocampus.
 import type { Platform } from '../../../lib/platform.ts';
-import { hippocampusClient } from '../../memory/hippocampus/client.ts';
-import { listAliveSleeves } from '../../sleeves/sleeves.ts';
+import { hippocampusClient } from '../../memory/index.ts';
+import { listAliveSleeves } from '../../sleeves/index.ts';
 
 /** Cortex: hashes of the epoch's transactions that touch the contract suite. */
 export interface EvmTxSource {
@@ -36,7 +36,7 @@ export function platformSources(p: Platform, opts: { sourceTimeoutMs?: number } 
   const nodes = 1 + p.config.hippocampusFallbacks.length;
   const perNode = opts.sourceTimeoutMs ? Math.max(200, Math.floor(opts.sourceTimeoutMs / nodes) - 50) : undefined;
   // Loaded in the background: the Cortex module pulls in ethers and the contract artifacts.
-  const cortex = import('../cortex/reconcile.ts').then((m) => m.cortexTxSource(p));
+  const cortex = import('../cortex/tx-source.ts').then((m) => m.cortexTxSource(p));
   cortex.catch(() => {});
   return {
     evm: { txHashesForEpoch: async (epoch) => (await cortex).txHashesForEpoch(epoch) },

@@ -3,8 +3,8 @@
 // compositor the needlecast reconstruct step uses, not a client recall.
 import type { Platform } from '../../../lib/platform.ts';
 import { conflict } from '../../../lib/errors.ts';
-import { getStackRow } from '../../stacks/stacks.ts';
-import { getSleeveRow, requireSleeveOfStack } from '../../sleeves/sleeves.ts';
+import { getStackRow } from '../../stacks/index.ts';
+import { getSleeveRow, requireSleeveOfStack } from '../../sleeves/index.ts';
 import { checkDepth, reconstruct } from '../memory.ts';
 
 export interface ReconstructOutput {

@@ -14,7 +14,7 @@ import type { ObjectStore } from '../../../lib/objects/port.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { assertObjectKey } from '../../../lib/objects/index.ts';
 import { Problem, badRequest, notFound } from '../../../lib/errors.ts';
-import { openResidue } from '../../residues/open.ts';
+import { openResidue } from '../../residues/index.ts';
 import { computeCid, computeDataCid, parseCid, payloadKey } from './cid.ts';
 
 export interface PeerOptions {

@@ -1,8 +1,7 @@
 // The memory side of the passes: merging shadow branches (memory-reconciler) and re-detecting lost
 // shards (residue-collector). Known CIDs are the shards that completed needlecasts pinned.
 import type { Platform } from '../../../lib/platform.ts';
-import { hippocampusClient } from '../../memory/hippocampus/client.ts';
-import { mergeBranch, openBranches } from '../../memory/memory.ts';
+import { hippocampusClient, mergeBranch, openBranches } from '../../memory/index.ts';
 import { openResidueNow } from '../open.ts';
 
 /** Most branch ids one residue's evidence lists. */

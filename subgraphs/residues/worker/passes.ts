@@ -1,12 +1,12 @@
 // The six Worker Runner passes (spec: Worker Runner passes). Each is idempotent on its own (a
 // second run for the same epoch changes nothing), on top of the once-per-epoch lease.
-import { pruneForgotten } from '../../memory/hippocampus/store.ts';
+import { pruneForgotten } from '../../memory/index.ts';
+import { enqueueChainTx } from '../../chains/index.ts';
+import { emitEpoch } from '../../economy/index.ts';
+import { decommissionInTx, flagSleeve, getSleeveRow, listAliveSleeves } from '../../sleeves/index.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { Tx } from '../../../lib/db/index.ts';
 import { recordEvent, type EventRecord } from '../../../lib/events.ts';
-import { enqueueChainTx } from '../../chains/outbox.ts';
-import { emitEpoch } from '../../economy/treasury.ts';
-import { decommissionInTx, flagSleeve, getSleeveRow, listAliveSleeves } from '../../sleeves/sleeves.ts';
 import { openResidue } from '../open.ts';
 import { expireResidues } from '../residues.ts';
 import { detectShardLoss, reconcileBranches } from './memory.ts';

@@ -7,10 +7,9 @@ import type { Db } from '../../../lib/db/index.ts';
 import { Problem, badRequest, conflict, insufficientTokens, notFound } from '../../../lib/errors.ts';
 import { recordEvent } from '../../../lib/events.ts';
 import type { Platform } from '../../../lib/platform.ts';
-import { balanceOf, fromMilli, sleeveAccount } from '../../economy/ledger.ts';
-import { hippocampusClient } from '../../memory/hippocampus/client.ts';
-import { PIN_COST_MILLI } from '../../memory/memory.ts';
-import { getStackRow } from '../../stacks/stacks.ts';
+import { balanceOf, fromMilli, sleeveAccount } from '../../economy/index.ts';
+import { hippocampusClient, PIN_COST_MILLI } from '../../memory/index.ts';
+import { getStackRow } from '../../stacks/index.ts';
 import { MAX_TICK_RATE_MS, MIN_TICK_RATE_MS, SLEEVE_KINDS, requireActiveSleeve, requireSleeveOfStack } from '../sleeves.ts';
 import {
   InjectedFailure, PREPARE, STEPS, STEP_ALIASES, STEP_NAMES, collectShards, compensate, isClientProblem, routingCostMilli, type StepName,

@@ -5,11 +5,10 @@ import type { Tx } from '../../../lib/db/index.ts';
 import { Problem, conflict } from '../../../lib/errors.ts';
 import { sha256Hex } from '../../../lib/crypto.ts';
 import type { Platform } from '../../../lib/platform.ts';
-import { enqueueChainTx } from '../../chains/outbox.ts';
-import { SYSTEM, burn, mint, poolAccount, sleeveAccount, type Token } from '../../economy/ledger.ts';
-import { hippocampusClient } from '../../memory/hippocampus/client.ts';
-import { PIN_COST_MILLI, reconstruct } from '../../memory/memory.ts';
-import { getStackRow } from '../../stacks/stacks.ts';
+import { enqueueChainTx } from '../../chains/index.ts';
+import { SYSTEM, burn, mint, poolAccount, sleeveAccount, type Token } from '../../economy/index.ts';
+import { hippocampusClient, PIN_COST_MILLI, reconstruct } from '../../memory/index.ts';
+import { getStackRow } from '../../stacks/index.ts';
 import { addDrift, decommissionInTx, freezeSleeve, getSleeveRow, listAliveSleeves, spawnSleeve, unfreezeSleeve } from '../sleeves.ts';
 import type { SagaRow, StepRecord } from './view.ts';
 

@@ -1,7 +1,7 @@
 // The sleeve runtime: identity endpoints, tick loops per kind, frozen sleeves, crash reporting,
 // pin maintenance (shard-loss), and clean shutdown.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { memoryTestApp, type MemoryTestApp } from '../../memory/test-app.ts';
+import { memoryTestApp, type MemoryTestApp } from '../../../test/helpers/memory-app.ts';
 import { startEventRelay } from '../../../lib/events.ts';
 import { decommissionSleeve, freezeSleeve, spawnSleeve, unfreezeSleeve } from '../sleeves.ts';
 import { createStack } from '../../stacks/stacks.ts';

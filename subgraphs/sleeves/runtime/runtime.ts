@@ -10,7 +10,7 @@ import { createHttp, listen } from '../../../lib/http.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { Subscription } from '../../../lib/bus/port.ts';
 import type { SleeveRow } from '../view.ts';
-import { checkPinnedShards } from '../../memory/shards.ts';
+import { checkPinnedShards } from '../../memory/index.ts';
 
 /** Kind-specific upkeep a host may register (journaling, inference...); runs inside the tick. */
 export type TickHandler = (sleeve: SleeveRow, p: Platform) => Promise<void> | void;

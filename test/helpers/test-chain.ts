@@ -3,10 +3,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Contract, Wallet, type JsonRpcProvider } from 'ethers';
-import { startAnvil, type Anvil, type AnvilOptions } from './anvil.ts';
-import { ANVIL_DEV_KEY, ensureSuite, providerFor, type Deployment } from './deploy.ts';
-import { artifact, type SuiteName } from './artifacts.ts';
-import type { CortexChain } from './submitter.ts';
+import { startAnvil, type Anvil, type AnvilOptions } from '../../subgraphs/chains/cortex/anvil.ts';
+import { ANVIL_DEV_KEY, ensureSuite, providerFor, type Deployment } from '../../subgraphs/chains/cortex/deploy.ts';
+import { artifact, type SuiteName } from '../../subgraphs/chains/cortex/artifacts.ts';
+import type { CortexChain } from '../../subgraphs/chains/cortex/submitter.ts';
 
 /** anvil's second dev account: holds no role on the suite. */
 export const STRANGER_KEY = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d';

@@ -2,11 +2,11 @@
 // fastify app carrying the stacks, sleeves and memory REST plugins (what the gateway mounts).
 import type { FastifyInstance } from 'fastify';
 import { createHttp } from '../../lib/http.ts';
-import { testPlatform, type TestPlatform } from '../../test/helpers/platform.ts';
+import { testPlatform, type TestPlatform } from './platform.ts';
 import stacksRest from '../../compat-rest/stacks.ts';
 import sleevesRest from '../../compat-rest/sleeves.ts';
 import memoryRest from '../../compat-rest/memory.ts';
-import { startHippocampus } from './hippocampus/service.ts';
+import { startHippocampus } from '../../subgraphs/memory/hippocampus/service.ts';
 import type { RunningService } from '../../lib/service.ts';
 
 export interface MemoryTestApp {

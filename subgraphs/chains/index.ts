@@ -1,0 +1,16 @@
+// The chains context's door: Medulla (the proof-of-work chain and its epochs), Cortex (the EVM, its
+// contracts and the transaction outbox) and the Thalamus (the coherence root). Everything outside
+// subgraphs/chains/ imports the context from here and nowhere else.
+export { enqueueChainTx, type ChainTxKind } from './outbox.ts';
+export { anchorsOfStacks, STACK_ANCHORS, type StackAnchor } from './anchors.ts';
+export { currentEpochInfo, mineBlockNow, blockAtHeight } from './epochs.ts';
+export { crossRootOf, evmRootOf, ipfsRootOf, tupleMessage, computeRoots, type CoherenceTuple } from './thalamus/coherence.ts';
+export { cortexTxSource } from './cortex/tx-source.ts';
+
+export const loadResolvers = async () => (await import('./resolvers.ts')).resolvers;
+export const services = {
+  cortex: async () => (await import('./cortex/service.ts')).startCortex,
+  medulla: async () => (await import('./medulla/service.ts')).startMedulla,
+  thalamus: async () => (await import('./thalamus/service.ts')).startThalamus,
+};
+export const deployCommand: typeof import('./cortex/deploy.ts').deployCommand = async (...args) => (await import('./cortex/deploy.ts')).deployCommand(...args);

@@ -1,0 +1,18 @@
+// The economy context's door: the double-entry ledger of the five tokens, the Treasury (emission,
+// claims, slashing) and the Bandwidth Faucet. Everything outside subgraphs/economy/ imports the
+// context from here and nowhere else.
+export {
+  TOKENS, CORE_TOKENS, SYSTEM, sleeveAccount, poolAccount, claimableAccount, toMilli, fromMilli, zeroAmounts,
+  post, transfer, mint, burn, sweep, balanceOf, balancesOf, systemBalance,
+  type Token, type TokenAmounts, type Move, type Leg, type Posting,
+} from './ledger.ts';
+export { emitEpoch, issuance, claim, claimableOf, stackBalancesB, ebcFactor, EMISSION_PER_EPOCH, type EmissionEvent, type ClaimResult, type StackBalancesB, type CoreAmounts } from './treasury.ts';
+export { drip, DRIP_UNITS, type FaucetGrant } from './faucet.ts';
+export { faucetRoutes } from './faucet/routes.ts';
+export { treasuryRoutes, StackIdSchema, StackIdParams, StackIdBody } from './treasury/routes.ts';
+
+export const loadResolvers = async () => (await import('./resolvers.ts')).resolvers;
+export const services = {
+  treasury: async () => (await import('./treasury/service.ts')).startTreasury,
+  faucet: async () => (await import('./faucet/service.ts')).startFaucet,
+};

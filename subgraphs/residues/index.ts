@@ -1,0 +1,10 @@
+// The residues context's door: coordination failures as bounty-carrying records, their proofs and
+// their lifecycle (open, resolved, expired). Everything outside subgraphs/residues/ imports the
+// context from here and nowhere else.
+export { openResidue, openResidueNow, residueView, RESIDUE_BOUNTY, RESIDUE_KINDS, type ResidueKind, type ResidueRecord, type OpenResidue } from './open.ts';
+export { listResidues, getResidue, getResidueRow, submitProof, expireResidues, invalidProof, RESIDUE_LIST_LIMIT, type ProofSubmission } from './residues.ts';
+
+export const loadResolvers = async () => (await import('./resolvers.ts')).resolvers;
+export const services = {
+  worker: async () => (await import('./worker/service.ts')).startWorker,
+};

@@ -1,0 +1,19 @@
+// The sleeves context's door: a stack's bodies (spawn, sync, drift, freeze, decommission), the
+// sleeve runtime's tick loops and the needlecast saga that moves a stack between sleeves.
+// Everything outside subgraphs/sleeves/ imports the context from here and nowhere else.
+export {
+  spawnSleeve, getSleeveRow, listAliveSleeves, aliveSleeveTotals, listAliveSleeveViews, getSleeveView, requireActiveSleeve,
+  requireSleeveOfStack, addDrift, decommissionInTx, decommissionSleeve, syncSleeve, freezeSleeve, unfreezeSleeve,
+  stackTokenTotals, desyncedSleeves, richestMemorySleeve, flagSleeve, defaultTickRate, sleeveView,
+  SLEEVE_KINDS, INITIAL_TOKENS, MAX_TICK_RATE_MS, MIN_TICK_RATE_MS,
+  type SleeveKind, type SpawnInput, type SleeveRow, type SleeveView,
+} from './sleeves.ts';
+export { callRouter, routerRequest, problemFromRouter, type GatewayNeedlecastRequest } from './needlecast/client.ts';
+export { shapeA, shapeB, sagaView, type SagaView, type StepRecord } from './needlecast/view.ts';
+export { STEP_NAMES, type StepName } from './needlecast/steps.ts';
+
+export const loadResolvers = async () => (await import('./resolvers.ts')).resolvers;
+export const services = {
+  needlecast: async () => (await import('./needlecast/service.ts')).startNeedlecast,
+  sleeveRuntime: async () => (await import('./runtime/service.ts')).startSleeveRuntime,
+};

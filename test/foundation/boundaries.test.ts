@@ -1,0 +1,107 @@
+// The boundary rules of docs/layout.md, checked over the product tree's imports and table accesses:
+// a context is entered only through its door (subgraphs/<context>/index.ts); the kernel knows no
+// context; contexts know no face; arrows between contexts point down the layer order; a table is
+// touched only by the context that owns it. Known debts are listed by name and must shrink: an
+// entry that no longer applies fails too, so the list cannot go stale.
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CONTEXTS, importsOf, isDoor, modelsTouchedBy, placeOf, prismaModels, productFiles, root, type Context, type Place } from '../helpers/boundaries.ts';
+
+/** Lower contexts first: a context may import only contexts before it (docs/layout.md). */
+export const LAYERS: Context[] = ['chains', 'economy', 'residues', 'stacks', 'sleeves', 'memory'];
+
+/** Which place owns each Prisma model (docs/layout.md has the same table). */
+export const OWNERS: Record<string, Place> = {
+  Stack: 'ctx:stacks',
+  Sleeve: 'ctx:sleeves', KeyLease: 'ctx:sleeves', Saga: 'ctx:sleeves',
+  MemoryNode: 'ctx:memory', MemoryBranch: 'ctx:memory',
+  LedgerEntry: 'ctx:economy', Balance: 'ctx:economy', Emission: 'ctx:economy',
+  Residue: 'ctx:residues', PassRun: 'ctx:residues',
+  MedullaBlock: 'ctx:chains', CoherenceSubmission: 'ctx:chains', EpochAnchor: 'ctx:chains', ChainOutbox: 'ctx:chains',
+  EventOutbox: 'lib',
+};
+
+/** Upward arrows still in the tree ("from -> to": the files that make them). Remove entries as they go. */
+const ARROW_DEBT: Record<string, string[]> = {
+  'chains -> memory': ['subgraphs/chains/anchors.ts', 'subgraphs/chains/thalamus/sources.ts'],
+  'chains -> residues': ['subgraphs/chains/foreign-tuple.ts', 'subgraphs/chains/medulla/chain.ts', 'subgraphs/chains/medulla/node.ts', 'subgraphs/chains/thalamus/fold.ts'],
+  'chains -> sleeves': ['subgraphs/chains/thalamus/sources.ts'],
+  'economy -> stacks': ['subgraphs/economy/faucet.ts', 'subgraphs/economy/treasury.ts'],
+  'economy -> sleeves': ['subgraphs/economy/faucet.ts', 'subgraphs/economy/resolvers.ts', 'subgraphs/economy/treasury.ts'],
+  'residues -> memory': ['subgraphs/residues/proofs.ts', 'subgraphs/residues/worker/memory.ts', 'subgraphs/residues/worker/passes.ts'],
+  'residues -> sleeves': ['subgraphs/residues/proofs.ts', 'subgraphs/residues/worker/passes.ts'],
+  'residues -> stacks': ['subgraphs/residues/residues.ts'],
+  'stacks -> sleeves': ['subgraphs/stacks/stacks.ts'],
+  'sleeves -> memory': ['subgraphs/sleeves/needlecast/saga.ts', 'subgraphs/sleeves/needlecast/steps.ts', 'subgraphs/sleeves/runtime/runtime.ts'],
+};
+
+/** Tables touched outside their owner ("file: Model"). Remove entries as they go. */
+const TABLE_DEBT: string[] = [
+  'router/auth.ts: Stack', 'router/auth.ts: Sleeve',
+  // chainStatus columns: the outbox marks mirrored records pending/confirmed (records.ts says why).
+  'subgraphs/chains/cortex/records.ts: Stack', 'subgraphs/chains/cortex/records.ts: Sleeve', 'subgraphs/chains/cortex/records.ts: Residue',
+  'subgraphs/economy/ledger.ts: Stack', 'subgraphs/economy/ledger.ts: Sleeve',
+  'subgraphs/economy/treasury.ts: Stack', 'subgraphs/economy/treasury.ts: EventOutbox',
+  'subgraphs/memory/dhf/reconstruct.ts: KeyLease',
+  'subgraphs/memory/memory.ts: Stack', 'subgraphs/memory/memory.ts: Sleeve', 'subgraphs/memory/memory.ts: KeyLease',
+  'subgraphs/residues/worker/memory.ts: Saga',
+  'subgraphs/residues/worker/passes.ts: EpochAnchor', 'subgraphs/residues/worker/passes.ts: ChainOutbox', 'subgraphs/residues/worker/passes.ts: EventOutbox',
+  'subgraphs/sleeves/sleeves.ts: Balance',
+  'subgraphs/stacks/stacks.ts: Sleeve', 'subgraphs/stacks/stacks.ts: ChainOutbox',
+];
+
+const rel = (f: string) => path.relative(root, f);
+const files = productFiles();
+const imports = files.flatMap(importsOf);
+const ctxName = (p: Place) => (p.startsWith('ctx:') ? (p.slice(4) as Context) : null);
+
+describe('boundaries (docs/layout.md)', () => {
+  it('reads a product tree with six contexts, each with its door', () => {
+    expect(files.length).toBeGreaterThan(100);
+    for (const c of CONTEXTS) expect(files.map(rel)).toContain(`subgraphs/${c}/index.ts`);
+    expect(imports.length).toBeGreaterThan(300);
+  });
+
+  it('enters a context only through its door', () => {
+    const deep = imports.filter((i) => {
+      const target = ctxName(placeOf(i.to));
+      return target && placeOf(i.from) !== `ctx:${target}` && !isDoor(i.to, target);
+    });
+    expect(deep.map((i) => `${rel(i.from)} imports ${rel(i.to)}`)).toEqual([]);
+  });
+
+  it('keeps the kernel free of contexts and faces, and contexts free of faces', () => {
+    const bad = imports.filter((i) => {
+      const from = placeOf(i.from);
+      const to = placeOf(i.to);
+      if (from === 'lib') return to !== 'lib' && to !== 'other';
+      if (from.startsWith('ctx:')) return ['router', 'compat-rest', 'bin', 'flows'].includes(to) || rel(i.to).startsWith('test/');
+      return false;
+    });
+    expect(bad.map((i) => `${rel(i.from)} imports ${rel(i.to)}`)).toEqual([]);
+  });
+
+  it('points arrows between contexts down the layers (no cycles), apart from the listed debts', () => {
+    const arrows = new Map<string, Set<string>>();
+    for (const i of imports) {
+      const a = ctxName(placeOf(i.from));
+      const b = ctxName(placeOf(i.to));
+      if (!a || !b || a === b) continue;
+      if (LAYERS.indexOf(a) > LAYERS.indexOf(b)) continue; // downward: allowed
+      const key = `${a} -> ${b}`;
+      if (!arrows.has(key)) arrows.set(key, new Set());
+      arrows.get(key)!.add(rel(i.from));
+    }
+    const found = Object.fromEntries([...arrows].map(([k, v]) => [k, [...v].sort()]).sort());
+    const debt = Object.fromEntries(Object.entries(ARROW_DEBT).map(([k, v]) => [k, [...v].sort()]).sort());
+    expect(found).toEqual(debt);
+  });
+
+  it('touches a table only from the context that owns it, apart from the listed debts', () => {
+    const models = prismaModels();
+    expect([...models.values()].sort()).toEqual(Object.keys(OWNERS).sort()); // every model has an owner
+    const found: string[] = [];
+    for (const f of files) for (const m of modelsTouchedBy(f, models)) if (OWNERS[m] !== placeOf(f)) found.push(`${rel(f)}: ${m}`);
+    expect(found.sort()).toEqual([...TABLE_DEBT].sort());
+  });
+});
