@@ -124,6 +124,9 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
   });
 
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? ajvBody : ajvQuery).compile(schema));
+  // Response schemas document what a route answers (the gateway's OpenAPI document); they do not
+  // serialise it: fast-json-stringify would silently drop members a schema leaves out.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
   // JSON for any content type (spec clients are not always careful with headers); an empty body is
   // "no body", so bodiless POSTs like /sync work with or without a Content-Type.

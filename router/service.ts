@@ -1,9 +1,11 @@
 // Gateway :7070 — the single external entry point: GET /healthz, the GraphQL router at /graphql,
 // the /v1 REST shim, and (router/events.ts) the WebSocket event streams.
+import type { FastifyInstance } from 'fastify';
 import { createHttp, listen, refuseUpgrade } from '../lib/http.ts';
 import { Problem } from '../lib/errors.ts';
 import type { RunningService, ServiceStarter } from '../lib/service.ts';
 import { registerRest } from '../compat-rest/index.ts';
+import { installOpenapi } from '../compat-rest/openapi.ts';
 import { createGateway, mountGraphql } from './gateway.ts';
 import type { CoalesceStats } from './coalesce.ts';
 import { createEventStream } from './events.ts';
@@ -21,13 +23,19 @@ const coalesceStats = new WeakMap<RunningService, Map<string, CoalesceStats>>();
 /** A started gateway's subgraph fetch counts, run and coalesced (router/coalesce.ts), per subgraph. */
 export const gatewayCoalesceStats = (gateway: RunningService): Map<string, CoalesceStats> => coalesceStats.get(gateway) ?? new Map();
 
+/** GET /healthz (also described by the OpenAPI document, bin/openapi.ts). */
+export function mountHealth(app: FastifyInstance): void {
+  app.get('/healthz', async () => ({ ok: true, name: 'cog-gateway', ts: Date.now() }));
+}
+
 export const startGateway: ServiceStarter = async (p) => {
   const app = createHttp({ name: 'gateway', log: p.log, opsToken: p.config.internalToken });
   const routes: GatewayRoute[] = [];
   app.addHook('onRoute', (r) => {
     for (const method of [r.method].flat()) routes.push({ method, url: r.url });
   });
-  app.get('/healthz', async () => ({ ok: true, name: 'cog-gateway', ts: Date.now() }));
+  await installOpenapi(app);
+  mountHealth(app);
   installGuards(app, p);
   await registerRest(app, p);
   const { server: gql, apiSchema, coalesced } = await createGateway(p, { remote: process.env.COG_SUBGRAPHS === 'remote' });
