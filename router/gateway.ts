@@ -62,6 +62,9 @@ export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Pro
     validationRules: limitRules(p.config.graphqlLimits),
     parseOptions: { maxTokens: p.config.graphqlLimits.maxTokens },
     formatError: (formatted) => formatLimitError(formatted),
+    // `cog` closes every service on SIGINT/SIGTERM; Apollo's own handler would re-raise the signal
+    // once it stopped and kill the process mid-shutdown (Ctrl-C exited 130, the stores unclosed).
+    stopOnTerminationSignals: false,
   });
   await server.start();
   // The API schema the gateway serves (supergraph minus federation internals).
