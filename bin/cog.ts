@@ -13,6 +13,7 @@ import { startEventRelay } from '../lib/events.ts';
 import type { RunningService } from '../lib/service.ts';
 import { SERVICES } from './services.ts';
 import { createHttp, listen } from '../lib/http.ts';
+import { startProgress } from './progress.ts';
 
 const USAGE = `usage: cog <command>
   start                 run the whole platform in one process (embedded defaults)
@@ -77,7 +78,7 @@ function lockDataDir(cfg: Config): () => void {
 /** Starts the named services in registry order on one platform; stops them all on a signal. */
 async function run(names: string[], banner: boolean): Promise<void> {
   const cfg = config();
-  const log = createLogger({ level: cfg.logLevel, name: 'cog' });
+  const log = createLogger({ level: cfg.logLevel, format: cfg.logFormat, name: 'cog' });
   const t0 = Date.now();
   const entries = SERVICES.filter((s) => names.includes(s.name));
   const unlock = lockDataDir(cfg);
@@ -87,6 +88,10 @@ async function run(names: string[], banner: boolean): Promise<void> {
     unlock();
     fail((e as Error).message);
   }
+  // On a terminal the banner shows each stage as it happens (a first start deploys the contracts).
+  const progress = banner && process.stdout.isTTY ? startProgress(process.stdout, t0) : undefined;
+  if (progress) process.stdout.write(`Cognitive Agent Platform v3: starting (data: ${cfg.dataDir})\n`);
+  progress?.stage('platform', 'opening the database, bus, cache and object store');
   let platform: Platform;
   try {
     platform = await openPlatform(cfg, { log });
@@ -112,10 +117,12 @@ async function run(names: string[], banner: boolean): Promise<void> {
   process.once('SIGTERM', () => void stop(0));
   for (const entry of entries) {
     try {
+      progress?.stage(entry.name, 'starting');
       const start = await entry.load();
       const svc = await start(platform);
       running.push(svc);
       platform.local.set(entry.name, svc);
+      progress?.up(entry.name, svc.url);
     } catch (e) {
       process.stderr.write(`cog: ${entry.name} failed to start: ${(e as Error).message}\n`);
       await stop(1);
@@ -132,6 +139,7 @@ async function run(names: string[], banner: boolean): Promise<void> {
       return;
     }
   }
+  progress?.close();
   if (banner) {
     const lines = running.map((s) => `  ${s.name.padEnd(15)} ${s.url ?? '(no HTTP endpoint)'}`);
     process.stdout.write(

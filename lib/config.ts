@@ -132,6 +132,8 @@ export interface Config {
   rateLimitPerMin: number;
   internalToken?: string;
   logLevel: string;
+  /** COG_LOG_FORMAT: auto (pretty on a terminal, JSON otherwise), json or pretty. */
+  logFormat: 'auto' | 'json' | 'pretty';
   graphqlIntrospection: boolean;
   /** Identical concurrent subgraph queries share one fetch (router/coalesce.ts). */
   graphqlCoalesce: boolean;
@@ -212,6 +214,7 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitPerMin: int(env, 'COG_RATE_LIMIT_PER_MIN', 120_000, 0, 1e9),
     internalToken: internalToken(env),
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
+    logFormat: oneOf(env, 'COG_LOG_FORMAT', 'auto', ['auto', 'json', 'pretty'] as const),
     graphqlIntrospection: oneOf(env, 'COG_GRAPHQL_INTROSPECTION', 'on', ['on', 'off'] as const) === 'on',
     graphqlCoalesce: oneOf(env, 'COG_GRAPHQL_COALESCE', 'on', ['on', 'off'] as const) === 'on',
     graphqlLimits: {

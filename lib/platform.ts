@@ -57,7 +57,7 @@ export async function medullaInfo(medullaUrl: string, internalToken?: string): P
 }
 
 export async function openPlatform(config: Config, opts: { log?: Logger; name?: string } = {}): Promise<Platform> {
-  const log = opts.log ?? createLogger({ level: config.logLevel, name: opts.name ?? 'cog' });
+  const log = opts.log ?? createLogger({ level: config.logLevel, format: config.logFormat, name: opts.name ?? 'cog' });
   fs.mkdirSync(config.dataDir, { recursive: true });
   const masterKey = loadMasterKey(config);
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: config.databasePoolSize });

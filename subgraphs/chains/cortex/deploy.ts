@@ -5,6 +5,7 @@ import path from 'node:path';
 import { ContractFactory, Contract, JsonRpcProvider, Wallet, getCreateAddress, id } from 'ethers';
 import type { Config } from '../../../lib/config.ts';
 import { artifact, artifactsHash, CHAIN_TOKENS, SUITE, type ChainToken, type SuiteName } from './artifacts.ts';
+import { reportProgress } from '../../../lib/progress.ts';
 
 /** anvil's first dev account (public, well known): the operator on an embedded or dev chain only. */
 export const ANVIL_DEV_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80';
@@ -76,7 +77,8 @@ export async function ensureSuite(provider: JsonRpcProvider, key: string, file: 
   const sent: Promise<unknown>[] = [];
   const hashes: string[] = [];
   // Addresses are known from the nonces, so every deploy goes out without waiting for a block.
-  for (const name of SUITE) {
+  for (const [i, name] of SUITE.entries()) {
+    reportProgress('cortex', `deploying ${name} (${i + 1}/${SUITE.length})`);
     const a = artifact(name);
     const args: unknown[] = name === 'ResidueRegistry' ? [operator, addresses.BandwidthToken] : [operator];
     const tx = await new ContractFactory(a.abi, a.bytecode, wallet).getDeployTransaction(...args);
@@ -89,6 +91,7 @@ export async function ensureSuite(provider: JsonRpcProvider, key: string, file: 
   const bandwidth = new Contract(addresses.BandwidthToken, artifact('BandwidthToken').abi, wallet);
   const grant = await bandwidth.grantRole(id('MINTER_ROLE'), addresses.ResidueRegistry, { nonce: nonce++, gasLimit: 120_000n, ...feeFields });
   sent.push(grant.wait(1, 120_000));
+  reportProgress('cortex', `waiting for ${sent.length} deploy transactions to be mined`);
   const receipts = (await Promise.all(sent)) as ({ status: number; blockNumber: number } | null)[];
   if (receipts.some((r) => !r || r.status !== 1)) throw new Error('Cortex suite deployment failed: a deploy transaction reverted');
   const tokens = {} as Record<ChainToken, string>;

@@ -9,6 +9,7 @@ import { CORTEX_CHAIN_ID, deploymentsFile, ensureSuite, operatorKey, providerFor
 import { rewindToChain, startSubmitter, type CortexChain, type Submitter, type SubmitterOptions } from './submitter.ts';
 import { reconcileChain } from './reconcile.ts';
 import { artifactsHash } from './artifacts.ts';
+import { reportProgress } from '../../../lib/progress.ts';
 
 export { deploySuite } from './deploy.ts';
 export { outboxStatus } from './submitter.ts';
@@ -45,6 +46,7 @@ export async function startCortexWith(p: Platform, opts: { submitter?: Submitter
     ...opts.anvil,
   };
   if (!rpcUrl) {
+    reportProgress('cortex', 'starting anvil');
     anvil = await startAnvil(anvilOptions);
     anvilOptions.port = anvil.port; // a restart comes back on the same port
     rpcUrl = anvil.url;
@@ -53,6 +55,7 @@ export async function startCortexWith(p: Platform, opts: { submitter?: Submitter
   try {
     const chainId = Number((await provider.getNetwork()).chainId);
     const key = await operatorKey(provider);
+    reportProgress('cortex', 'checking the contract suite');
     const { deployment: suite, fresh } = await ensureSuite(provider, key, deploymentsFile(p.config.dataDir, chainId));
     if (suite.inputHash !== artifactsHash()) p.log.warn({ deployed: suite.inputHash, built: artifactsHash() }, 'cortex: the deployed suite was built from other contract sources than contracts/build');
     const rewound = await rewindToChain(p.db.prisma, provider, fresh, p.log);
