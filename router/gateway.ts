@@ -97,11 +97,15 @@ function clientStatus(status: number, body: string): number {
  * parse (the gateway answers that with its own errors). One parse, and only for a query that
  * mentions either.
  */
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
 function routerOperation(req: FastifyRequest, maxTokens: number):
   | { kind: 'subscription' }
   | { kind: 'introspection'; document: DocumentNode; operationName?: string; variables?: Record<string, unknown> }
   | undefined {
-  const src = (req.method === 'GET' ? req.query : req.body) as Record<string, unknown> | undefined;
+  // The route has no schema (Apollo validates the request itself): read it as untrusted JSON.
+  const raw: unknown = req.method === 'GET' ? req.query : req.body;
+  const src = isRecord(raw) ? raw : undefined;
   const query = src?.query;
   if (typeof query !== 'string' || (!query.includes('__') && !query.includes('subscription'))) return undefined;
   const operationName = typeof src?.operationName === 'string' ? src.operationName : undefined;
@@ -116,15 +120,15 @@ function routerOperation(req: FastifyRequest, maxTokens: number):
   if (!op || op.operation !== 'query') return undefined;
   const names = op.selectionSet.selections.map((s) => (s.kind === Kind.FIELD ? s.name.value : ''));
   if (!names.every((n) => n === '__schema' || n === '__type' || n === '__typename') || !names.some((n) => n !== '__typename')) return undefined;
-  let variables = src?.variables as Record<string, unknown> | undefined;
+  let variables: unknown = src?.variables;
   if (typeof variables === 'string') {
     try {
-      variables = JSON.parse(variables) as Record<string, unknown>;
+      variables = JSON.parse(variables);
     } catch {
       return undefined;
     }
   }
-  if (variables !== undefined && (variables === null || typeof variables !== 'object' || Array.isArray(variables))) return undefined;
+  if (variables !== undefined && !isRecord(variables)) return undefined;
   return { kind: 'introspection', document, operationName, variables };
 }
 

@@ -4,30 +4,27 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import { createHttp, listen } from '../../../lib/http.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { ServiceStarter } from '../../../lib/service.ts';
 import { getSaga, recoverSagas, runNeedlecast, type SagaOptions } from './saga.ts';
 import { STEP_NAMES, type StepName } from './steps.ts';
 
-const idSchema = { type: 'string', minLength: 1, maxLength: 256 } as const;
+const idSchema = Type.String({ minLength: 1, maxLength: 256 });
 
-export const routerBodySchema = {
-  type: 'object',
-  required: ['from', 'to'],
-  properties: {
-    from: idSchema, to: idSchema, sagaId: idSchema, stackId: idSchema,
-    toTickRate: { type: 'integer', minimum: 0, maximum: 86_400_000 },
-    shape: { type: 'string', enum: ['A', 'B'] },
-  },
-} as const;
+export const routerBodySchema = Type.Object({
+  from: idSchema, to: idSchema, sagaId: Type.Optional(idSchema), stackId: Type.Optional(idSchema),
+  toTickRate: Type.Optional(Type.Integer({ minimum: 0, maximum: 86_400_000 })),
+  shape: Type.Optional(Type.Unsafe<'A' | 'B'>({ type: 'string', enum: ['A', 'B'] })),
+});
 
-export async function needlecastRoutes(app: FastifyInstance, opts: { platform: Platform; saga?: SagaOptions }): Promise<void> {
+export async function needlecastRoutes(fastify: FastifyInstance, opts: { platform: Platform; saga?: SagaOptions }): Promise<void> {
   const p = opts.platform;
-  app.post<{ Body: { from: string; to: string; sagaId?: string; stackId?: string; toTickRate?: number; shape?: 'A' | 'B' } }>(
-    '/needlecast', { schema: { body: routerBodySchema } }, async (req) => runNeedlecast(p, req.body, opts.saga),
-  );
-  app.get<{ Params: { sagaId: string } }>('/needlecast/:sagaId', { schema: { params: { type: 'object', properties: { sagaId: idSchema } } } }, async (req) => getSaga(p, req.params.sagaId));
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  app.post('/needlecast', { schema: { body: routerBodySchema } }, async (req) => runNeedlecast(p, req.body, opts.saga));
+  app.get('/needlecast/:sagaId', { schema: { params: Type.Object({ sagaId: idSchema }) } }, async (req) => getSaga(p, req.params.sagaId));
 }
 
 /** COG_NEEDLECAST_FAIL_AT=<step>: failure injection, for tests only. */
