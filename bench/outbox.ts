@@ -32,12 +32,12 @@ export async function runOutboxBench(opts: { count?: number; blockTime?: number 
     const raw = await chain.freshSuite();
     const identity = raw.contract('StackIdentity');
     const fee = await chain.provider.getFeeData();
-    const gasLimit = (await identity.mint.estimateGas(chain.operator.address, 1, CPV, stackId(1))) * 2n;
+    const gasLimit = (await identity.mint.estimateGas(chain.operator.address, 1, CPV, stackId(1), '')) * 2n;
     let nonce = await chain.provider.getTransactionCount(chain.operator.address, 'pending');
     let t = performance.now();
     const sent = [];
     for (let i = 1; i <= count; i++) {
-      sent.push(await identity.mint(chain.operator.address, i, CPV, stackId(i), { nonce: nonce++, gasLimit, maxFeePerGas: fee.maxFeePerGas, maxPriorityFeePerGas: fee.maxPriorityFeePerGas }));
+      sent.push(await identity.mint(chain.operator.address, i, CPV, stackId(i), '', { nonce: nonce++, gasLimit, maxFeePerGas: fee.maxFeePerGas, maxPriorityFeePerGas: fee.maxPriorityFeePerGas }));
     }
     const rawReceipts = await Promise.all(sent.map((s) => s.wait()));
     const rawSec = (performance.now() - t) / 1000;

@@ -13,8 +13,8 @@ export const CONTRACTS_DIR = path.dirname(fileURLToPath(import.meta.url));
 export const BUILD_DIR = path.join(CONTRACTS_DIR, 'build');
 const ROOT = path.resolve(CONTRACTS_DIR, '..');
 
-/** The seven suite contracts plus the ERC-20 that BandwidthToken creates. */
-export const SUITE = ['StackIdentity', 'BandwidthToken', 'QuellistTreasury', 'NeedlecastRouter', 'SleeveRegistry', 'ResidueRegistry', 'EpochAnchor'] as const;
+/** The suite (the seven contracts of the spec and the ERC-8004 Validation Registry) plus the ERC-20 that BandwidthToken creates. */
+export const SUITE = ['StackIdentity', 'BandwidthToken', 'QuellistTreasury', 'NeedlecastRouter', 'SleeveRegistry', 'ResidueRegistry', 'EpochAnchor', 'ValidationRegistry'] as const;
 export type SuiteName = (typeof SUITE)[number];
 const EXTRA = ['CortexToken'];
 

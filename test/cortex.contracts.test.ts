@@ -39,18 +39,25 @@ it('build artifacts are current with the Solidity sources', () => {
 describe('StackIdentity', () => {
   it('mints by the operator only, once per tokenId and per stackId, CPV in [0, 2]', async () => {
     const si = c.contract('StackIdentity');
-    expect(await send(si.mint(c.operator.address, 1, CPV1, 'stack:human:1:aaaaaaaaaaaa'))).toBe(1);
+    expect(await send(si.mint(c.operator.address, 1, CPV1, 'stack:human:1:aaaaaaaaaaaa', ''))).toBe(1);
     expect(await si.ownerOf(1)).toBe(c.operator.address);
     const [cpv, epoch, head, stackId] = await si.stackOf(1);
     expect(cpv.map(Number)).toEqual(CPV1);
     expect([Number(epoch), head, stackId]).toEqual([0, '', 'stack:human:1:aaaaaaaaaaaa']);
     expect(Number(await si.tokenOfStack(id('stack:human:1:aaaaaaaaaaaa')))).toBe(1);
-    expect(await reverts(c.contract('StackIdentity', c.stranger).mint(c.stranger.address, 2, CPV1, 'stack:x'))).toMatch(/^AccessControlUnauthorizedAccount/);
-    expect(await reverts(si.mint(c.operator.address, 1, CPV1, 'stack:other'))).toMatch(/^ERC721InvalidSender/);
-    expect(await reverts(si.mint(c.operator.address, 2, CPV1, 'stack:human:1:aaaaaaaaaaaa'))).toMatch(/^StackIdTaken/);
-    expect(await reverts(si.mint(c.operator.address, 2, [1000, 2001, 0, 0, 0], 'stack:b'))).toBe('CpvOutOfRange(1, 2001)');
-    expect(await reverts(si.mint(c.operator.address, 2, CPV1, ''))).toBe('EmptyStackId()');
+    expect(await reverts(c.contract('StackIdentity', c.stranger).mint(c.stranger.address, 2, CPV1, 'stack:x', ''))).toMatch(/^AccessControlUnauthorizedAccount/);
+    expect(await reverts(si.mint(c.operator.address, 1, CPV1, 'stack:other', ''))).toMatch(/^ERC721InvalidSender/);
+    expect(await reverts(si.mint(c.operator.address, 2, CPV1, 'stack:human:1:aaaaaaaaaaaa', ''))).toMatch(/^StackIdTaken/);
+    expect(await reverts(si.mint(c.operator.address, 2, [1000, 2001, 0, 0, 0], 'stack:b', ''))).toBe('CpvOutOfRange(1, 2001)');
+    expect(await reverts(si.mint(c.operator.address, 2, CPV1, '', ''))).toBe('EmptyStackId()');
     expect(Number(await si.totalMinted())).toBe(1);
+    // Platform ids stay below FOREIGN_ID_BASE (2^32), where register() counts up.
+    expect(await reverts(si.mint(c.operator.address, 0, CPV1, 'stack:zero', ''))).toBe('TokenIdOutOfRange(0)');
+    expect(await reverts(si.mint(c.operator.address, 1n << 32n, CPV1, 'stack:high', ''))).toBe(`TokenIdOutOfRange(${1n << 32n})`);
+    // The operator is the token's approved address (it manages the stack), the owner its wallet.
+    expect(await si.getApproved(1)).toBe(c.operator.address);
+    expect(await si.getAgentWallet(1)).toBe(c.operator.address);
+    expect(await si.tokenURI(1)).toBe('');
   });
 
   it('updates epoch and episodicHead forward only, CPV by the operator', async () => {
@@ -221,7 +228,7 @@ describe('deploy step', () => {
     expect(d.contracts).toEqual(c.suite.contracts);
     expect(await c.provider.getTransactionCount(c.operator.address)).toBe(nonce);
     const onDisk = JSON.parse(fs.readFileSync(c.file, 'utf8'));
-    expect(Object.keys(onDisk.contracts)).toEqual(['StackIdentity', 'BandwidthToken', 'QuellistTreasury', 'NeedlecastRouter', 'SleeveRegistry', 'ResidueRegistry', 'EpochAnchor']);
+    expect(Object.keys(onDisk.contracts)).toEqual(['StackIdentity', 'BandwidthToken', 'QuellistTreasury', 'NeedlecastRouter', 'SleeveRegistry', 'ResidueRegistry', 'EpochAnchor', 'ValidationRegistry']);
     expect(onDisk.chainId).toBe(131072);
   });
 });

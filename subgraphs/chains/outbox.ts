@@ -15,7 +15,10 @@ export type ChainTxKind =
   | 'route'
   | 'openResidue'
   | 'claimResidue'
-  | 'emission';
+  | 'emission'
+  // ERC-8004 ValidationRegistry: an accepted residue proof, requested then answered by the platform.
+  | 'validationRequest'
+  | 'validationResponse';
 
 export async function enqueueChainTx(
   tx: Tx,

@@ -1,6 +1,6 @@
 // Maps an outbox intent (kind + payload) onto its contract call. Payload shapes are those of
 // subgraphs/chains/outbox.ts; records are keyed on-chain by keccak256 of their platform id.
-import { getAddress, id as keccakId, isAddress, ZeroHash } from 'ethers';
+import { getAddress, id as keccakId, isAddress, solidityPackedKeccak256, ZeroHash } from 'ethers';
 import { CHAIN_TOKENS, iface, type SuiteName } from './artifacts.ts';
 import type { Deployment } from './deploy.ts';
 
@@ -17,6 +17,30 @@ export interface ChainCall {
 export type TokenIdOf = (stackId: string) => Promise<number | undefined>;
 
 export const recordKey = (platformId: string) => keccakId(platformId);
+
+/** Tag of the platform's ValidationRegistry responses: an accepted residue proof. */
+export const RESIDUE_PROOF_TAG = 'residue-proof';
+
+/** JSON with object keys sorted at every level: the form a proof is hashed in (jsonb reorders keys). */
+export function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (v && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o).filter((k) => o[k] !== undefined).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
+
+/** The proofHash recorded on Cortex for a residue proof: keccak256 of its canonical JSON. */
+export const proofHashOf = (proof: unknown): string => keccakId(canonicalJson(proof));
+
+/**
+ * requestHash of a residue proof's validation on the ValidationRegistry: keccak256(residueKey ‖
+ * proofHash), both as ResidueRegistry.residueOf records them, so anyone can find it from the residue.
+ */
+export function validationRequestHash(residueId: string, proofHash: string): string {
+  return solidityPackedKeccak256(['bytes32', 'bytes32'], [recordKey(residueId), proofHash]);
+}
 
 const CPV_KEYS: Record<(typeof CHAIN_TOKENS)[number], string> = {
   compute: 'computeCoeff', memory: 'memoryCoeff', sync: 'syncCoeff', routing: 'routingCoeff', residue: 'residueCoeff',
@@ -105,8 +129,12 @@ export async function buildCall(kind: string, payload: Record<string, unknown>, 
     return t;
   };
   switch (kind) {
-    case 'mintIdentity':
-      return call('StackIdentity', 'mint', [ownerAddress(payload.owner, suite.operator), int(payload, 'tokenId'), cpvToChain(payload.cpv), str(payload, 'stackId')]);
+    case 'mintIdentity': {
+      // agentURI: the stack's ERC-8004 registration file (intents from before it carry none).
+      const uri = payload.agentURI;
+      if (uri !== undefined && typeof uri !== 'string') throw new IntentError('payload.agentURI must be a string');
+      return call('StackIdentity', 'mint', [ownerAddress(payload.owner, suite.operator), int(payload, 'tokenId'), cpvToChain(payload.cpv), str(payload, 'stackId'), uri ?? '']);
+    }
     case 'updateStack': {
       const head = payload.episodicHead;
       if (head !== null && head !== undefined && typeof head !== 'string') throw new IntentError('payload.episodicHead must be a string or null');
@@ -145,6 +173,18 @@ export async function buildCall(kind: string, payload: Record<string, unknown>, 
       const claimantToken = (await tokenIdOf(claimant)) ?? 0;
       const proof = typeof payload.proofHash === 'string' ? hex32(payload, 'proofHash') : ZeroHash;
       return call('ResidueRegistry', 'claim', [recordKey(str(payload, 'residueId')), claimantToken, claimant, proof]);
+    }
+    case 'validationRequest': {
+      // The platform asks its validator (the operator) about the claimant stack's residue proof.
+      const proof = hex32(payload, 'proofHash');
+      return call('ValidationRegistry', 'validationRequest', [suite.operator, await stackToken('claimant'), str(payload, 'requestURI'), validationRequestHash(str(payload, 'residueId'), proof)]);
+    }
+    case 'validationResponse': {
+      const proof = hex32(payload, 'proofHash');
+      const response = int(payload, 'response');
+      if (response > 100) throw new IntentError('payload.response must be in [0, 100]');
+      const uri = typeof payload.responseURI === 'string' ? payload.responseURI : '';
+      return call('ValidationRegistry', 'validationResponse', [validationRequestHash(str(payload, 'residueId'), proof), response, uri, proof, RESIDUE_PROOF_TAG]);
     }
     case 'emission': {
       // Per epoch (treasury-emitter: {epoch, stacks, totalsMilli}) or per stack ({stackId, epoch, amounts}).

@@ -1,4 +1,4 @@
-// The deploy step: the seven contracts once per chain, addresses in <dataDir>/deployments/<chainId>.json.
+// The deploy step: the suite (the seven contracts and the ERC-8004 ValidationRegistry) once per chain, addresses in <dataDir>/deployments/<chainId>.json.
 // Idempotent: an existing file whose addresses all hold code on the chain is kept as it is.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -56,6 +56,8 @@ export function readDeployment(file: string): Deployment | undefined {
 export async function suiteLive(provider: JsonRpcProvider, d: Deployment): Promise<boolean> {
   const chainId = Number((await provider.getNetwork()).chainId);
   if (chainId !== d.chainId) return false;
+  // A file from before a contract joined the suite lacks its address: not live, deploy afresh.
+  if (SUITE.some((n) => typeof d.contracts?.[n] !== 'string')) return false;
   const codes = await Promise.all(SUITE.map((n) => provider.getCode(d.contracts[n])));
   return codes.every((c) => c && c !== '0x');
 }
@@ -80,7 +82,8 @@ export async function ensureSuite(provider: JsonRpcProvider, key: string, file: 
   for (const [i, name] of SUITE.entries()) {
     reportProgress('cortex', `deploying ${name} (${i + 1}/${SUITE.length})`);
     const a = artifact(name);
-    const args: unknown[] = name === 'ResidueRegistry' ? [operator, addresses.BandwidthToken] : [operator];
+    const args: unknown[] =
+      name === 'ResidueRegistry' ? [operator, addresses.BandwidthToken] : name === 'ValidationRegistry' ? [addresses.StackIdentity] : [operator];
     const tx = await new ContractFactory(a.abi, a.bytecode, wallet).getDeployTransaction(...args);
     const gasLimit = ((await provider.estimateGas({ ...tx, from: operator })) * 12n) / 10n;
     addresses[name] = getCreateAddress({ from: operator, nonce });

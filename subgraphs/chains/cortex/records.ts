@@ -22,7 +22,9 @@ export function recordOf(kind: string, payload: Record<string, unknown>): Record
       return s('sleeveId') ? { table: 'sleeve', id: s('sleeveId')!, kinds: ['spawnSleeve', 'decommissionSleeve'], key: 'sleeveId' } : undefined;
     case 'openResidue':
     case 'claimResidue':
-      return s('residueId') ? { table: 'residue', id: s('residueId')!, kinds: ['openResidue', 'claimResidue'], key: 'residueId' } : undefined;
+    case 'validationRequest':
+    case 'validationResponse':
+      return s('residueId') ? { table: 'residue', id: s('residueId')!, kinds: ['openResidue', 'claimResidue', 'validationRequest', 'validationResponse'], key: 'residueId' } : undefined;
     case 'anchor':
       return Number.isSafeInteger(payload.epoch) ? { table: 'anchor', id: payload.epoch as number, kinds: ['anchor'], key: 'epoch' } : undefined;
     default:
