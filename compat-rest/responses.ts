@@ -93,6 +93,21 @@ export const Stack = Type.Object({
   identityPriv: Type.Optional(Str({ description: 'Shape A creation only: the private key seed (hex), returned once' })),
 }, { $id: 'Stack' });
 
+/** ERC-8004 registration-v1 (the document a stack's agentURI names); objects closed as the standard lists them. */
+export const AgentRegistration = Type.Object({
+  type: Type.Literal('https://eips.ethereum.org/EIPS/eip-8004#registration-v1'),
+  name: Str(),
+  description: Str(),
+  image: Str({ description: 'A data: URI (an SVG badge)' }),
+  services: Type.Array(Type.Object({ name: Str(), endpoint: Str(), version: Type.Optional(Str()) }), {
+    description: 'REST, GraphQL, MCP (when the gateway serves /mcp), DID (the stack key as did:key), sleeve:<kind> (identity endpoints)',
+  }),
+  x402Support: Bool(),
+  active: Bool({ description: 'true while the stack has an alive sleeve' }),
+  registrations: Type.Array(Type.Object({ agentId: Int(), agentRegistry: Str({ description: 'eip155:<chainId>:<StackIdentity address>' }) })),
+  supportedTrust: Type.Array(Str()),
+}, { $id: 'AgentRegistration' });
+
 // ------------------------------------------------------------------ memory
 export const Sealed = Type.Object({ iv: Str(), ct: Str(), v: Type.Literal(1) }, { $id: 'Sealed' });
 export const MemoryNode = Type.Object({
@@ -166,7 +181,7 @@ export const Block = Type.Object({
 
 /** Every named schema (the document's components). */
 export const COMPONENTS: TSchema[] = [
-  FieldProblem, Problem, TokenAmounts, CoreAmounts, Cpv, Sleeve, StackAnchor, Stack, Sealed, MemoryNode,
+  FieldProblem, Problem, TokenAmounts, CoreAmounts, Cpv, Sleeve, StackAnchor, Stack, AgentRegistration, Sealed, MemoryNode,
   Emission, Residue, SagaStep, Saga, NeedlecastA, NeedlecastB, Block,
 ];
 
@@ -241,6 +256,9 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   },
   'GET /v1/stacks': { tags: ['stacks'], summary: 'Every stack, oldest first', ok: { 200: Type.Array(ref(Stack)) } },
   'GET /v1/stacks/:id': { tags: ['stacks'], summary: 'One stack with its sleeves, anchors and balances', ok: { 200: ref(Stack) }, errors: [404] },
+  'GET /v1/stacks/:id/registration.json': {
+    tags: ['stacks'], summary: "The stack's ERC-8004 agent registration file (its identity NFT's tokenURI)", ok: { 200: ref(AgentRegistration) }, errors: [404],
+  },
 
   'POST /v1/sleeves': { tags: ['sleeves'], summary: 'Spawn a sleeve (Shape A {stackId, embodimentType, hostname?})', ok: { 201: ref(Sleeve) }, errors: [404, 409] },
   'POST /v1/sleeves/:stackId': { tags: ['sleeves'], summary: 'Spawn a sleeve (Shape B {kind, tickRate?, hostname?})', ok: { 201: ref(Sleeve) }, errors: [404, 409] },

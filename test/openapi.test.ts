@@ -170,6 +170,8 @@ describe('every route answers what the document says', () => {
     await check('GET', '/v1/stacks', undefined, { status: 200 });
     await check('GET', `/v1/stacks/${enc(stack.id)}`, undefined, { status: 200 });
     await check('GET', '/v1/stacks/stack:none', undefined, { status: 404 });
+    await check('GET', `/v1/stacks/${enc(stack.id)}/registration.json`, undefined, { status: 200 });
+    await check('GET', '/v1/stacks/stack:none/registration.json', undefined, { status: 404 });
     await check('GET', `/v1/stacks/${'x'.repeat(400)}`, undefined, { status: 400 });
 
     // sleeves

@@ -66,7 +66,7 @@ describe('stale-ordering', () => {
     expect((await balanceOf(p.db.prisma, poolAccount(claimant.id))).residue).toBe(2);
     await expect(submitProof(p, r.id, { claimant: claimant.id, proof: {} })).rejects.toMatchObject({ status: 409 });
     const intents = await p.db.prisma.chainOutbox.findMany({ where: { ref: r.id } });
-    expect(intents.map((i) => i.kind).sort()).toEqual(['claimResidue', 'openResidue']);
+    expect(intents.map((i) => i.kind).sort()).toEqual(['claimResidue', 'openResidue', 'validationRequest', 'validationResponse']);
   });
 });
 

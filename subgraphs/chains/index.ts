@@ -6,6 +6,9 @@ export { anchorsOfStacks, STACK_ANCHORS, type StackAnchor } from './anchors.ts';
 export { currentEpochInfo, mineBlockNow, blockAtHeight } from './epochs.ts';
 export { crossRootOf, evmRootOf, ipfsRootOf, tupleMessage, computeRoots, type CoherenceTuple } from './thalamus/coherence.ts';
 export { cortexTxSource } from './cortex/tx-source.ts';
+// ERC-8004: the residue proof commitments on ResidueRegistry / ValidationRegistry, and the deployed suite.
+export { proofHashOf, validationRequestHash, RESIDUE_PROOF_TAG } from './cortex/calls.ts';
+export { CORTEX_CHAIN_ID, deploymentsFile, readDeployment, type Deployment } from './cortex/deploy.ts';
 
 export const loadResolvers = async () => (await import('./resolvers.ts')).resolvers;
 export const services = {

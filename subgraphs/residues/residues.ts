@@ -4,7 +4,7 @@ import type { Db, Tx } from '../../lib/db/index.ts';
 import { Problem, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
-import { enqueueChainTx } from '../chains/index.ts';
+import { enqueueChainTx, proofHashOf } from '../chains/index.ts';
 import { poolAccount, SYSTEM, transfer } from '../economy/index.ts';
 import { getStackRow } from '../stacks/index.ts';
 import { residueView, type ResidueKind, type ResidueRecord } from './open.ts';
@@ -68,7 +68,13 @@ export async function submitProof(p: Platform, residueId: string, sub: ProofSubm
     await transfer(tx, SYSTEM.bounty, poolAccount(sub.claimant), [{ token: 'residue', milli: BigInt(row.bountyMilli) }], {
       reason: 'bounty', ref: residueId, epoch,
     });
-    await enqueueChainTx(tx, { kind: 'claimResidue', ref: residueId, epoch, payload: { residueId, claimant: sub.claimant, bountyMilli: row.bountyMilli } });
+    const proofHash = proofHashOf(sub.proof);
+    await enqueueChainTx(tx, { kind: 'claimResidue', ref: residueId, epoch, payload: { residueId, claimant: sub.claimant, bountyMilli: row.bountyMilli, proofHash } });
+    // The verdict on the ERC-8004 ValidationRegistry: anyone can check on Cortex that the proof
+    // behind this claim was accepted (request as the claimant's operator, response 100 as validator).
+    const residueUrl = `${p.config.urls.base.replace(/\/+$/, '')}/v1/coordination/residues/${encodeURIComponent(residueId)}`;
+    await enqueueChainTx(tx, { kind: 'validationRequest', ref: residueId, epoch, payload: { residueId, claimant: sub.claimant, proofHash, requestURI: residueUrl } });
+    await enqueueChainTx(tx, { kind: 'validationResponse', ref: residueId, epoch, payload: { residueId, proofHash, response: 100, responseURI: residueUrl } });
     const resolved = await tx.residue.update({ where: { id: residueId }, data: { status: 'resolved', resolvedAt: new Date() } });
     const view = residueView(resolved);
     await recordEvent(tx, { subject: 'cog.residue.changed', type: 'residue.changed', data: { residue: view, from: 'claimed' }, msgId: `residue-resolved:${residueId}` });

@@ -107,6 +107,11 @@ async function nextTokenId(tx: Tx): Promise<number> {
 
 const isUniqueViolation = (e: unknown) => (e as { code?: string })?.code === 'P2002' || /unique/i.test(String((e as Error)?.message));
 
+/** The agentURI of a platform stack: its ERC-8004 registration file on the gateway's public URL (COG_BASE_URL). */
+export function registrationUrl(base: string, stackId: string): string {
+  return `${base.replace(/\/+$/, '')}/v1/stacks/${encodeURIComponent(stackId)}/registration.json`;
+}
+
 /** Creates a stack in either shape; the creation response alone carries identityPriv (Shape A). */
 export async function createStack(p: Platform, input: CreateStackInput): Promise<StackView> {
   if (input === null || typeof input !== 'object') throw badRequest('body must be an object');
@@ -145,7 +150,7 @@ export async function createStack(p: Platform, input: CreateStackInput): Promise
           lastActiveEpoch: epoch,
         },
       });
-      await enqueueChainTx(tx, { kind: 'mintIdentity', ref: id, payload: { stackId: id, tokenId, owner, cpv }, epoch });
+      await enqueueChainTx(tx, { kind: 'mintIdentity', ref: id, payload: { stackId: id, tokenId, owner, cpv, agentURI: registrationUrl(p.config.urls.base, id) }, epoch });
       await recordEvent(tx, {
         subject: `cog.stack.created.${id}`, type: 'stack.created',
         data: { stackId: id, tokenId, kind, pubKey, shape: created.shape }, msgId: `stack-created:${id}`,
