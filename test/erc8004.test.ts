@@ -47,7 +47,7 @@ beforeAll(async () => {
   identity = new Contract(cortex.suite.contracts.StackIdentity, artifact('StackIdentity').abi, provider);
   validation = new Contract(cortex.suite.contracts.ValidationRegistry, artifact('ValidationRegistry').abi, provider);
   stranger = new Wallet(STRANGER_KEY, provider);
-});
+}, 180_000); // PGlite, anvil and the suite's deploy: slow on a loaded 2-core machine
 afterAll(async () => {
   if (prevBlockTime === undefined) delete process.env.COG_CORTEX_BLOCK_TIME;
   else process.env.COG_CORTEX_BLOCK_TIME = prevBlockTime;
