@@ -22,9 +22,10 @@ export async function recordEvent(tx: Tx, ev: EventRecord): Promise<void> {
 }
 
 /**
- * Like recordEvent, for an event several writers may record under one message id (every Medulla
- * node attaching the same block): the first row stands, later ones are dropped, and the bus drops
- * a copy published after the first left the outbox (its duplicate window).
+ * Like recordEvent, for an event several writers (or a re-run) may record under one message id
+ * (every Medulla node attaching the same block, a worker pass run again for its epoch): the first
+ * row stands, later ones are dropped without failing the transaction, and the bus drops a copy
+ * published after the first left the outbox (its duplicate window).
  */
 export async function recordEventOnce(tx: Tx, ev: EventRecord & { msgId: string }): Promise<void> {
   await tx.eventOutbox.createMany({ data: [outboxRow(ev)], skipDuplicates: true });

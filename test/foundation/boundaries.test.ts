@@ -47,7 +47,7 @@ const TABLE_DEBT: string[] = [
   'subgraphs/memory/dhf/reconstruct.ts: KeyLease',
   'subgraphs/memory/memory.ts: Stack', 'subgraphs/memory/memory.ts: Sleeve', 'subgraphs/memory/memory.ts: KeyLease',
   'subgraphs/residues/worker/memory.ts: Saga',
-  'subgraphs/residues/worker/passes.ts: EpochAnchor', 'subgraphs/residues/worker/passes.ts: ChainOutbox', 'subgraphs/residues/worker/passes.ts: EventOutbox',
+  'subgraphs/residues/worker/passes.ts: EpochAnchor', 'subgraphs/residues/worker/passes.ts: ChainOutbox',
   'subgraphs/sleeves/sleeves.ts: Balance',
   'subgraphs/stacks/stacks.ts: Sleeve', 'subgraphs/stacks/stacks.ts: ChainOutbox',
 ];

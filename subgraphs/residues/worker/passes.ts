@@ -5,8 +5,7 @@ import { enqueueChainTx } from '../../chains/index.ts';
 import { emitEpoch } from '../../economy/index.ts';
 import { decommissionInTx, flagSleeve, getSleeveRow, listAliveSleeves } from '../../sleeves/index.ts';
 import type { Platform } from '../../../lib/platform.ts';
-import type { Tx } from '../../../lib/db/index.ts';
-import { recordEvent, type EventRecord } from '../../../lib/events.ts';
+import { recordEvent, recordEventOnce } from '../../../lib/events.ts';
 import { openResidue } from '../open.ts';
 import { expireResidues } from '../residues.ts';
 import { detectShardLoss, reconcileBranches } from './memory.ts';
@@ -18,12 +17,6 @@ export type Pass = (p: Platform, epoch: number) => Promise<PassResult>;
 export const STALE_EPOCHS = 4;
 
 const driftMilli = (p: Platform) => Math.round(p.config.driftMax * 1000);
-
-/** A re-run of a pass must not fail on an event still in the outbox; the bus de-duplicates the rest by msgId. */
-async function recordEventOnce(tx: Tx, ev: EventRecord & { msgId: string }): Promise<void> {
-  if (await tx.eventOutbox.findUnique({ where: { msgId: ev.msgId }, select: { id: true } })) return;
-  await recordEvent(tx, ev);
-}
 
 /** Flags alive sleeves above the maximum; desync events above twice the maximum. */
 export async function driftChecker(p: Platform, epoch: number): Promise<PassResult> {
