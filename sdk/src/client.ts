@@ -7,6 +7,7 @@ import { CogInputError, CogProblem } from './errors.ts';
 import { Transport, type RetryOptions } from './transport.ts';
 import { resumable, wsClient, type ResumableSubscription, type ResumeOptions, type WebSocketConstructor, type WebSocketLike } from './subscribe.ts';
 import { eventStream, type EventStream } from './events.ts';
+import { restClient, type RestClient } from './rest.ts';
 import { type StackKey } from './sign.ts';
 import * as v from './validate.ts';
 
@@ -95,6 +96,8 @@ function randomHex(bytes: number): string {
 
 export class CogClient {
   readonly http: Transport;
+  /** The /v1 REST routes, typed from openapi.json: `rest.get('/v1/stacks/{id}', { params: { id } })`. */
+  readonly rest: RestClient;
   private ws: WsClient | null = null;
   private wsConnected = false;
   private readonly shared: { sockets: Set<WebSocketLike> };
@@ -103,6 +106,7 @@ export class CogClient {
     if (typeof options?.url !== 'string' || !/^https?:\/\/[^\s/]+/.test(options.url)) throw new CogInputError('url', 'must be the gateway\'s http(s) URL, e.g. http://127.0.0.1:7070');
     this.http = new Transport({ url: options.url, key: options.key, fetch: options.fetch, retry: options.retry, timeoutMs: options.timeoutMs, headers: options.headers, onRetry: options.onRetry });
     this.shared = shared ?? { sockets: new Set() };
+    this.rest = restClient(this.http);
   }
 
   get url(): string {

@@ -10,6 +10,7 @@ export type { EventStream, PlatformEvent } from './events.ts';
 export type { RetryOptions } from './transport.ts';
 export { SLEEVE_KINDS, CPV_KEYS, type SleeveKind } from './validate.ts';
 export * as graphql from './generated/graphql.ts';
+export type { RestClient, RestInput, PathsFor, Success, paths, components } from './rest.ts';
 
 /** A client for the gateway at `options.url`. */
 export function createClient(options: ClientOptions): CogClient {

@@ -1,15 +1,17 @@
-// The generated GraphQL side is current: sdk/schema.graphql (the supergraph's API schema plus the
+// The generated sides are current: sdk/schema.graphql (the supergraph's API schema plus the
 // router's subscriptions) and the typed documents match what codegen makes from the checked-in
-// supergraph.graphql and operations.graphql now. Run `npm run sdk:codegen` when this fails.
+// supergraph.graphql and operations.graphql now, and the REST types what openapi-typescript makes
+// from the checked-in openapi.json. Run `npm run sdk:codegen` when this fails.
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { buildSchema, parse, validate } from 'graphql';
-import { generate, SCHEMA_FILE, TYPES_FILE } from '../scripts/codegen.ts';
+import { generate, REST_FILE, SCHEMA_FILE, TYPES_FILE } from '../scripts/codegen.ts';
 import { buildSubscriptionSchema } from '../../router/subscriptions.ts';
 
 describe('sdk codegen', () => {
-  it('checked-in schema.graphql and generated/graphql.ts are current', async () => {
-    const { schema, types } = await generate();
+  it('checked-in schema.graphql, generated/graphql.ts and generated/rest.ts are current', async () => {
+    const { schema, types, rest } = await generate();
+    expect(fs.readFileSync(REST_FILE, 'utf8'), 'sdk/src/generated/rest.ts is stale (openapi.json changed): run npm run sdk:codegen').toBe(rest);
     expect(fs.readFileSync(SCHEMA_FILE, 'utf8'), 'sdk/schema.graphql is stale: run npm run sdk:codegen').toBe(schema);
     expect(fs.readFileSync(TYPES_FILE, 'utf8'), 'sdk/src/generated/graphql.ts is stale: run npm run sdk:codegen').toBe(types);
   }, 60_000);

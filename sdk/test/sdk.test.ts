@@ -141,6 +141,23 @@ describe('@cog/sdk', () => {
     expect(Array.isArray(await cog.residues.list({ first: 5 }))).toBe(true);
   });
 
+  it('calls the /v1 REST routes typed from openapi.json, signed', async () => {
+    const stack = await cog.rest.get('/v1/stacks/{id}', { params: { id: key.stackId } });
+    expect(stack.id).toBe(key.stackId);
+    const p = await cog.rest.post('/v1/sleeves/{id}/perceive', { params: { id: human }, body: { input: 'over REST' } });
+    expect(p.cid).toMatch(/^cog:\/\//);
+    // The one GET that writes (recall) is signed too, with its query string in the signed path.
+    const r = await cog.rest.get('/v1/stacks/{id}/recall', { params: { id: key.stackId }, query: { depth: 2 } });
+    expect(JSON.stringify(r)).toContain(p.cid);
+    const unsigned = await anon.rest.post('/v1/sleeves/{id}/sync', { params: { id: human } }).catch((x) => x);
+    expect([unsigned.code, unsigned.status]).toEqual(['UNAUTHORIZED', 401]);
+    const missing = await cog.rest.get('/v1/needlecast/{sagaId}', { params: { sagaId: 'needle:' + '0'.repeat(32) } }).catch((x) => x);
+    expect([missing.code, missing.status]).toEqual(['NOT_FOUND', 404]);
+    const bad = await cog.rest.post('/v1/sleeves/{id}/perceive', { params: { id: '' }, body: { input: 'x' } }).catch((x) => x);
+    expect(bad).toBeInstanceOf(CogInputError);
+    expect(bad.field).toBe('params.id');
+  });
+
   it('reads epochs and blocks', async () => {
     const epoch = await cog.chains.epoch();
     expect(epoch.tip).toMatch(/^[0-9a-f]{64}$/);
