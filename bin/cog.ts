@@ -2,6 +2,7 @@
 //   cog start               every service in one process on embedded defaults (npm start)
 //   cog service <name>      one service per process (distributed); `cog services` lists names
 //   cog up --distributed    every service as its own supervised process on real infrastructure
+//   cog ready               the readiness (/readyz) of every process of that topology
 //   cog deploy              deploy the Cortex contract suite (idempotent)
 import fs from 'node:fs';
 import net from 'node:net';
@@ -14,12 +15,14 @@ import type { RunningService } from '../lib/service.ts';
 import { SERVICES } from './services.ts';
 import { createHttp, listen } from '../lib/http.ts';
 import { startProgress } from './progress.ts';
+import { mountReadiness } from '../lib/ready.ts';
 
 const USAGE = `usage: cog <command>
   start                 run the whole platform in one process (embedded defaults)
   service <name>        run one service (see: cog services)
   services              list service names
   up --distributed      run every service as its own process against DATABASE_URL, NATS_URL, REDIS_URL
+  ready                 check /readyz of every process of the distributed topology (exit 1 when one is not ready)
   deploy                deploy the Cortex contract suite and write deployments/<chainId>.json
   help                  this text
 client commands (against a running platform, through the SDK):
@@ -153,6 +156,7 @@ async function run(names: string[], banner: boolean): Promise<void> {
 async function startOps(p: Platform, name: string): Promise<RunningService> {
   const app = createHttp({ name: 'ops', log: p.log, internalToken: p.config.internalToken });
   app.get('/healthz', async () => ({ ok: true, name, ts: Date.now() }));
+  mountReadiness(app, p, { name, needs: ['database', 'bus', 'medulla', ...(name.split(',').includes('cortex') ? ['cortex' as const] : [])] });
   const port = await listen(app, `${name} ops`, p.config.host, p.config.opsPort!);
   return { name: 'ops', url: `http://${p.config.host}:${port}`, close: () => app.close() };
 }
@@ -174,6 +178,13 @@ export async function main(args: string[]): Promise<void> {
       if (!rest.includes('--distributed')) fail('usage: cog up --distributed');
       const { upDistributed } = await import('./up.ts');
       return upDistributed(config());
+    }
+    case 'ready': {
+      const { readiness } = await import('./up.ts');
+      const states = await readiness(config());
+      for (const s of states) process.stdout.write(`${s.name.padEnd(16)} ${s.down ? `NOT READY: ${s.down}` : 'ready'}\n`);
+      if (states.some((s) => s.down)) process.exit(1);
+      return;
     }
     case 'deploy': {
       const { deployCommand } = await import('../subgraphs/chains/index.ts');

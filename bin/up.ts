@@ -91,6 +91,35 @@ export function shiftedPortsEnv(shift: number): Record<string, string> {
   return env;
 }
 
+/** Where each process of the topology answers GET /readyz (its service port, or its COG_OPS_PORT). */
+export function readinessUrls(cfg: Config, env: Record<string, string | undefined> = process.env): Array<{ name: string; url: string }> {
+  return topology(cfg).map((s) => {
+    const e = s.env;
+    const sg = s.service.startsWith('subgraph-') ? s.service.slice('subgraph-'.length) as keyof typeof SUBGRAPH_PORTS : undefined;
+    const port = e.COG_OPS_PORT ?? e.MEDULLA_PORT ?? e.HIPPOCAMPUS_PORT ?? e.FAUCET_PORT ?? e.GATEWAY_PORT ??
+      (sg ? env[`SUBGRAPH_${sg.toUpperCase()}_PORT`] ?? String(SUBGRAPH_PORTS[sg]) : String(cfg.ports[s.service as keyof Config['ports']]));
+    return { name: s.name, url: `http://127.0.0.1:${port}/readyz` };
+  });
+}
+
+/** Each process's readiness: undefined when ready, else what is down (or why it did not answer). */
+export async function readiness(cfg: Config): Promise<Array<{ name: string; down?: string }>> {
+  const headers: Record<string, string> = cfg.internalToken ? { authorization: `Bearer ${cfg.internalToken}` } : {};
+  return Promise.all(readinessUrls(cfg).map(async ({ name, url }) => {
+    try {
+      const res = await fetch(url, { headers, signal: AbortSignal.timeout(3000) });
+      if (res.ok) {
+        await res.body?.cancel();
+        return { name };
+      }
+      const body = (await res.json().catch(() => ({}))) as { detail?: string };
+      return { name, down: body.detail ?? `status ${res.status}` };
+    } catch (e) {
+      return { name, down: `no answer (${(e as Error).name === 'TimeoutError' ? 'timeout' : 'not listening'})` };
+    }
+  }));
+}
+
 /**
  * Creates the PostgreSQL database DATABASE_URL names when it does not exist yet, and warns when the
  * topology's pools could take more connections than the server allows (best effort).
@@ -166,5 +195,26 @@ export async function upDistributed(cfg: Config): Promise<void> {
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   process.stdout.write(`[up] started ${children.size} processes; gateway ${cfg.urls.base}, second gateway http://127.0.0.1:${cfg.ports.gateway + 100}\n`);
-  await new Promise(() => {});
+  // Readiness (GET /readyz of every process): one line when all are ready, then one per change.
+  const t0 = Date.now();
+  let ready = false;
+  const notReady = new Map<string, string>();
+  for (;;) {
+    await new Promise((r) => setTimeout(r, ready ? 5000 : 1000));
+    if (stopping) continue;
+    const states = await readiness(cfg);
+    const down = states.filter((s) => s.down);
+    if (!ready) {
+      if (down.length) continue;
+      ready = true;
+      process.stdout.write(`[up] ready: all ${states.length} processes (${((Date.now() - t0) / 1000).toFixed(1)} s)\n`);
+      continue;
+    }
+    for (const s of states) {
+      if (s.down && notReady.get(s.name) !== s.down) process.stderr.write(`[up] ${s.name} not ready: ${s.down}\n`);
+      if (!s.down && notReady.has(s.name)) process.stdout.write(`[up] ${s.name} ready again\n`);
+      if (s.down) notReady.set(s.name, s.down);
+      else notReady.delete(s.name);
+    }
+  }
 }

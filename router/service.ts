@@ -2,6 +2,7 @@
 // the /v1 REST shim, and (router/events.ts) the WebSocket event streams.
 import type { FastifyInstance } from 'fastify';
 import { createHttp, listen, refuseUpgrade } from '../lib/http.ts';
+import { mountReadiness } from '../lib/ready.ts';
 import { Problem } from '../lib/errors.ts';
 import type { RunningService, ServiceStarter } from '../lib/service.ts';
 import { registerRest } from '../compat-rest/index.ts';
@@ -30,6 +31,7 @@ export function mountHealth(app: FastifyInstance): void {
 
 export const startGateway: ServiceStarter = async (p) => {
   const app = createHttp({ name: 'gateway', log: p.log, opsToken: p.config.internalToken });
+  mountReadiness(app, p, { name: 'gateway', needs: ['database', 'bus', 'cache', 'medulla'], soft: ['cache'], public: true });
   const routes: GatewayRoute[] = [];
   app.addHook('onRoute', (r) => {
     for (const method of [r.method].flat()) routes.push({ method, url: r.url });

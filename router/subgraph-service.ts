@@ -3,6 +3,7 @@
 import { ApolloServer } from '@apollo/server';
 import { ApolloServerPluginInlineTraceDisabled } from '@apollo/server/plugin/disabled';
 import { createHttp, listen } from '../lib/http.ts';
+import { mountReadiness } from '../lib/ready.ts';
 import type { ServiceStarter } from '../lib/service.ts';
 import type { GqlContext } from '../lib/graphql.ts';
 import { buildSubgraph, readSupergraphConfig } from './subgraphs.ts';
@@ -18,6 +19,7 @@ export function subgraphService(name: string): ServiceStarter {
     await server.start();
     const app = createHttp({ name: `subgraph-${name}`, log: p.log, internalToken: p.config.internalToken });
     app.get('/health', async () => ({ ok: true, name: `subgraph-${name}` }));
+    mountReadiness(app, p, { name: `subgraph-${name}`, needs: ['database'] });
     mountGraphql(app, server, p);
     const envPort = process.env[`SUBGRAPH_${name.toUpperCase()}_PORT`];
     const port = await listen(app, `subgraph-${name}`, p.config.host, envPort !== undefined ? Number(envPort) : Number(new URL(cfg.routingUrl).port));

@@ -108,3 +108,50 @@ describe('metrics', () => {
     expect(sum(m, 'cog_http_requests_total', { service: 'medulla', route: '/health' })).toBeGreaterThan(0); // the health checks
   }, 60_000);
 });
+
+describe('readiness', () => {
+  const services = ['gateway', 'medulla', 'hippocampus', 'thalamus', 'dhf', 'treasury', 'faucet', 'needlecast'];
+  const ready = async (name: string) => {
+    const res = await fetch(`${c.urls[name]}/readyz`, { signal: AbortSignal.timeout(10_000) });
+    return { status: res.status, type: res.headers.get('content-type') ?? '', body: (await res.json()) as Record<string, any> };
+  };
+  const until = async (name: string, ok: (r: Awaited<ReturnType<typeof ready>>) => boolean, ms = 20_000) => {
+    const t0 = Date.now();
+    for (;;) {
+      const r = await ready(name);
+      if (ok(r) || Date.now() - t0 > ms) return r;
+      await new Promise((res) => setTimeout(res, 300));
+    }
+  };
+
+  it('every service is ready when its dependencies are', async () => {
+    for (const s of services) {
+      const r = await until(s, (x) => x.status === 200);
+      expect(r.status, `${s}: ${JSON.stringify(r.body)}`).toBe(200);
+      expect(r.body.checks.database, s).toBe('up');
+    }
+    expect((await ready('thalamus')).body.checks).toMatchObject({ medulla: 'up', cortex: 'up', bus: 'up' });
+  }, 60_000);
+
+  it('with Redis stopped the faucet is not ready (503 naming the cache), the gateway degraded but ready; both recover', async () => {
+    await redis.stop();
+    try {
+      const faucet = await until('faucet', (x) => x.status === 503);
+      expect(faucet.status).toBe(503);
+      expect(faucet.type).toContain('application/problem+json');
+      expect(faucet.body).toMatchObject({ status: 503, code: 'NOT_READY', down: ['cache'] });
+      expect(faucet.body.detail).toContain('cache');
+      expect(faucet.body.checks.database).toBe('up');
+      const gateway = await until('gateway', (x) => x.body.degraded?.includes('cache'));
+      expect(gateway.status).toBe(200);
+      expect(gateway.body.degraded).toEqual(['cache']);
+      // Liveness is not readiness: the processes still answer.
+      expect((await call('GET', `${c.gateway}/healthz`)).status).toBe(200);
+      expect((await call('GET', `${c.urls.faucet}/health`)).status).toBe(200);
+    } finally {
+      await redis.start();
+    }
+    expect((await until('faucet', (x) => x.status === 200, 30_000)).status).toBe(200);
+    expect((await until('gateway', (x) => !x.body.degraded, 30_000)).body.checks.cache).toBe('up');
+  }, 90_000);
+});

@@ -5,6 +5,11 @@ import { createHttp } from '../../lib/http.ts';
 import { createLogger } from '../../lib/log.ts';
 import { MemoryBus } from '../../lib/bus/memory.ts';
 import { observePlatform, operationLabel } from '../../lib/metrics.ts';
+import { mountReadiness } from '../../lib/ready.ts';
+import { readinessUrls } from '../../bin/up.ts';
+import { loadConfig } from '../../lib/config.ts';
+import fs from 'node:fs';
+import { parse } from 'yaml';
 import { testPlatform, type TestPlatform } from '../helpers/platform.ts';
 import { parseProm, sum } from '../helpers/prom.ts';
 
@@ -47,7 +52,7 @@ describe('state read at scrape time', () => {
   let p: TestPlatform;
   let stop: () => void;
   beforeAll(async () => {
-    p = await testPlatform({ COG_METRICS_CACHE_MS: '0' });
+    p = await testPlatform({ COG_METRICS_CACHE_MS: '0', COG_READY_TIP_AGE_MS: '300' });
     stop = observePlatform(p);
   });
   afterAll(async () => {
@@ -72,6 +77,22 @@ describe('state read at scrape time', () => {
     expect(sum(s, 'cog_medulla_tip_age_seconds')).toBeLessThan(5);
   });
 
+  it('/readyz answers 200 with its checks, and 503 problem+json naming Medulla once the tip stops moving', async () => {
+    const app = createHttp({ name: 'r', log });
+    mountReadiness(app, p, { name: 'r', needs: ['database', 'bus', 'cache', 'medulla'] });
+    p.setEpoch(8);
+    const ok = await app.inject({ url: '/readyz' });
+    expect(ok.statusCode).toBe(200);
+    expect(ok.json()).toMatchObject({ ok: true, checks: { database: 'up', bus: 'up', cache: 'up', medulla: 'up' } });
+    await new Promise((r) => setTimeout(r, 1400)); // past the tip age and the 1 s answer cache
+    const stale = await app.inject({ url: '/readyz' });
+    expect(stale.statusCode).toBe(503);
+    expect(stale.headers['content-type']).toContain('application/problem+json');
+    expect(stale.json()).toMatchObject({ code: 'NOT_READY', down: ['medulla'], checks: { database: 'up', medulla: 'down' } });
+    expect((await app.inject({ url: '/healthz' })).statusCode).toBe(404); // liveness is each service's own route
+    await app.close();
+  });
+
   it('a durable consumer lag counts the matching messages it has not acknowledged', async () => {
     const bus = new MemoryBus();
     const sub = await bus.subscribe({ subjects: ['cog.a.>'], durable: 'lagging', autoAck: false }, () => {});
@@ -81,6 +102,16 @@ describe('state read at scrape time', () => {
     expect(await bus.consumerLag()).toEqual([{ consumer: 'lagging', pending: 3 }]);
     await sub.close();
     await bus.close();
+  });
+});
+
+describe('deploy/compose.yaml', () => {
+  it('checks every cog process by its own /readyz', () => {
+    const doc = parse(fs.readFileSync(new URL('../../deploy/compose.yaml', import.meta.url), 'utf8'), { merge: true }) as { services: Record<string, { command?: string[]; healthcheck?: { test: string[] } }> };
+    const cog = Object.values(doc.services).filter((s) => s.command?.[0] === 'node');
+    const urls = readinessUrls(loadConfig({}), {});
+    expect(cog.length).toBe(urls.length);
+    cog.forEach((s, i) => expect(s.healthcheck?.test.join(' ')).toContain(`'${urls[i]!.url}'`));
   });
 });
 

@@ -4,6 +4,7 @@
 // default on: background blocks come one interval after their parent), MEDULLA_GENESIS_DIFFICULTY.
 import { ConfigError } from '../../../lib/config.ts';
 import { createHttp, listen } from '../../../lib/http.ts';
+import { mountReadiness } from '../../../lib/ready.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { RunningService, ServiceStarter } from '../../../lib/service.ts';
 import { MedullaNode, type MedullaNodeOptions } from './node.ts';
@@ -43,6 +44,7 @@ function envOptions(p: Platform, port: number, env = process.env): MedullaNodeOp
 export async function createMedulla(p: Platform, overrides: Partial<MedullaNodeOptions> & { port?: number } = {}): Promise<MedullaService> {
   const port = overrides.port ?? p.config.ports.medulla;
   const app = createHttp({ name: 'medulla', log: p.log, internalToken: p.config.internalToken });
+  mountReadiness(app, p, { name: 'medulla' });
   // The node id defaults to the configured port; with port 0 it is fixed once the socket is bound.
   let node: MedullaNode | undefined;
   app.addHook('onRequest', async (req, reply) => {

@@ -3,6 +3,7 @@
 // catches up on the epochs that ended while it was down (the last 64 at most).
 import { conflict } from '../../../lib/errors.ts';
 import { createHttp, listen } from '../../../lib/http.ts';
+import { mountReadiness } from '../../../lib/ready.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { RunningService, ServiceStarter } from '../../../lib/service.ts';
 import { catchUp, foldEpoch, LOOKBACK_EPOCHS, recheckLateWrites, refoldEvmGaps, resubmitPending, type Fold, type FoldContext } from './fold.ts';
@@ -99,6 +100,7 @@ export async function createThalamus(p: Platform, opts: ThalamusOptions = {}): P
   };
 
   const app = createHttp({ name: 'thalamus', log: p.log, internalToken: p.config.internalToken });
+  mountReadiness(app, p, { name: 'thalamus', needs: ['database', 'bus', 'medulla', 'cortex'] });
   app.get('/health', async () => ({ ok: true, name: 'thalamus', ts: Date.now(), epoch: p.epochs.current(), operator: ctx.operator.pubKey }));
   app.get('/v1/epoch', async () => p.epochs.info());
   app.post('/v1/epoch/tick', async () => tick());

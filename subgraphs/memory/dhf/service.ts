@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { createHttp, listen } from '../../../lib/http.ts';
+import { mountReadiness } from '../../../lib/ready.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { ServiceStarter } from '../../../lib/service.ts';
 import { dhfReconstruct } from './reconstruct.ts';
@@ -19,6 +20,7 @@ export async function dhfRoutes(fastify: FastifyInstance, opts: { platform: Plat
 
 export const startDhf: ServiceStarter = async (p) => {
   const app = createHttp({ name: 'dhf', log: p.log, internalToken: p.config.internalToken });
+  mountReadiness(app, p, { name: 'dhf', needs: ['database'] });
   await app.register(dhfRoutes, { platform: p });
   const port = await listen(app, 'dhf', p.config.host, p.config.ports.dhf);
   return { name: 'dhf', url: `http://127.0.0.1:${port}`, close: () => app.close() };

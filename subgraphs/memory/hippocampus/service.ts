@@ -17,6 +17,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { createHttp, listen } from '../../../lib/http.ts';
+import { mountReadiness } from '../../../lib/ready.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { ServiceStarter } from '../../../lib/service.ts';
 import { badRequest, notFound } from '../../../lib/errors.ts';
@@ -156,6 +157,7 @@ export const startHippocampus: ServiceStarter = async (p) => {
   };
   const sync = startPinSync(hp, local, peerOpts, Math.max(2000, p.config.epochIntervalMs));
   const app = createHttp({ name: 'hippocampus', log: p.log, internalToken: p.config.internalToken });
+  mountReadiness(app, p, { name: 'hippocampus' });
   await app.register(hippocampusRoutes, { platform: hp, node: nodeId, onPinned: replicate });
   await app.register(replicaRoutes, { local, platform: hp });
   const port = await listen(app, 'hippocampus', p.config.host, p.config.ports.hippocampus);

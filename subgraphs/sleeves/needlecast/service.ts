@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { createHttp, listen } from '../../../lib/http.ts';
+import { mountReadiness } from '../../../lib/ready.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { ServiceStarter } from '../../../lib/service.ts';
 import { getSaga, recoverSagas, runNeedlecast, type SagaOptions } from './saga.ts';
@@ -64,6 +65,7 @@ export function needlecastStarter(saga: SagaOptions = {}): ServiceStarter {
     const recovered = await recoverSagas(p, { ...options, afterStep: undefined });
     if (recovered.completed.length || recovered.compensated.length) p.log.info(recovered, 'needlecast: recovered sagas');
     const app = createHttp({ name: 'needlecast', log: p.log, internalToken: p.config.internalToken });
+    mountReadiness(app, p, { name: 'needlecast' });
     app.get('/health', async () => ({ ok: true, name: 'needlecast', ts: Date.now() }));
     await app.register(needlecastRoutes, { platform: p, saga: options });
     const port = await listen(app, 'needlecast', p.config.host, p.config.ports.needlecast);
