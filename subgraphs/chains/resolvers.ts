@@ -7,6 +7,7 @@ import type { Platform } from '../../lib/platform.ts';
 import { MedullaRpcError } from './medulla/client.ts';
 import { blockAtHeight, currentEpochInfo, mineBlockNow } from './epochs.ts';
 import type { Block } from './medulla/header.ts';
+import { coherenceTuples, recentBlocks, servicesHealth } from './inspect.ts';
 
 const RPC_NOT_FOUND = -32004;
 const RPC_INVALID_PARAMS = -32602;
@@ -36,6 +37,16 @@ export const resolvers = {
   Query: {
     currentEpoch: guarded((_: unknown, __: unknown, ctx: GqlContext) => currentEpochInfo(ctx.platform)),
     block: guarded((_: unknown, a: { height: number }, ctx: GqlContext) => loadBlock(ctx, a.height)),
+    recentBlocks: guarded(async (_: unknown, a: { last?: number }, ctx: GqlContext) => {
+      try {
+        return await recentBlocks(ctx.platform, a.last ?? 30);
+      } catch (e) {
+        if (e instanceof MedullaRpcError || (e as Error).name === 'TimeoutError' || e instanceof TypeError) throw unavailable(`Medulla did not answer: ${(e as Error).message}`);
+        throw e;
+      }
+    }),
+    coherenceTuples: guarded((_: unknown, a: { last?: number }, ctx: GqlContext) => coherenceTuples(ctx.platform, a.last ?? 20)),
+    servicesHealth: guarded((_: unknown, __: unknown, ctx: GqlContext) => servicesHealth(ctx.platform)),
     chainsHealth: health('chains'),
   },
   Block: {

@@ -7,6 +7,7 @@ export {
   type Token, type TokenAmounts, type Move, type Leg, type Posting,
 } from './ledger.ts';
 export { emitEpoch, issuance, claim, claimableOf, stackBalancesB, ebcFactor, EMISSION_PER_EPOCH, type EmissionEvent, type ClaimResult, type StackBalancesB, type CoreAmounts } from './treasury.ts';
+export { balanceHistoryOf } from './history.ts';
 export { drip, DRIP_UNITS, type FaucetGrant } from './faucet.ts';
 export { faucetRoutes } from './faucet/routes.ts';
 export { treasuryRoutes, StackIdSchema, StackIdParams, StackIdBody } from './treasury/routes.ts';

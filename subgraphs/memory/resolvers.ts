@@ -5,24 +5,29 @@ import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
 import { perceive, recall, remember } from './memory.ts';
 import { dhfReconstruct } from './dhf/reconstruct.ts';
 import { hippocampusClient } from './hippocampus/client.ts';
+import { GATING_WINDOW } from './hippocampus/store.ts';
+import { badRequest } from '../../lib/errors.ts';
 
 type NodeRow = NonNullable<Awaited<ReturnType<GqlContext['platform']['db']['prisma']['memoryNode']['findUnique']>>>;
-type NodeMeta = Pick<NodeRow, 'cid' | 'stackId' | 'epoch' | 'links' | 'kind' | 'pinned'>;
-const gqlNode = (r: NodeMeta) => ({ cid: r.cid, stackId: r.stackId, epoch: r.epoch, links: r.links, kind: r.kind, pinned: r.pinned });
+type NodeMeta = Pick<NodeRow, 'cid' | 'stackId' | 'epoch' | 'links' | 'kind' | 'pinned' | 'branchId' | 'sleeveId'>;
+const gqlNode = (r: NodeMeta) => ({
+  cid: r.cid, stackId: r.stackId, epoch: r.epoch, links: r.links, kind: r.kind, pinned: r.pinned,
+  readableUntilEpoch: r.pinned ? null : r.epoch + GATING_WINDOW, branchId: r.branchId, sleeveId: r.sleeveId,
+});
 
 const nodeLoader = (ctx: GqlContext) =>
   loader<string, NodeRow | null>(ctx, 'memoryNode', async (cids) =>
     byKey(cids, await ctx.platform.db.prisma.memoryNode.findMany({ where: { cid: { in: [...cids] } } }), (r) => r.cid),
   );
 
-/** The newest `first` nodes of many stacks in one query (a window function per stack). */
-const newestNodes = (ctx: GqlContext, first: number) =>
-  loader<string, NodeMeta[]>(ctx, `newestNodes:${first}`, async (stackIds) => {
+/** The newest nodes `offset + 1` to `offset + first` of many stacks in one query (a window function per stack). */
+const newestNodes = (ctx: GqlContext, first: number, offset: number) =>
+  loader<string, NodeMeta[]>(ctx, `newestNodes:${first}:${offset}`, async (stackIds) => {
     const rows = await ctx.platform.db.prisma.$queryRaw<NodeMeta[]>`
-      SELECT cid, "stackId", epoch, links, kind, pinned FROM (
+      SELECT cid, "stackId", epoch, links, kind, pinned, "branchId", "sleeveId" FROM (
         SELECT *, row_number() OVER (PARTITION BY "stackId" ORDER BY "writeSeq" DESC) AS rn
         FROM "MemoryNode" WHERE "stackId" = ANY(${[...stackIds]})
-      ) t WHERE rn <= ${first} ORDER BY rn`;
+      ) t WHERE rn > ${offset} AND rn <= ${offset + first} ORDER BY rn`;
     return stackIds.map((id) => rows.filter((r) => r.stackId === id));
   });
 
@@ -81,9 +86,17 @@ export const resolvers = {
   RecallFragment: { node: loadNode },
   Stack: {
     __resolveReference: (ref: { id: string }) => ref,
-    memory: guarded(async (s: { id: string }, a: { first: number }, ctx: GqlContext) => {
+    memory: guarded(async (s: { id: string }, a: { first: number; offset?: number }, ctx: GqlContext) => {
       const first = Math.min(Math.max(a.first ?? 20, 0), 1000);
-      return (await newestNodes(ctx, first).load(s.id)).map(gqlNode);
+      const offset = a.offset ?? 0;
+      if (!Number.isInteger(offset) || offset < 0 || offset > 10_000_000) throw badRequest('offset must be a non-negative integer', [{ path: 'offset', message: 'is out of range' }]);
+      return (await newestNodes(ctx, first, offset).load(s.id)).map(gqlNode);
     }),
+    memoryCount: guarded((s: { id: string }, _: unknown, ctx: GqlContext) =>
+      loader<string, number>(ctx, 'memoryCount', async (ids) => {
+        const rows = await ctx.platform.db.prisma.memoryNode.groupBy({ by: ['stackId'], where: { stackId: { in: [...ids] } }, _count: { _all: true } });
+        const m = new Map(rows.map((r) => [r.stackId, r._count._all]));
+        return ids.map((id) => m.get(id) ?? 0);
+      }).load(s.id)),
   },
 };

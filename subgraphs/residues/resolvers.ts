@@ -4,6 +4,7 @@ import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
 import { badRequest } from '../../lib/errors.ts';
 import { residueView, RESIDUE_KINDS, type ResidueRecord } from './open.ts';
+import { countResidues } from './count.ts';
 import { listResidues, submitProof, RESIDUE_LIST_LIMIT } from './residues.ts';
 
 type ResidueRow = NonNullable<Awaited<ReturnType<GqlContext['platform']['db']['prisma']['residue']['findUnique']>>>;
@@ -60,6 +61,10 @@ export const resolvers = {
       const first = checkFilter(a);
       return listResidues(ctx.platform, first, { status: a.status ?? undefined, kind: a.kind ?? undefined, stackId: a.stackId ?? undefined });
     }),
+    residueCount: guarded((_: unknown, a: { status?: string | null; kind?: string | null }, ctx: GqlContext) => {
+      checkFilter({ status: a.status, kind: a.kind });
+      return countResidues(ctx.platform, { status: a.status ?? undefined, kind: a.kind ?? undefined });
+    }),
     residuesHealth: health('residues'),
   },
   Residue: {
@@ -70,6 +75,7 @@ export const resolvers = {
     stack: (r: ResidueRecord) => ref('Stack', r.stackId),
     sleeve: (r: ResidueRecord) => ref('Sleeve', r.sleeveId),
     claimantStack: (r: ResidueRecord) => ref('Stack', r.claimant),
+    proof: guarded(async (r: ResidueRecord, _: unknown, ctx: GqlContext) => (await residueLoader(ctx).load(r.id))?.proof ?? null),
   },
   Stack: {
     __resolveReference: (r: { id: string }) => r,

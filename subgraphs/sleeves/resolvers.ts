@@ -7,6 +7,7 @@ import {
   decommissionSleeve, desyncedSleeves, getSleeveRow, spawnSleeve, stackTokenTotals, syncSleeve, sleeveView, type SleeveRow, type SleeveView,
 } from './sleeves.ts';
 import { sagaView, shapeA, shapeB, type SagaRow, type SagaView } from './needlecast/view.ts';
+import { countAliveSleeves, driftLimits, stackBalanceHistory } from './inspect.ts';
 import { callRouter, problemFromRouter, routerRequest, type GatewayNeedlecastRequest } from './needlecast/client.ts';
 
 /** The sleeve read without its balances: Sleeve.tokens batches those (alive) or keeps the snapshot (decommissioned). */
@@ -83,6 +84,8 @@ export const resolvers = {
     }),
     desync: guarded(async (_: unknown, __: unknown, ctx: GqlContext) => desyncedSleeves(ctx.platform)),
     tokenBalances: guarded(async (_: unknown, a: { stackId: string }, ctx: GqlContext) => stackTokenTotals(ctx.platform, a.stackId)),
+    aliveSleeveCount: guarded((_: unknown, __: unknown, ctx: GqlContext) => countAliveSleeves(ctx.platform)),
+    driftLimits: (_: unknown, __: unknown, ctx: GqlContext) => driftLimits(ctx.platform),
     sleevesHealth: health('sleeves'),
   },
   Sleeve: {
@@ -96,6 +99,7 @@ export const resolvers = {
   Stack: {
     __resolveReference: (ref: { id: string }) => ref,
     sleeves: guarded(async (s: { id: string }, _: unknown, ctx: GqlContext) => (await sleevesOfStack(ctx).load(s.id)).map(gqlSleeve)),
+    balanceHistory: guarded((s: { id: string }, a: { last?: number }, ctx: GqlContext) => stackBalanceHistory(ctx.platform.db.prisma, s.id, a.last ?? 100)),
   },
   Saga: {
     __resolveReference: guarded(async (ref: { id: string }, ctx: GqlContext) => {

@@ -3,6 +3,7 @@
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
 import { createStack, getStackRow, type CreateStackInput, type StackRow } from './stacks.ts';
+import { pageStacks, type StackPageInput } from './list.ts';
 import { anchorsOfStacks, type StackAnchor } from '../chains/index.ts';
 
 function stackLoader(ctx: GqlContext) {
@@ -49,6 +50,11 @@ export const resolvers = {
       const rows = await ctx.platform.db.prisma.stack.findMany({ orderBy: { tokenId: 'asc' }, take: Math.min(Math.max(a.first ?? 100, 0), 1000) });
       for (const r of rows) stackLoader(ctx).prime(r.id, r);
       return rows.map(gqlStack);
+    }),
+    stackPage: guarded(async (_: unknown, a: StackPageInput, ctx: GqlContext) => {
+      const { total, rows } = await pageStacks(ctx.platform.db.prisma, a);
+      for (const r of rows) stackLoader(ctx).prime(r.id, r);
+      return { total, stacks: rows.map(gqlStack) };
     }),
     stacksHealth: health('stacks'),
   },
