@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Bootstrap for `npm start` and the `cog` CLI, in plain JavaScript so it runs on a fresh clone:
 // installs dependencies when node_modules is missing or older than the lockfile, generates the
-// Prisma client when the schema changed, then loads the TypeScript CLI (bin/cog.ts) through tsx.
+// Prisma client when the schema changed, builds the inspector (ui/dist) when its sources changed,
+// then loads the TypeScript CLI (bin/cog.ts) through tsx.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -38,9 +39,20 @@ export function ensureGenerated() {
   fs.writeFileSync(stamp, hash);
 }
 
+/** The inspector's static build; a failed build is reported and the platform starts without /ui. */
+async function ensureUi() {
+  try {
+    const { ensureUiBuilt } = await import(pathToFileURL(path.join(root, 'ui', 'build.mjs')).href);
+    await ensureUiBuilt({ log: say });
+  } catch (e) {
+    say(`the inspector could not be built (GET /ui answers 503): ${e.message}`);
+  }
+}
+
 const args = process.argv.slice(2);
 ensureInstalled();
 ensureGenerated();
+if (args[0] === 'generate' || args[0] === 'start' || (args[0] === 'service' && args[1] === 'gateway') || args[0] === 'up') await ensureUi();
 if (args[0] === 'generate') process.exit(0);
 const { register } = await import('tsx/esm/api');
 register();

@@ -13,6 +13,7 @@ import { createEventStream } from './events.ts';
 import { createGraphqlWs } from './ws.ts';
 import { routerSchema } from './subscriptions.ts';
 import { mountGraphiql } from './graphiql.ts';
+import { mountUi } from './ui.ts';
 import { installGuards } from './auth.ts';
 
 export interface GatewayRoute { method: string; url: string }
@@ -44,6 +45,7 @@ export const startGateway: ServiceStarter = async (p) => {
   const schema = routerSchema(p, gql, apiSchema);
   mountGraphql(app, gql, p, '/graphql', { schema, introspection: p.config.graphqlIntrospection });
   if (p.config.graphqlIntrospection) mountGraphiql(app);
+  mountUi(app);
   const events = createEventStream(p);
   const gqlWs = createGraphqlWs(p, gql, schema);
   app.server.on('upgrade', (req, socket, head) => {
