@@ -4,6 +4,8 @@
 // repeated event. One platform for the file (shift 32000).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
+import { build } from 'esbuild';
+import { chromium } from 'playwright-core';
 import { startCluster, type Cluster } from '../../test/helpers/cluster.ts';
 import { createClient, CogInputError, CogProblem, type CogClient, type StackKey, type WebSocketLike } from '../src/node.ts';
 
@@ -227,4 +229,39 @@ describe('@cog/sdk', () => {
     expect((await cog.sleeves.get(ai)).alive).toBe(false);
     expect((await cog.needlecast.saga(result.sagaId)).ok).toBe(true);
   });
+
+  it('runs in a browser: the core bundles without Node modules and signs, subscribes and recalls in Chromium', async () => {
+    const out = await build({ entryPoints: [new URL('../src/index.ts', import.meta.url).pathname], bundle: true, platform: 'browser', format: 'iife', globalName: 'CogSDK', target: 'es2022', write: false, logLevel: 'silent' });
+    const bundle = out.outputFiles[0]!.text;
+    expect(bundle).not.toMatch(/require\(["']node:|from ["']node:/);
+    // The gateway sends no CORS headers, so the test page (about:blank) calls it with web security off.
+    const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-web-security'] });
+    try {
+      const page = await browser.newPage();
+      await page.addScriptTag({ content: bundle });
+      const r = await page.evaluate(async (url) => {
+        const sdk = (globalThis as any).CogSDK;
+        const anon = sdk.createClient({ url });
+        const { stack, key } = await anon.stacks.create({ name: 'in-a-browser' });
+        const cog = anon.withKey(key);
+        const sleeve = await cog.sleeves.spawn({ stackId: stack.id, kind: 'human' });
+        const sub = cog.subscribe('perceived', { stackId: stack.id });
+        const first = sub.next();
+        await new Promise((res) => setTimeout(res, 1000));
+        const p = await cog.memory.perceive({ sleeveId: sleeve.id, text: 'written from a browser' });
+        const event = (await first).value;
+        const recall = await cog.memory.recall({ stackId: stack.id, depth: 3 });
+        const refused = await anon.sleeves.spawn({ stackId: stack.id, kind: 'ai' }).catch((e: any) => ({ code: e.code, name: e.name }));
+        await sub.close();
+        await cog.close();
+        return { cid: p.cid, eventCid: event.cid, texts: recall.fragments.map((f: any) => f.text), refused, ua: navigator.userAgent };
+      }, cluster.gateway);
+      expect(r.ua).toMatch(/Chrome/);
+      expect(r.eventCid).toBe(r.cid);
+      expect(r.texts).toEqual(['written from a browser']);
+      expect(r.refused).toEqual({ code: 'UNAUTHORIZED', name: 'CogProblem' });
+    } finally {
+      await browser.close();
+    }
+  }, 60_000);
 });
