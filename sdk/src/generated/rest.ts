@@ -357,6 +357,89 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/stacks/{id}/registration.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The stack's ERC-8004 agent registration file (its identity NFT's tokenURI) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AgentRegistration"];
+                    };
+                };
+                /** @description Invalid input (problem+json; `errors` names the fields) */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description No such stack, sleeve, residue or saga */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description Rate limited (Retry-After) */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description Unexpected failure (logged; leaks nothing) */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A dependency is down; retryable (Retry-After) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sleeves": {
         parameters: {
             query?: never;
@@ -3060,6 +3143,29 @@ export interface components {
             balances: components["schemas"]["TokenAmounts"];
             /** @description Shape A creation only: the private key seed (hex), returned once */
             identityPriv?: string;
+        };
+        AgentRegistration: {
+            /** @enum {string} */
+            type: "https://eips.ethereum.org/EIPS/eip-8004#registration-v1";
+            name: string;
+            description: string;
+            /** @description A data: URI (an SVG badge) */
+            image: string;
+            /** @description REST, GraphQL, MCP (when the gateway serves /mcp), DID (the stack key as did:key), sleeve:<kind> (identity endpoints) */
+            services: {
+                name: string;
+                endpoint: string;
+                version?: string;
+            }[];
+            x402Support: boolean;
+            /** @description true while the stack has an alive sleeve */
+            active: boolean;
+            registrations: {
+                agentId: number;
+                /** @description eip155:<chainId>:<StackIdentity address> */
+                agentRegistry: string;
+            }[];
+            supportedTrust: string[];
         };
         Sealed: {
             iv: string;
