@@ -13,6 +13,7 @@ import { createLogger } from '../lib/log.ts';
 import { mountUi } from '../router/ui.ts';
 import { addKey, forgetKey, publicKeyOf, signHeaders } from '../ui/src/sign.ts';
 import { uiBuildCurrent } from '../ui/build.mjs';
+import { chromium } from 'playwright-core';
 
 let g: SecureGateway;
 let alice: { stackId: string; identityPriv: string; sleeveId: string };
@@ -30,7 +31,7 @@ beforeAll(async () => {
   const v = await signedCall(g.url, { stackId: s.body.id, identityPriv: s.body.identityPriv }, 'POST', '/v1/sleeves', { stackId: s.body.id, embodimentType: 'ai' });
   expect(v.status, v.text).toBe(201);
   alice = { stackId: s.body.id, identityPriv: s.body.identityPriv, sleeveId: v.body.id };
-});
+}, 180_000); // a migrated PGlite and a gateway: slow on a loaded machine
 afterAll(async () => g?.close());
 
 describe('/ui', () => {
@@ -148,4 +149,46 @@ describe('GraphQL for the inspector', () => {
     expect((await gql('query($id: ID!) { stack(id: $id) { memory(offset: -1) { cid } } }', { id: alice.stackId })).body.errors[0].extensions.code).toBe('BAD_REQUEST');
     expect((await gql('query($id: ID!) { stack(id: $id) { balanceHistory(last: 0) { epoch } } }', { id: alice.stackId })).body.errors[0].extensions.code).toBe('BAD_REQUEST');
   });
+
+  it('signs a write in the browser with a pasted key (COG_AUTH=required), and refuses a key that is not the stack\'s', async () => {
+    const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-ui-sign-'));
+    const ctx = await chromium.launchPersistentContext(profile, {
+      executablePath: '/usr/bin/chromium', headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+    const sentKey: string[] = [];
+    try {
+      const page = ctx.pages()[0] ?? (await ctx.newPage());
+      // The key must never leave the page: watch every request it makes.
+      page.on('request', (r) => {
+        if ((r.postData() ?? '').includes(alice.identityPriv) || r.url().includes(alice.identityPriv)) sentKey.push(r.url());
+      });
+      await page.goto(`${g.url}/ui/#/keys`);
+      await page.getByTestId('key-stack').fill(alice.stackId);
+      await page.getByTestId('key-seed').fill('11'.repeat(32));
+      await page.getByTestId('key-add').click();
+      await page.getByRole('alert').filter({ hasText: 'not this stack' }).waitFor({ timeout: 5000 });
+      await page.getByTestId('key-seed').fill(alice.identityPriv);
+      await page.getByTestId('key-add').click();
+      await page.getByTestId('keys').getByText(alice.stackId).waitFor({ timeout: 5000 });
+      // In-page navigation keeps the key (memory only); the stack page now signs alice's writes.
+      await page.getByTestId('keys').getByText(alice.stackId).click();
+      await page.getByTestId('memory-timeline').locator('.node').first().waitFor({ timeout: 10_000 });
+      const before = await gql('query($id: ID!) { stack(id: $id) { memoryCount } }', { id: alice.stackId });
+      await page.getByLabel('perceive text').fill('signed in the browser');
+      await page.getByRole('button', { name: 'perceive', exact: true }).click();
+      await page.getByText(/^wrote cog:/).waitFor({ timeout: 10_000 });
+      const after = await gql('query($id: ID!) { stack(id: $id) { memoryCount } }', { id: alice.stackId });
+      expect(after.body.data.stack.memoryCount).toBe(before.body.data.stack.memoryCount + 1);
+      // A reload forgets the key: the same write is refused.
+      await page.reload();
+      await page.getByLabel('perceive text').fill('after reload');
+      await page.getByRole('button', { name: 'perceive', exact: true }).click();
+      await page.getByRole('alert').filter({ hasText: /signed request required/i }).waitFor({ timeout: 10_000 });
+      expect(sentKey).toEqual([]);
+    } finally {
+      await ctx.close();
+      fs.rmSync(profile, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

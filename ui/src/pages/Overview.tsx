@@ -2,7 +2,7 @@ import { useState } from 'react';
 import { Card, ErrorBox, Hash, LinePlot, fmt, useEpoch } from '../components.tsx';
 import { useLive, useQuery } from '../hooks.ts';
 
-const BLOCKS = 30;
+const SPANS = [10, 30, 64];
 
 const BLOCKS_Q = 'query($blocks: Int!) { recentBlocks(last: $blocks) { height ts } }';
 const OVERVIEW = /* GraphQL */ `query Overview {
@@ -17,14 +17,21 @@ const OVERVIEW = /* GraphQL */ `query Overview {
 
 export function Overview() {
   const live = useEpoch();
-  const initial = useQuery(BLOCKS_Q, { blocks: BLOCKS }, []);
+  const [span, setSpan] = useState(30);
+  const initial = useQuery(BLOCKS_Q, { blocks: span }, [span]);
   const q = useQuery(OVERVIEW, {}, []);
   const [blocks, setBlocks] = useState<Map<number, { height: number; ts: number }>>(new Map());
   // New blocks arrive by subscription; the rest of the page is read again once per new block.
   useLive<{ cursor: string; height: number; block: { height: number; ts: number } | null }>(
     'subscription($after: String) { blockMined(after: $after) { cursor height block { height ts } } }', {}, 'blockMined',
     (e) => {
-      if (e.block) setBlocks((m) => new Map(m).set(e.block!.height, e.block!));
+      if (e.block) {
+        setBlocks((m) => {
+          const next = new Map(m).set(e.block!.height, e.block!);
+          for (const h of next.keys()) if (h <= e.block!.height - 70) next.delete(h); // a long session keeps a window, not every block
+          return next;
+        });
+      }
       q.reload();
     }, [],
   );
@@ -32,7 +39,7 @@ export function Overview() {
   const all = new Map<number, { height: number; ts: number }>();
   for (const b of initial.data?.recentBlocks ?? []) all.set(b.height, b);
   for (const [h, b] of blocks) all.set(h, b);
-  const sorted = [...all.values()].sort((a, b) => a.height - b.height).slice(-BLOCKS - 1);
+  const sorted = [...all.values()].sort((a, b) => a.height - b.height).slice(-span - 1);
   // Genesis carries a fixed timestamp: its successor's interval says nothing about the cadence.
   const intervals: [number, number][] = sorted.slice(1).flatMap((b, i) => (sorted[i].height === 0 || b.height !== sorted[i].height + 1 ? [] : [[b.height, b.ts - sorted[i].ts] as [number, number]]));
   const mean = intervals.length ? intervals.reduce((s, p) => s + p[1], 0) / intervals.length : null;
@@ -40,7 +47,11 @@ export function Overview() {
   return (
     <div className="grid" data-testid="page-overview">
       <ErrorBox error={q.error ?? initial.error} />
-      <Card title="Medulla" className="wide">
+      <Card title="Medulla" className="wide" right={
+        <span className="chips" role="group" aria-label="blocks shown">
+          {SPANS.map((n) => <button key={n} className={span === n ? 'on' : ''} onClick={() => setSpan(n)}>last {n}</button>)}
+        </span>
+      }>
         <div className="big-stats">
           <div><label>epoch</label><b data-testid="epoch">{live.epoch ?? '…'}</b></div>
           <div><label>height</label><b data-testid="height">{live.height ?? '…'}</b></div>

@@ -34,6 +34,8 @@ export function Stacks() {
           <button disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>‹ newer</button>
           <span className="muted">{total ? `${offset + 1}–${Math.min(total, offset + PAGE)} of ${total}` : ''}</span>
           <button disabled={offset + PAGE >= total} onClick={() => setOffset(offset + PAGE)} data-testid="stacks-next">older ›</button>
+          {/* No subscription announces new stacks: the list is read again on request. */}
+          <button onClick={() => q.reload()} disabled={q.loading} title="read the list again">refresh</button>
         </div>
         <ErrorBox error={q.error} />
         <table className="list" data-testid="stacks-table">
