@@ -4,6 +4,7 @@
 //   cog up --distributed    every service as its own supervised process on real infrastructure
 //   cog ready               the readiness (/readyz) of every process of that topology
 //   cog deploy              deploy the Cortex contract suite (idempotent)
+//   cog mcp                 the MCP server over stdio, for a running gateway (mcp/stdio.ts)
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -24,6 +25,7 @@ const USAGE = `usage: cog <command>
   up --distributed      run every service as its own process against DATABASE_URL, NATS_URL, REDIS_URL
   ready                 check /readyz of every process of the distributed topology (exit 1 when one is not ready)
   deploy                deploy the Cortex contract suite and write deployments/<chainId>.json
+  mcp [--base-url URL]  MCP server over stdio for a running gateway (cog mcp --help)
   help                  this text
 client commands (against a running platform, through the SDK):
   stack create|show     create a stack (its key is kept in ~/.cog/keys) or show one
@@ -190,6 +192,10 @@ export async function main(args: string[]): Promise<void> {
       const { deployCommand } = await import('../subgraphs/chains/index.ts');
       await deployCommand(config());
       return;
+    }
+    case 'mcp': {
+      const { runMcpStdio } = await import('../mcp/stdio.ts');
+      return runMcpStdio(rest);
     }
     case 'help':
     case '--help':

@@ -15,6 +15,7 @@ import { routerSchema } from './subscriptions.ts';
 import { mountGraphiql } from './graphiql.ts';
 import { mountUi } from './ui.ts';
 import { installGuards } from './auth.ts';
+import { mountMcp } from '../mcp/http.ts';
 
 export interface GatewayRoute { method: string; url: string }
 const routeLists = new WeakMap<RunningService, GatewayRoute[]>();
@@ -41,6 +42,7 @@ export const startGateway: ServiceStarter = async (p) => {
   mountHealth(app);
   installGuards(app, p);
   await registerRest(app, p);
+  const mcp = mountMcp(app, p);
   const { server: gql, apiSchema, coalesced } = await createGateway(p, { remote: process.env.COG_SUBGRAPHS === 'remote' });
   const schema = routerSchema(p, gql, apiSchema);
   mountGraphql(app, gql, p, '/graphql', { schema, introspection: p.config.graphqlIntrospection });
@@ -61,6 +63,7 @@ export const startGateway: ServiceStarter = async (p) => {
     async close() {
       await events.close();
       await gqlWs.close();
+      await mcp.close();
       await app.close();
       await gql.stop();
     },
