@@ -77,7 +77,7 @@ describe('boundaries (docs/layout.md)', () => {
       const from = placeOf(i.from);
       const to = placeOf(i.to);
       if (from === 'lib') return to !== 'lib' && to !== 'other';
-      if (from.startsWith('ctx:')) return ['router', 'compat-rest', 'bin', 'flows'].includes(to) || rel(i.to).startsWith('test/');
+      if (from.startsWith('ctx:')) return ['router', 'compat-rest', 'mcp', 'bin', 'flows'].includes(to) || rel(i.to).startsWith('test/');
       return false;
     });
     expect(bad.map((i) => `${rel(i.from)} imports ${rel(i.to)}`)).toEqual([]);

@@ -7,9 +7,9 @@ export const root = path.resolve(import.meta.dirname, '../..');
 export const CONTEXTS = ['stacks', 'sleeves', 'memory', 'chains', 'economy', 'residues'] as const;
 export type Context = (typeof CONTEXTS)[number];
 /** Where a product file sits: a context, or one of the layers around them. */
-export type Place = `ctx:${Context}` | 'lib' | 'flows' | 'router' | 'compat-rest' | 'bin' | 'other';
+export type Place = `ctx:${Context}` | 'lib' | 'flows' | 'router' | 'compat-rest' | 'mcp' | 'bin' | 'other';
 
-const PRODUCT_DIRS = ['lib', 'subgraphs', 'flows', 'router', 'compat-rest', 'bin'];
+const PRODUCT_DIRS = ['lib', 'subgraphs', 'flows', 'router', 'compat-rest', 'mcp', 'bin'];
 
 export function productFiles(): string[] {
   const out: string[] = [];
@@ -28,7 +28,7 @@ export function productFiles(): string[] {
 export function placeOf(file: string): Place {
   const [top, second] = path.relative(root, file).split(path.sep);
   if (top === 'subgraphs' && (CONTEXTS as readonly string[]).includes(second)) return `ctx:${second as Context}`;
-  if (['lib', 'flows', 'router', 'compat-rest', 'bin'].includes(top)) return top as Place;
+  if (['lib', 'flows', 'router', 'compat-rest', 'mcp', 'bin'].includes(top)) return top as Place;
   return 'other';
 }
 
