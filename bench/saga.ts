@@ -6,8 +6,8 @@ import { pathToFileURL } from 'node:url';
 import { testPlatform } from '../test/helpers/platform.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
 import { spawnSleeve } from '../subgraphs/sleeves/sleeves.ts';
-import { perceive } from '../subgraphs/memory/memory.ts';
-import { HIPPOCAMPUS_LOCAL } from '../subgraphs/memory/hippocampus/client.ts';
+import { perceive } from '../flows/memory.ts';
+import { localHippocampus } from '../subgraphs/memory/hippocampus/client.ts';
 import { runNeedlecast } from '../subgraphs/sleeves/needlecast/saga.ts';
 
 export interface SagaBenchResult {
@@ -26,7 +26,7 @@ export async function runSagaBench(opts: { sagas?: number; concurrency?: number;
   const sagas = opts.sagas ?? 32;
   const concurrency = opts.concurrency ?? 8;
   const p = await testPlatform();
-  p.local.set(HIPPOCAMPUS_LOCAL, true);
+  p.ports.hippocampus = localHippocampus(p);
   try {
     const sources: string[] = [];
     for (let i = 0; i < sagas; i++) {

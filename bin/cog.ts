@@ -120,6 +120,8 @@ async function run(names: string[], banner: boolean): Promise<void> {
   };
   process.once('SIGINT', () => void stop(0));
   process.once('SIGTERM', () => void stop(0));
+  const { wirePlatform, wireLocalService } = await import('./assembly.ts');
+  wirePlatform(platform);
   for (const entry of entries) {
     try {
       progress?.stage(entry.name, 'starting');
@@ -128,6 +130,7 @@ async function run(names: string[], banner: boolean): Promise<void> {
       running.push(svc);
       platform.local.set(entry.name, svc);
       progress?.up(entry.name, svc.url);
+      wireLocalService(platform, entry.name, svc);
     } catch (e) {
       process.stderr.write(`cog: ${entry.name} failed to start: ${(e as Error).message}\n`);
       await stop(1);

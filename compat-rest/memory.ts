@@ -4,7 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Platform } from '../lib/platform.ts';
-import { perceive, recall, remember, type RecallResult } from '../subgraphs/memory/index.ts';
+import { perceive, recall, remember, type RecallResult } from '../flows/memory.ts';
 import { IdParams, PerceiveBody, PerceiveSleeveBody, RecallBody, RecallQuery, RememberBody } from './schemas.ts';
 
 export const recallShapeA = (r: RecallResult) => ({ fragments: r.fragments.map((f) => f.node), broken: r.broken, fidelity: r.fidelity });

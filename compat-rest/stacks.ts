@@ -2,7 +2,9 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Platform } from '../lib/platform.ts';
-import { createStack, getStackRow, listStacks, registrationFile, stackView } from '../subgraphs/stacks/index.ts';
+import { createStack, getStackRow } from '../subgraphs/stacks/index.ts';
+import { registrationFile } from '../flows/registration.ts';
+import { listStacks, stackView } from '../flows/stack-reads.ts';
 import { CreateStackBody, IdParams } from './schemas.ts';
 
 export default async function stacksRest(fastify: FastifyInstance, opts: { platform: Platform }): Promise<void> {

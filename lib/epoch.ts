@@ -10,6 +10,11 @@ export interface EpochInfo {
 }
 
 export interface EpochSource {
+  /**
+   * True when Medulla runs in this process (set by the composition root): its blocks reach this
+   * source before anyone can write against them, so current() is exact and writes need not ask.
+   */
+  authoritative: boolean;
   current(): number;
   info(): EpochInfo;
   /**
@@ -54,6 +59,7 @@ export async function followEpochs(bus: Bus, seed: () => Promise<EpochInfo>): Pr
     /* Medulla not reachable yet: the first advance event fills it in */
   }
   return {
+    authoritative: false,
     current: () => info.epoch,
     info: () => info,
     observe: apply,

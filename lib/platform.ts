@@ -15,6 +15,14 @@ import { followEpochs, type EpochInfo, type EpochSource } from './epoch.ts';
 import { fromHex, randomSecret, toHex } from './crypto.ts';
 import { observePlatform } from './metrics.ts';
 
+/**
+ * The adapters a context takes from the composition root (bin/): each context declares its own
+ * members by augmenting this interface (`declare module '.../lib/platform.ts'`), and assembly fills
+ * them (a local Hippocampus in embedded mode, say); the kernel knows none of them.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface Ports {}
+
 export interface Platform {
   config: Config;
   log: Logger;
@@ -25,8 +33,10 @@ export interface Platform {
   epochs: EpochSource;
   /** Key-encryption key that seals stack master secrets at rest. */
   masterKey: Uint8Array;
-  /** Services started in this process, by name (embedded mode holds them all). */
+  /** Services started in this process, by name (embedded mode holds them all); written and read by the composition root only. */
   local: Map<string, unknown>;
+  /** What assembly handed the contexts (see Ports). */
+  ports: Partial<Ports>;
 }
 
 /** COG_MASTER_KEY (64 hex) or a key file under the data dir, created once with mode 0600. */
@@ -65,7 +75,7 @@ export async function openPlatform(config: Config, opts: { log?: Logger; name?: 
   const cache = await createCache({ redisUrl: config.redisUrl, keyPrefix: config.redisPrefix });
   const objects = await createObjectStore({ s3: config.s3.endpoint ? { ...config.s3, endpoint: config.s3.endpoint } : undefined, dir: path.join(config.dataDir, 'objects') });
   const epochs = await followEpochs(bus, () => medullaInfo(config.urls.medulla, config.internalToken));
-  const p: Platform = { config, log, db, bus, cache, objects, epochs, masterKey, local: new Map() };
+  const p: Platform = { config, log, db, bus, cache, objects, epochs, masterKey, local: new Map(), ports: {} };
   observed.set(p, observePlatform(p));
   return p;
 }

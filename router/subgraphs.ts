@@ -37,5 +37,11 @@ export async function buildSubgraph(cfg: SubgraphConfig): Promise<GraphQLSchema>
   const load = resolverModules[cfg.name];
   if (!load) throw new Error(`no resolvers registered for subgraph ${cfg.name}`);
   const { resolvers } = await load();
-  return buildSubgraphSchema([{ typeDefs: parse(cfg.sdl), resolvers: resolvers as never }]);
+  // Fields whose answer spans contexts come from the flows above them, merged type by type.
+  const { flowResolvers } = await import('../flows/graphql.ts');
+  const merged: Record<string, unknown> = { ...resolvers };
+  for (const [type, fields] of Object.entries(flowResolvers[cfg.name] ?? {})) {
+    merged[type] = { ...((merged[type] as Record<string, unknown> | undefined) ?? {}), ...fields };
+  }
+  return buildSubgraphSchema([{ typeDefs: parse(cfg.sdl), resolvers: merged as never }]);
 }

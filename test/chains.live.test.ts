@@ -9,7 +9,7 @@ import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/
 import { medullaRpc } from '../subgraphs/chains/medulla/client.ts';
 import type { Block } from '../subgraphs/chains/medulla/header.ts';
 import { createThalamus, type ThalamusService } from '../subgraphs/chains/thalamus/service.ts';
-import { platformSources } from '../subgraphs/chains/thalamus/sources.ts';
+import { platformSources } from '../flows/thalamus-sources.ts';
 import { crossRootOf } from '../subgraphs/chains/thalamus/coherence.ts';
 import { Miner } from '../subgraphs/chains/medulla/miner.ts';
 import { genesisBlock } from '../subgraphs/chains/medulla/chain.ts';

@@ -6,7 +6,8 @@ import type { TestPlatform } from './helpers/platform.ts';
 import { mth, sha, thalamusPlatform, waitFor } from './helpers/thalamus.ts';
 import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/service.ts';
 import { createThalamus, type ThalamusService } from '../subgraphs/chains/thalamus/service.ts';
-import { platformSources, type FoldSources } from '../subgraphs/chains/thalamus/sources.ts';
+import { platformSources } from '../flows/thalamus-sources.ts';
+import type { FoldSources } from '../subgraphs/chains/thalamus/sources.ts';
 import { checkProof } from '../subgraphs/residues/proofs.ts';
 
 

@@ -8,7 +8,7 @@ import type { TestPlatform } from './helpers/platform.ts';
 import { mth, sha, thalamusPlatform, waitFor } from './helpers/thalamus.ts';
 import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/service.ts';
 import { createThalamus, type ThalamusService } from '../subgraphs/chains/thalamus/service.ts';
-import { platformSources } from '../subgraphs/chains/thalamus/sources.ts';
+import { platformSources } from '../flows/thalamus-sources.ts';
 import { crossRootOf, tupleMessage } from '../subgraphs/chains/thalamus/coherence.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
 import { submitProof } from '../subgraphs/residues/residues.ts';

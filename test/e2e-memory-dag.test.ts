@@ -6,7 +6,8 @@ import { memoryTestApp, type MemoryTestApp } from './helpers/memory-app.ts';
 import { stackMasterSecret } from '../subgraphs/stacks/stacks.ts';
 import { computeCid } from '../subgraphs/memory/hippocampus/cid.ts';
 import { startDhf } from '../subgraphs/memory/dhf/service.ts';
-import { mergeBranch, openBranches, pinNode } from '../subgraphs/memory/memory.ts';
+import { pinNode } from '../flows/memory.ts';
+import { mergeBranch, openBranches } from '../subgraphs/memory/memory.ts';
 
 let t: MemoryTestApp;
 beforeAll(async () => {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { generateIdentity } from '../lib/crypto.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
-import { decommissionSleeve, spawnSleeve, syncSleeve } from '../subgraphs/sleeves/sleeves.ts';
+import { decommissionSleeve, spawnSleeve, spendFromSleeve, syncSleeve } from '../subgraphs/sleeves/sleeves.ts';
 import { claim, ebcFactor, emitEpoch, issuance, stackBalancesB } from '../subgraphs/economy/treasury.ts';
 import { balanceOf, burn, claimableAccount, poolAccount, sleeveAccount, systemBalance, SYSTEM, toMilli, transfer } from '../subgraphs/economy/ledger.ts';
 import { slashOperator, OPERATOR_BOND, SLASH_AMOUNT, startSlashConsumer } from '../subgraphs/economy/slash.ts';
@@ -122,7 +122,8 @@ describe('treasury emission', () => {
     const stack = await createStack(p, { name: 'raced' });
     const s = await spawnSleeve(p, { stackId: stack.id, embodimentType: 'ai', shape: 'A' });
     await decommissionSleeve(p, s.id, 'test');
-    await expect(p.db.prisma.$transaction((tx) => burn(tx, sleeveAccount(s.id), [{ token: 'compute', milli: 500n }], { reason: 'perceive', epoch: 0, stackId: stack.id })))
+    // Sleeves spend through spendFromSleeve (the ledger knows accounts, not sleeves).
+    await expect(p.db.prisma.$transaction((tx) => spendFromSleeve(tx, { id: s.id, stackId: stack.id }, [{ token: 'compute', milli: 500n }], { reason: 'perceive', epoch: 0 })))
       .rejects.toMatchObject({ status: 409, code: 'SLEEVE_DECOMMISSIONED' });
   });
 

@@ -19,7 +19,7 @@ import { STRANGER_KEY } from './helpers/test-chain.ts';
 import { spawnSleeve, syncSleeve } from '../subgraphs/sleeves/sleeves.ts';
 import { residueCollector } from '../subgraphs/residues/worker/passes.ts';
 import { listResidues } from '../subgraphs/residues/residues.ts';
-import { HIPPOCAMPUS_LOCAL } from '../subgraphs/memory/hippocampus/client.ts';
+import { localHippocampus } from '../subgraphs/memory/hippocampus/client.ts';
 
 // Port shift 35000: the gateway port 7070 + 35000.
 const PORT = 42070;
@@ -37,7 +37,7 @@ const prevBlockTime = process.env.COG_CORTEX_BLOCK_TIME;
 beforeAll(async () => {
   process.env.COG_CORTEX_BLOCK_TIME = '1';
   p = await testPlatform({ CORTEX_PORT: '0', COG_BASE_URL: `${BASE}/` });
-  p.local.set(HIPPOCAMPUS_LOCAL, true);
+  p.ports.hippocampus = localHippocampus(p);
   cortex = await startCortexWith(p, { submitter: { pollMs: 50 } });
   app = createHttp({ name: 'gateway-test', log: p.log });
   await app.register(stacksRest, { platform: p });

@@ -9,7 +9,7 @@ import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import type { RunningService } from '../lib/service.ts';
 import { toHex } from '../lib/crypto.ts';
 import { startGateway } from '../router/service.ts';
-import { HIPPOCAMPUS_LOCAL } from '../subgraphs/memory/hippocampus/client.ts';
+import { localHippocampus } from '../subgraphs/memory/hippocampus/client.ts';
 import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/service.ts';
 import { needlecastStarter } from '../subgraphs/sleeves/needlecast/service.ts';
 import { balanceOf, burn, sleeveAccount } from '../subgraphs/economy/ledger.ts';
@@ -23,7 +23,7 @@ let router: RunningService;
 
 beforeAll(async () => {
   p = await testPlatform({ GATEWAY_PORT: '0', NEEDLECAST_PORT: '0' });
-  p.local.set(HIPPOCAMPUS_LOCAL, true);
+  p.ports.hippocampus = localHippocampus(p);
   medulla = await createMedulla(p, { port: 0, autoMine: false, intervalMs: 1, genesisDifficulty: 1, node: 'gql-e2e' });
   p.config.urls.medulla = medulla.url;
   router = await needlecastStarter()(p);

@@ -14,7 +14,7 @@ import { Problem } from '../lib/errors.ts';
 import type { RunningService } from '../lib/service.ts';
 import { startHippocampus } from '../subgraphs/memory/hippocampus/service.ts';
 import { computeCid } from '../subgraphs/memory/hippocampus/cid.ts';
-import { HIPPOCAMPUS_LOCAL, hippocampusClient, httpHippocampus } from '../subgraphs/memory/hippocampus/client.ts';
+import { hippocampusClient, httpHippocampus } from '../subgraphs/memory/hippocampus/client.ts';
 import { memoryTestApp } from './helpers/memory-app.ts';
 import { topology } from '../bin/up.ts';
 import { freePort } from '../bench/load.ts';
@@ -169,7 +169,7 @@ it('REST perceive and recall answer a 503 problem+json quickly when no Hippocamp
     const sleeve = (await t.app.inject({ method: 'POST', url: '/v1/sleeves', payload: { stackId: stack.id, embodimentType: 'ai' } })).json();
     expect((await t.app.inject({ method: 'POST', url: `/v1/sleeves/${sleeve.id}/perceive`, payload: { input: 'one' } })).statusCode).toBe(200);
     // As a process without the Hippocampus in it whose nodes are both gone.
-    t.p.local.delete(HIPPOCAMPUS_LOCAL);
+    delete t.p.ports.hippocampus;
     t.p.config.urls.hippocampus = `http://127.0.0.1:${await freePort()}`;
     t.p.config.hippocampusFallbacks = [`http://127.0.0.1:${await freePort()}`];
     for (const req of [

@@ -12,7 +12,7 @@ import { expireResidues, getResidue, listResidues, submitProof } from '../subgra
 import { coherenceTupleMessage } from '../subgraphs/residues/proofs.ts';
 import { residueCollector } from '../subgraphs/residues/worker/passes.ts';
 import { balanceOf, poolAccount } from '../subgraphs/economy/ledger.ts';
-import { HIPPOCAMPUS_LOCAL } from '../subgraphs/memory/hippocampus/client.ts';
+import { localHippocampus } from '../subgraphs/memory/hippocampus/client.ts';
 import { computeCid, payloadKey, parseCid } from '../subgraphs/memory/hippocampus/cid.ts';
 import { putNode } from '../subgraphs/memory/hippocampus/store.ts';
 import residuesRest from '../compat-rest/residues.ts';
@@ -21,7 +21,7 @@ let p: TestPlatform;
 let app: FastifyInstance;
 beforeAll(async () => {
   p = await testPlatform();
-  p.local.set(HIPPOCAMPUS_LOCAL, true);
+  p.ports.hippocampus = localHippocampus(p);
   app = createHttp({ name: 'gateway-test', log: p.log });
   await app.register(residuesRest, { platform: p });
   await app.ready();

@@ -43,6 +43,7 @@ beforeAll(async () => {
   const { startHippocampus } = await import('../subgraphs/memory/hippocampus/service.ts');
   const hippocampus = await startHippocampus(p);
   p.config.urls.hippocampus = hippocampus.url!;
+  p.ports.hippocampus = (await import('../subgraphs/memory/hippocampus/client.ts')).localHippocampus(p);
   const base = await secureGateway({}, { platform: p });
   g = { ...base, close: async () => { await base.close(); await needlecast.close(); await hippocampus.close(); await p.cleanup(); } };
 });

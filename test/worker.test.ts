@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { createStack, getStackRow } from '../subgraphs/stacks/stacks.ts';
 import { addDrift, getSleeveRow, spawnSleeve } from '../subgraphs/sleeves/sleeves.ts';
-import { perceive } from '../subgraphs/memory/memory.ts';
-import { HIPPOCAMPUS_LOCAL } from '../subgraphs/memory/hippocampus/client.ts';
+import { perceive } from '../flows/memory.ts';
+import { localHippocampus } from '../subgraphs/memory/hippocampus/client.ts';
 import { createRunner } from '../subgraphs/residues/worker/runner.ts';
 import { workerStarter } from '../subgraphs/residues/worker/service.ts';
 import { PASSES, driftChecker, epochAnchor, memoryReconciler, sleeveWatchdog } from '../subgraphs/residues/worker/passes.ts';
@@ -15,7 +15,7 @@ import { issuance } from '../subgraphs/economy/treasury.ts';
 let p: TestPlatform;
 beforeAll(async () => {
   p = await testPlatform();
-  p.local.set(HIPPOCAMPUS_LOCAL, true);
+  p.ports.hippocampus = localHippocampus(p);
 });
 afterAll(async () => p.cleanup());
 

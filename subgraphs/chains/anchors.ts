@@ -1,8 +1,7 @@
 // A stack's epoch anchors: the coherence tuples of the epochs its memory was written in (each one
-// commits those writes through ipfsRoot), newest first. Read by the stack reads (REST and GraphQL).
-// The write epochs come from the memory context, the anchors from this one.
+// commits those writes through ipfsRoot), newest first. Read by the stack reads (REST and GraphQL),
+// which take the write epochs from the memory context (flows/stack-reads.ts).
 import type { Db, Tx } from '../../lib/db/index.ts';
-import { writeEpochsOf } from '../memory/index.ts';
 
 /** At most this many anchors per stack read (the newest). */
 export const STACK_ANCHORS = 32;
@@ -18,13 +17,12 @@ export interface StackAnchor {
   chainStatus: string;
 }
 
-/**
- * The anchors of several stacks in two queries: the memory context's newest write epochs per stack
- * (a little more than a read lists: the current epoch, and one within the fold grace, have no
- * anchor yet), then this context's EpochAnchors for them.
- */
-export async function anchorsOfStacks(db: Db | Tx, stackIds: readonly string[]): Promise<Map<string, StackAnchor[]>> {
-  const epochs = await writeEpochsOf(db, stackIds, STACK_ANCHORS + 2);
+/** Write epochs to ask for per stack: a little more than a read lists (the current epoch, and one within the fold grace, have no anchor yet). */
+export const ANCHOR_EPOCHS_WANTED = STACK_ANCHORS + 2;
+
+/** The anchors of several stacks, given each stack's newest write epochs (newest first): one query. */
+export async function anchorsOfEpochs(db: Db | Tx, epochs: ReadonlyMap<string, number[]>): Promise<Map<string, StackAnchor[]>> {
+  const stackIds = [...epochs.keys()];
   const wanted = [...new Set([...epochs.values()].flat())];
   const rows = wanted.length
     ? await db.epochAnchor.findMany({

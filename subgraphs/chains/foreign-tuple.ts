@@ -5,7 +5,7 @@
 // Cortex EpochAnchor carries the fold. Whichever side sees it second (the fold finding the block, or
 // the block finding the fold) opens one historical-non-canonical residue for the epoch.
 import type { Tx } from '../../lib/db/index.ts';
-import { openResidue } from '../residues/index.ts';
+import { openResidue } from './residue-port.ts';
 
 export interface ForeignTuple {
   epoch: number;

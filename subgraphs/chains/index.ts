@@ -1,14 +1,16 @@
 // The chains context's door: Medulla (the proof-of-work chain and its epochs), Cortex (the EVM, its
 // contracts and the transaction outbox) and the Thalamus (the coherence root). Everything outside
 // subgraphs/chains/ imports the context from here and nowhere else.
-export { enqueueChainTx, type ChainTxKind } from './outbox.ts';
-export { anchorsOfStacks, STACK_ANCHORS, type StackAnchor } from './anchors.ts';
+export { enqueueChainTx, enqueueCoalescedChainTx, type ChainTxKind } from './outbox.ts';
+export { anchorsOfEpochs, ANCHOR_EPOCHS_WANTED, STACK_ANCHORS, type StackAnchor } from './anchors.ts';
 export { currentEpochInfo, mineBlockNow, blockAtHeight } from './epochs.ts';
 export { crossRootOf, evmRootOf, ipfsRootOf, tupleMessage, computeRoots, type CoherenceTuple } from './thalamus/coherence.ts';
 export { cortexTxSource } from './cortex/tx-source.ts';
 // ERC-8004: the residue proof commitments on ResidueRegistry / ValidationRegistry, and the deployed suite.
 export { proofHashOf, validationRequestHash, RESIDUE_PROOF_TAG } from './cortex/calls.ts';
 export { CORTEX_CHAIN_ID, deploymentsFile, readDeployment, type Deployment } from './cortex/deploy.ts';
+export { wireResidueOpener, type ChainResidue, type ResidueOpener } from './residue-port.ts';
+export type { FoldSources, EvmTxSource, DagWriteSource, SleeveSource } from './thalamus/sources.ts';
 
 export const loadResolvers = async () => (await import('./resolvers.ts')).resolvers;
 export const services = {

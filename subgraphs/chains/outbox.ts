@@ -27,3 +27,16 @@ export async function enqueueChainTx(
   await tx.chainOutbox.create({ data: { kind: intent.kind, ref: intent.ref, payload: intent.payload as never, epoch: intent.epoch } });
   await markPending(tx, intent.kind, intent.payload);
 }
+
+/**
+ * An intent that supersedes the last one of its kind for `ref` (a stack's head and epoch on the
+ * identity NFT): while one is still waiting in the outbox it is rewritten in place, so a burst of
+ * changes costs one Cortex transaction, not one each.
+ */
+export async function enqueueCoalescedChainTx(
+  tx: Tx,
+  intent: { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number },
+): Promise<void> {
+  const waiting = await tx.chainOutbox.updateMany({ where: { kind: intent.kind, ref: intent.ref, status: 'pending' }, data: { payload: intent.payload as never } });
+  if (waiting.count === 0) await enqueueChainTx(tx, intent);
+}

@@ -5,7 +5,7 @@
 // concurrent spends can never take a balance below zero.
 import { randomUUID } from 'node:crypto';
 import type { Db, Tx } from '../../lib/db/index.ts';
-import { conflict, insufficientTokens } from '../../lib/errors.ts';
+import { insufficientTokens } from '../../lib/errors.ts';
 import { enqueueChainTx } from '../chains/index.ts';
 
 export const TOKENS = ['compute', 'memory', 'sync', 'routing', 'residue'] as const;
@@ -59,12 +59,6 @@ export async function post(tx: Tx, p: Posting): Promise<string> {
       const need = -l.milli;
       const updated = await tx.$executeRaw`UPDATE "Balance" SET milli = milli - ${need} WHERE account = ${l.account} AND token = ${l.token} AND milli >= ${need}`;
       if (updated === 0) {
-        // A sleeve decommissioned since the caller read it (its tokens went to the stack pool) is a
-        // 409 for what it is, not "not enough tokens".
-        if (l.account.startsWith('sleeve:')) {
-          const [sl] = await tx.$queryRaw<{ alive: boolean }[]>`SELECT alive FROM "Sleeve" WHERE id = ${l.account.slice(7)}`;
-          if (sl && !sl.alive) throw conflict(`sleeve ${l.account.slice(7)} is decommissioned`, 'SLEEVE_DECOMMISSIONED');
-        }
         const row = await tx.balance.findUnique({ where: { account_token: { account: l.account, token: l.token } } });
         throw insufficientTokens(l.token, fromMilli(need), fromMilli(row?.milli ?? 0n));
       }
@@ -104,15 +98,11 @@ export async function mint(tx: Tx, to: string, moves: Move[], meta: { reason: st
 }
 
 /**
- * Tokens consumed by an operation: burned, mirrored as a BandwidthToken burn. Spending is what a
- * stack does, so it marks the stack active for EBC decay (lastActiveEpoch; a quiescent stack is one
- * that spends nothing). `activity: false` when the caller marks it itself (a memory write moves
- * the head, which sets it). The stack row is touched first, as every stack write locks it first.
+ * Tokens consumed by an operation: burned, mirrored as a BandwidthToken burn. (A sleeve spends
+ * through sleeves' spendFromSleeve, which also marks its stack active and tells a decommissioned
+ * sleeve from a short one.)
  */
-export async function burn(tx: Tx, from: string, moves: Move[], meta: { reason: string; ref?: string; epoch: number; stackId: string; activity?: boolean }) {
-  if (meta.activity !== false) {
-    await tx.$executeRaw`UPDATE "Stack" SET "lastActiveEpoch" = ${meta.epoch} WHERE id = ${meta.stackId} AND "lastActiveEpoch" < ${meta.epoch}`;
-  }
+export async function burn(tx: Tx, from: string, moves: Move[], meta: { reason: string; ref?: string; epoch: number; stackId: string }) {
   const txId = await transfer(tx, from, SYSTEM.burn, moves, meta);
   const amounts = moves.filter((m) => m.milli > 0n).map((m) => ({ token: m.token, milli: m.milli.toString() }));
   if (amounts.length) await enqueueChainTx(tx, { kind: 'burn', ref: `ledger:${txId}`, payload: { stackId: meta.stackId, amounts }, epoch: meta.epoch });

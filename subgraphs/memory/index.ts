@@ -2,11 +2,12 @@
 // nodes), perceive / remember / recall, shadow branches and the DHF compositor. Everything outside
 // subgraphs/memory/ imports the context from here and nowhere else.
 export {
-  perceive, remember, recall, pinNode, reconstruct, openBranches, mergeBranch, checkDepth, fidelityOf,
-  PIN_COST_MILLI, PERCEIVE_COST_MILLI, MAX_TEXT_BYTES,
-  type RecallResult, type PerceiveResult, type WriteResult, type ReconstructResult, type Fragment, type BranchRow,
+  reconstruct, openBranches, mergeBranch, checkDepth, checkText, fidelityOf, writeEpoch, sealNode, recordShadowBranch,
+  PIN_COST_MILLI, PERCEIVE_COST_MILLI, RECALL_LEVEL_COST_MILLI, PERCEIVE_DRIFT_MILLI, RECALL_DRIFT_MILLI, MAX_TEXT_BYTES,
+  type ReconstructResult, type Fragment, type BranchRow, type SealedNode,
 } from './memory.ts';
-export { hippocampusClient, httpHippocampus, localHippocampus, HIPPOCAMPUS_LOCAL, type HippocampusClient, type NodeMeta } from './hippocampus/client.ts';
+export { dhfReconstruct } from './dhf/reconstruct.ts';
+export { hippocampusClient, httpHippocampus, localHippocampus, type HippocampusClient, type NodeMeta } from './hippocampus/client.ts';
 export { writeEpochsOf, pruneForgotten, isReadable, GATING_WINDOW, MAX_WALK_DEPTH, type DagNode, type WalkResult } from './hippocampus/store.ts';
 export { computeCid, parseCid, payloadKey, CID_RE } from './hippocampus/cid.ts';
 export { checkPinnedShards } from './shards.ts';

@@ -1,8 +1,7 @@
-// Memory subgraph resolvers: DAG node metadata (contents stay sealed), Stack.memory, and the
-// perceive / remember / recall / reconstruct calls of the memory domain (the /v1 routes' calls).
+// Memory subgraph resolvers: DAG node metadata (contents stay sealed), Stack.memory and the DHF
+// reconstruct. The perceive / remember / recall mutations span contexts: flows/graphql.ts.
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
-import { perceive, recall, remember } from './memory.ts';
 import { dhfReconstruct } from './dhf/reconstruct.ts';
 import { hippocampusClient } from './hippocampus/client.ts';
 import { GATING_WINDOW } from './hippocampus/store.ts';
@@ -38,27 +37,8 @@ const loadNode = guarded(async (o: { cid: string }, _: unknown, ctx: GqlContext)
   return r && gqlNode(r);
 });
 const fragment = (f: { cid: string; text: string; epoch: number }) => ({ cid: f.cid, text: f.text, epoch: f.epoch });
-const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
 
 export const resolvers = {
-  Mutation: {
-    perceive: guarded(async (_: unknown, a: { sleeveId: string; stackId?: string; text: string }, ctx: GqlContext) => {
-      const r = await perceive(ctx.platform, { sleeveId: a.sleeveId, stackId: opt(a.stackId), text: a.text });
-      return { ...r, sleeve: ref('Sleeve', 'id', r.sleeveId) };
-    }),
-    remember: guarded(async (_: unknown, a: { stackId?: string; sleeveId?: string; text: string; pin?: boolean }, ctx: GqlContext) => {
-      const r = await remember(ctx.platform, { stackId: opt(a.stackId), sleeveId: opt(a.sleeveId), text: a.text, pin: opt(a.pin) });
-      return { cid: r.cid, epoch: r.epoch, sleeveId: r.sleeveId };
-    }),
-    recall: guarded(async (_: unknown, a: { stackId: string; depth: number; sleeveId?: string; memoryToken?: number }, ctx: GqlContext) => {
-      const r = await recall(ctx.platform, { stackId: a.stackId, depth: a.depth, sleeveId: opt(a.sleeveId), memoryToken: opt(a.memoryToken) });
-      return {
-        fragments: r.fragments.map((f) => fragment({ cid: f.node.cid, text: f.text, epoch: f.node.epoch })),
-        broken: r.broken, brokenCount: r.broken.length, fidelity: r.fidelity, cost: r.cost,
-        effectiveDepth: r.effectiveDepth, sleeveId: r.sleeveId, residue: ref('Residue', 'id', r.residueId),
-      };
-    }),
-  },
   Query: {
     memoryNode: guarded(async (_: unknown, a: { cid: string }, ctx: GqlContext) => {
       const r = await nodeLoader(ctx).load(a.cid);

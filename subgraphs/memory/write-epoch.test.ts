@@ -5,7 +5,7 @@ import { memoryTestApp, type MemoryTestApp } from '../../test/helpers/memory-app
 import { followEpochs, type EpochInfo } from '../../lib/epoch.ts';
 import { createStack } from '../stacks/stacks.ts';
 import { spawnSleeve } from '../sleeves/sleeves.ts';
-import { perceive } from './memory.ts';
+import { perceive } from '../../flows/memory.ts';
 
 let t: MemoryTestApp;
 let medulla: () => Promise<EpochInfo>;
@@ -23,7 +23,7 @@ afterAll(async () => {
 
 describe('the epoch a write is stamped with', () => {
   it('is Medulla\'s current epoch, and the follower\'s when Medulla is slow', async () => {
-    expect(t.p.local.has('medulla')).toBe(false);
+    expect(t.p.epochs.authoritative).toBe(false);
     const stack = await createStack(t.p, { name: 'w' });
     const sleeve = await spawnSleeve(t.p, { stackId: stack.id, kind: 'ai', shape: 'B' });
     expect((await perceive(t.p, { sleeveId: sleeve.id, text: 'at three' })).epoch).toBe(3);

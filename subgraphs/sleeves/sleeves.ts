@@ -7,8 +7,8 @@ import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
 import { enqueueChainTx } from '../chains/index.ts';
-import { balanceOf, balancesOf, burn, fromMilli, mint, poolAccount, sleeveAccount, sweep, toMilli, zeroAmounts, TOKENS, type Token, type TokenAmounts } from '../economy/index.ts';
-import { getStackRow } from '../stacks/index.ts';
+import { balanceOf, balancesOf, burn, mint, poolAccount, sleeveAccount, sweep, toMilli, zeroAmounts, TOKENS, type Move, type Token, type TokenAmounts } from '../economy/index.ts';
+import { getStackRow, markStackActive } from '../stacks/index.ts';
 import { sleeveView, type SleeveRow, type SleeveView } from './view.ts';
 
 export { sleeveView, type SleeveRow, type SleeveView };
@@ -119,14 +119,12 @@ export function listAliveSleeves(db: Db | Tx, stackId?: string): Promise<SleeveR
 export async function aliveSleeveTotals(db: Db | Tx, stackIds: readonly string[]): Promise<Map<string, TokenAmounts>> {
   const out = new Map<string, TokenAmounts>(stackIds.map((id) => [id, zeroAmounts()]));
   if (!stackIds.length) return out;
-  const rows = await db.$queryRaw<Array<{ stackId: string; token: string; milli: bigint }>>`
-    SELECT s."stackId", b.token, SUM(b.milli)::bigint AS milli
-    FROM "Sleeve" s JOIN "Balance" b ON b.account = ${sleeveAccount('')}::text || s.id
-    WHERE s.alive AND s."stackId" = ANY(${[...stackIds]})
-    GROUP BY s."stackId", b.token`;
-  for (const r of rows) {
-    const a = out.get(r.stackId);
-    if (a && (TOKENS as readonly string[]).includes(r.token)) a[r.token as Token] = fromMilli(r.milli);
+  const alive = await db.sleeve.findMany({ where: { alive: true, stackId: { in: [...stackIds] } }, select: { id: true, stackId: true } });
+  const balances = await balancesOf(db, alive.map((s) => sleeveAccount(s.id)));
+  for (const s of alive) {
+    const total = out.get(s.stackId)!;
+    const b = balances.get(sleeveAccount(s.id))!;
+    for (const k of TOKENS) total[k] = (Math.round(total[k] * 1000) + Math.round(b[k] * 1000)) / 1000;
   }
   return out;
 }
@@ -190,7 +188,7 @@ export async function syncSleeve(p: Platform, sleeveId: string): Promise<{ ok: t
   const epoch = p.epochs.current();
   await p.db.prisma.$transaction(async (tx) => {
     const row = await requireActiveSleeve(tx, sleeveId);
-    await burn(tx, sleeveAccount(sleeveId), [{ token: 'sync', milli: 1000n }], { reason: 'sync', ref: sleeveId, epoch, stackId: row.stackId });
+    await spendFromSleeve(tx, row, [{ token: 'sync', milli: 1000n }], { reason: 'sync', ref: sleeveId, epoch });
     const stack = await getStackRow(tx, row.stackId);
     const updated = await tx.sleeve.update({ where: { id: sleeveId }, data: { driftMilli: 0, flagged: false, syncEpoch: epoch, lastSync: new Date(), seenHead: stack.episodicHead } });
     await changed(tx, updated, 'sync');
@@ -240,4 +238,58 @@ export async function richestMemorySleeve(tx: Db | Tx, stackId: string): Promise
 export async function flagSleeve(tx: Tx, id: string): Promise<boolean> {
   const done = await tx.sleeve.updateMany({ where: { id, alive: true, flagged: false }, data: { flagged: true } });
   return done.count === 1;
+}
+
+/**
+ * Tokens a sleeve spends on an operation: burned from its account. Spending is what a stack does,
+ * so it marks the stack active for EBC decay (a quiescent stack spends nothing); `activity: false`
+ * when the caller marks it itself (a memory write moves the head, which does). A sleeve
+ * decommissioned since the caller read it (its tokens went to the stack pool) is a 409 for what it
+ * is, not a 402 "not enough tokens".
+ */
+export async function spendFromSleeve(
+  tx: Tx, sleeve: Pick<SleeveRow, 'id' | 'stackId'>, costs: Move[], meta: { reason: string; ref?: string; epoch: number; activity?: boolean },
+): Promise<string> {
+  if (meta.activity !== false) await markStackActive(tx, sleeve.stackId, meta.epoch);
+  try {
+    return await burn(tx, sleeveAccount(sleeve.id), costs, { reason: meta.reason, ref: meta.ref, epoch: meta.epoch, stackId: sleeve.stackId });
+  } catch (e) {
+    if (e instanceof Problem && e.status === 402) {
+      const row = await tx.sleeve.findUnique({ where: { id: sleeve.id }, select: { alive: true } });
+      if (row && !row.alive) throw conflict(`sleeve ${sleeve.id} is decommissioned`, 'SLEEVE_DECOMMISSIONED');
+    }
+    throw e;
+  }
+}
+
+/** The sleeve's key lease is active (on `stackId` when given): what lets it derive its stack's epoch keys; 409 otherwise. */
+export async function requireKeyLease(tx: Db | Tx, sleeveId: string, stackId?: string): Promise<void> {
+  const lease = await tx.keyLease.findUnique({ where: { sleeveId } });
+  if (!lease?.active || (stackId !== undefined && lease.stackId !== stackId)) {
+    throw conflict(`sleeve ${sleeveId} holds no active key lease${stackId !== undefined ? ` on ${stackId}` : ''}`, 'NO_KEY_LEASE');
+  }
+}
+
+/** Each stack's sleeves (alive or not), in spawn order. */
+export async function sleevesOfStacks(db: Db | Tx, stackIds: readonly string[]): Promise<Map<string, SleeveRow[]>> {
+  const out = new Map<string, SleeveRow[]>(stackIds.map((id) => [id, []]));
+  if (!stackIds.length) return out;
+  for (const s of await db.sleeve.findMany({ where: { stackId: { in: [...stackIds] } }, orderBy: { seq: 'asc' } })) out.get(s.stackId)?.push(s);
+  return out;
+}
+
+/**
+ * A memory write by the sleeve committed: drift +`driftMilli`, the sleeve has seen the new head.
+ * Conditional: a decommission or freeze that committed since the caller read the sleeve refuses it.
+ */
+export async function recordSleeveWrite(tx: Tx, sleeveId: string, head: string, driftMilli: number): Promise<void> {
+  const moved = await tx.$executeRaw`UPDATE "Sleeve" SET "driftMilli" = "driftMilli" + ${Math.round(driftMilli)}, "seenHead" = ${head}
+    WHERE id = ${sleeveId} AND alive = true AND frozen = false`;
+  if (moved === 0) throw conflict(`sleeve ${sleeveId} was decommissioned or frozen meanwhile`, 'SLEEVE_NOT_ACTIVE');
+}
+
+/** A read by the sleeve: drift +`driftMilli`, and it has seen `head` (when there is one). */
+export async function recordSleeveRead(tx: Tx, sleeveId: string, head: string | null, driftMilli: number): Promise<void> {
+  await addDrift(tx, sleeveId, driftMilli);
+  if (head) await tx.sleeve.update({ where: { id: sleeveId }, data: { seenHead: head } });
 }

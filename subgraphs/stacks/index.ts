@@ -2,9 +2,8 @@
 // episodic head and its reads. Everything outside subgraphs/stacks/ imports the context from here
 // and nowhere else.
 export {
-  createStack, getStackRow, lockStack, stackView, listStacks, stackMasterSecret, setEpisodicHead,
-  STACK_KINDS, CPV_KEYS, type StackKind, type Cpv, type CreateStackInput, type StackView, type StackRow,
+  createStack, getStackRow, lockStack, lockStackForWrite, markStackActive, stackCore, listStackRows, stackMasterSecret, setEpisodicHead,
+  STACK_KINDS, CPV_KEYS, type StackKind, type Cpv, type CreateStackInput, type StackCore, type CreatedStack, type StackRow,
 } from './stacks.ts';
-export { registrationFile, registrationUrl, didKey, REGISTRATION_TYPE, SUPPORTED_TRUST, type RegistrationFile } from './registration.ts';
 
 export const loadResolvers = async () => (await import('./resolvers.ts')).resolvers;

@@ -4,7 +4,6 @@ import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
 import { createStack, getStackRow, type CreateStackInput, type StackRow } from './stacks.ts';
 import { pageStacks, type StackPageInput } from './list.ts';
-import { anchorsOfStacks, type StackAnchor } from '../chains/index.ts';
 
 function stackLoader(ctx: GqlContext) {
   return loader<string, StackRow | null>(ctx, 'stack', async (ids) =>
@@ -64,11 +63,5 @@ export const resolvers = {
       return r && gqlStack(r);
     }),
     head: (s: { episodicHead: string | null }) => (s.episodicHead ? { __typename: 'MemoryNode', cid: s.episodicHead } : null),
-    // The same anchors as the REST read, batched over the stacks of a request.
-    anchors: guarded(async (s: { id: string }, _: unknown, ctx: GqlContext) =>
-      loader<string, StackAnchor[]>(ctx, 'stack-anchors', async (ids) => {
-        const m = await anchorsOfStacks(ctx.platform.db.prisma, ids);
-        return ids.map((id) => m.get(id) ?? []);
-      }).load(s.id)),
   },
 };

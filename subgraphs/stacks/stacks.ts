@@ -11,10 +11,9 @@ import { badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { generateIdentity, randomSecret, unwrapSecret, wrapSecret } from '../../lib/crypto.ts';
 import { stackAddress } from '../../lib/address.ts';
 import { recordEvent } from '../../lib/events.ts';
-import { enqueueChainTx, anchorsOfStacks, type StackAnchor } from '../chains/index.ts';
-import { balancesOf, sleeveAccount, zeroAmounts, TOKENS, type TokenAmounts } from '../economy/index.ts';
-import { sleeveView, type SleeveView } from '../sleeves/index.ts';
-import type { Stack as StackRow, Sleeve as SleeveRow } from '../../generated/prisma/client.ts';
+import { enqueueChainTx, enqueueCoalescedChainTx, type StackAnchor } from '../chains/index.ts';
+import type { TokenAmounts } from '../economy/index.ts';
+import type { Stack as StackRow } from '../../generated/prisma/client.ts';
 
 export type { StackRow };
 
@@ -30,7 +29,8 @@ export interface CreateStackInput {
   cpv?: unknown;
 }
 
-export interface StackView {
+/** A stack's own fields in the union read of both shapes (the read of one stack adds sleeves, anchors, balances above the contexts). */
+export interface StackCore {
   id: string;
   tokenId: number;
   name: string;
@@ -44,7 +44,11 @@ export interface StackView {
   episodicHead: string | null;
   lastActiveEpoch: number;
   chainStatus: string;
-  sleeves: SleeveView[];
+}
+
+/** The creation response: a new stack has no sleeves, no anchors and no balances; Shape A adds identityPriv once. */
+export interface CreatedStack extends StackCore {
+  sleeves: [];
   anchors: StackAnchor[];
   balances: TokenAmounts;
   identityPriv?: string;
@@ -113,7 +117,7 @@ export function registrationUrl(base: string, stackId: string): string {
 }
 
 /** Creates a stack in either shape; the creation response alone carries identityPriv (Shape A). */
-export async function createStack(p: Platform, input: CreateStackInput): Promise<StackView> {
+export async function createStack(p: Platform, input: CreateStackInput): Promise<CreatedStack> {
   if (input === null || typeof input !== 'object') throw badRequest('body must be an object');
   const shapeB = input.pubkey !== undefined;
   const kind = parseKind(input.kind);
@@ -161,8 +165,8 @@ export async function createStack(p: Platform, input: CreateStackInput): Promise
     if (isUniqueViolation(e)) throw conflict('a stack with this pubkey already exists', 'STACK_EXISTS');
     throw e;
   }
-  // A new stack has no sleeves and has written no memory, so no anchors.
-  const view = await stackView(p, row, { sleeves: [], anchors: [] });
+  // A new stack has no sleeves and has written no memory, so no anchors and no balances.
+  const view: CreatedStack = { ...stackCore(row), sleeves: [], anchors: [], balances: { compute: 0, memory: 0, sync: 0, routing: 0, residue: 0 } };
   if (identityPriv) view.identityPriv = identityPriv;
   return view;
 }
@@ -180,51 +184,17 @@ export async function lockStack(tx: Tx, id: string): Promise<StackRow> {
   return getStackRow(tx, id);
 }
 
-/** Sum of the alive sleeves' balances per stack. */
-async function aliveTotals(db: Db | Tx, sleeves: SleeveRow[]): Promise<{ totals: Map<string, TokenAmounts>; bySleeve: Map<string, TokenAmounts> }> {
-  const alive = sleeves.filter((s) => s.alive);
-  const bySleeveAcct = await balancesOf(db, alive.map((s) => sleeveAccount(s.id)));
-  const totals = new Map<string, TokenAmounts>();
-  const bySleeve = new Map<string, TokenAmounts>();
-  for (const s of alive) {
-    const b = bySleeveAcct.get(sleeveAccount(s.id))!;
-    bySleeve.set(s.id, b);
-    const t = totals.get(s.stackId) ?? zeroAmounts();
-    for (const k of TOKENS) t[k] = (Math.round(t[k] * 1000) + Math.round(b[k] * 1000)) / 1000;
-    totals.set(s.stackId, t);
-  }
-  return { totals, bySleeve };
-}
-
-function viewOf(r: StackRow, sleeves: SleeveRow[], totals: Map<string, TokenAmounts>, bySleeve: Map<string, TokenAmounts>, anchors: StackAnchor[]): StackView {
+export function stackCore(r: StackRow): StackCore {
   return {
     id: r.id, tokenId: r.tokenId, name: r.name, kind: r.kind, pubKey: r.pubKey, pubkey: r.pubKey, epoch: r.epoch, cpv: cpvOf(r),
     binding: { floor: r.bindingFloor, decayRate: r.bindingDecay }, createdAt: r.createdAt.toISOString(), episodicHead: r.episodicHead,
     lastActiveEpoch: r.lastActiveEpoch, chainStatus: r.chainStatus,
-    sleeves: sleeves.map((s) => sleeveView(s, bySleeve.get(s.id) ?? zeroAmounts())),
-    anchors,
-    balances: totals.get(r.id) ?? zeroAmounts(),
   };
 }
 
-/** The union read of one stack (both shapes): sleeves (alive or not), anchors, balances. */
-export async function stackView(p: Platform, row: StackRow, opts: { sleeves?: SleeveRow[]; anchors?: StackAnchor[]; db?: Db | Tx } = {}): Promise<StackView> {
-  const db = opts.db ?? p.db.prisma;
-  const sleeves = opts.sleeves ?? (await db.sleeve.findMany({ where: { stackId: row.id }, orderBy: { seq: 'asc' } }));
-  const { totals, bySleeve } = await aliveTotals(db, sleeves);
-  const anchors = opts.anchors ?? (await anchorsOfStacks(db, [row.id])).get(row.id)!;
-  return viewOf(row, sleeves, totals, bySleeve, anchors);
-}
-
-/** Every stack, oldest first, each with its sleeves and anchors; five queries whatever the count. */
-export async function listStacks(p: Platform): Promise<StackView[]> {
-  const rows = await p.db.prisma.stack.findMany({ orderBy: { tokenId: 'asc' } });
-  const sleeves = await p.db.prisma.sleeve.findMany({ where: { stackId: { in: rows.map((r) => r.id) } }, orderBy: { seq: 'asc' } });
-  const { totals, bySleeve } = await aliveTotals(p.db.prisma, sleeves);
-  const byStack = new Map<string, SleeveRow[]>();
-  for (const s of sleeves) byStack.set(s.stackId, [...(byStack.get(s.stackId) ?? []), s]);
-  const anchors = await anchorsOfStacks(p.db.prisma, rows.map((r) => r.id));
-  return rows.map((r) => viewOf(r, byStack.get(r.id) ?? [], totals, bySleeve, anchors.get(r.id) ?? []));
+/** Every stack row, oldest first. */
+export function listStackRows(db: Db | Tx): Promise<StackRow[]> {
+  return db.stack.findMany({ orderBy: { tokenId: 'asc' } });
 }
 
 /** Unwraps the stack's master secret. Internal only: never log, return or publish it. */
@@ -243,10 +213,21 @@ export async function setEpisodicHead(tx: Tx, stackId: string, cid: string, meta
     },
     select: { tokenId: true, epoch: true },
   });
-  // Mirror the head and epoch on the identity NFT. Coalesced: while an update for this stack is
-  // still waiting in the outbox it is rewritten in place, so a burst of perceives costs one
+  // Mirror the head and epoch on the identity NFT, coalesced: a burst of perceives costs one
   // Cortex transaction, not one each.
   const payload = { stackId, tokenId: row.tokenId, epoch: row.epoch, episodicHead: cid };
-  const waiting = await tx.chainOutbox.updateMany({ where: { kind: 'updateStack', ref: stackId, status: 'pending' }, data: { payload } });
-  if (waiting.count === 0) await enqueueChainTx(tx, { kind: 'updateStack', ref: stackId, payload, epoch: meta.epoch });
+  await enqueueCoalescedChainTx(tx, { kind: 'updateStack', ref: stackId, payload, epoch: meta.epoch });
+}
+
+/** Spending marks a stack active in the epoch (EBC decay counts the quiet epochs since). */
+export async function markStackActive(tx: Tx, stackId: string, epoch: number): Promise<void> {
+  await tx.$executeRaw`UPDATE "Stack" SET "lastActiveEpoch" = ${epoch} WHERE id = ${stackId} AND "lastActiveEpoch" < ${epoch}`;
+}
+
+/** What a memory write needs of its stack, locked FOR UPDATE until the transaction ends (404 when missing). */
+export async function lockStackForWrite(tx: Tx, stackId: string) {
+  const rows = await tx.$queryRaw<Array<Pick<StackRow, 'id' | 'episodicHead' | 'headSleeveId' | 'headEpoch' | 'masterSecret'>>>`
+    SELECT id, "episodicHead", "headSleeveId", "headEpoch", "masterSecret" FROM "Stack" WHERE id = ${stackId} FOR UPDATE`;
+  if (!rows.length) throw notFound('Stack', stackId);
+  return rows[0];
 }

@@ -3,6 +3,7 @@
 // context; contexts know no face; arrows between contexts point down the layer order; a table is
 // touched only by the context that owns it. Known debts are listed by name and must shrink: an
 // entry that no longer applies fails too, so the list cannot go stale.
+import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CONTEXTS, importsOf, isDoor, modelsTouchedBy, placeOf, prismaModels, productFiles, root, type Context, type Place } from '../helpers/boundaries.ts';
@@ -23,15 +24,11 @@ export const OWNERS: Record<string, Place> = {
 
 /** Upward arrows still in the tree ("from -> to": the files that make them). Remove entries as they go. */
 const ARROW_DEBT: Record<string, string[]> = {
-  'chains -> memory': ['subgraphs/chains/anchors.ts', 'subgraphs/chains/thalamus/sources.ts'],
-  'chains -> residues': ['subgraphs/chains/foreign-tuple.ts', 'subgraphs/chains/medulla/chain.ts', 'subgraphs/chains/medulla/node.ts', 'subgraphs/chains/thalamus/fold.ts'],
-  'chains -> sleeves': ['subgraphs/chains/thalamus/sources.ts'],
   'economy -> stacks': ['subgraphs/economy/faucet.ts', 'subgraphs/economy/treasury.ts'],
   'economy -> sleeves': ['subgraphs/economy/faucet.ts', 'subgraphs/economy/resolvers.ts', 'subgraphs/economy/treasury.ts'],
   'residues -> memory': ['subgraphs/residues/proofs.ts', 'subgraphs/residues/worker/memory.ts', 'subgraphs/residues/worker/passes.ts'],
   'residues -> sleeves': ['subgraphs/residues/proofs.ts', 'subgraphs/residues/worker/passes.ts'],
   'residues -> stacks': ['subgraphs/residues/residues.ts'],
-  'stacks -> sleeves': ['subgraphs/stacks/stacks.ts'],
   'sleeves -> memory': ['subgraphs/sleeves/needlecast/saga.ts', 'subgraphs/sleeves/needlecast/steps.ts', 'subgraphs/sleeves/runtime/runtime.ts'],
 };
 
@@ -42,14 +39,9 @@ const TABLE_DEBT: string[] = [
   'router/auth.ts: Stack', 'router/auth.ts: Sleeve',
   // chainStatus columns: the outbox marks mirrored records pending/confirmed (records.ts says why).
   'subgraphs/chains/cortex/records.ts: Stack', 'subgraphs/chains/cortex/records.ts: Sleeve', 'subgraphs/chains/cortex/records.ts: Residue',
-  'subgraphs/economy/ledger.ts: Stack', 'subgraphs/economy/ledger.ts: Sleeve',
   'subgraphs/economy/treasury.ts: Stack', 'subgraphs/economy/treasury.ts: EventOutbox',
-  'subgraphs/memory/dhf/reconstruct.ts: KeyLease',
-  'subgraphs/memory/memory.ts: Stack', 'subgraphs/memory/memory.ts: Sleeve', 'subgraphs/memory/memory.ts: KeyLease',
   'subgraphs/residues/worker/memory.ts: Saga',
   'subgraphs/residues/worker/passes.ts: EpochAnchor', 'subgraphs/residues/worker/passes.ts: ChainOutbox',
-  'subgraphs/sleeves/sleeves.ts: Balance',
-  'subgraphs/stacks/stacks.ts: Sleeve', 'subgraphs/stacks/stacks.ts: ChainOutbox',
 ];
 
 const rel = (f: string) => path.relative(root, f);
@@ -81,6 +73,17 @@ describe('boundaries (docs/layout.md)', () => {
       return false;
     });
     expect(bad.map((i) => `${rel(i.from)} imports ${rel(i.to)}`)).toEqual([]);
+  });
+
+  it('leaves the choice of mode to assembly: no context or flow asks what runs in its process', () => {
+    const asking = files.filter((f) => {
+      const place = placeOf(f);
+      return (place.startsWith('ctx:') || place === 'flows') && /\b(p|platform)\.local\.(has|get)\(/.test(fs.readFileSync(f, 'utf8'));
+    });
+    expect(asking.map(rel)).toEqual([
+      // reconcile() over the Cortex service of this process (a maintenance call, not a request path).
+      'subgraphs/chains/cortex/reconcile.ts',
+    ]);
   });
 
   it('points arrows between contexts down the layers (no cycles), apart from the listed debts', () => {

@@ -7,6 +7,7 @@ import stacksRest from '../../compat-rest/stacks.ts';
 import sleevesRest from '../../compat-rest/sleeves.ts';
 import memoryRest from '../../compat-rest/memory.ts';
 import { startHippocampus } from '../../subgraphs/memory/hippocampus/service.ts';
+import { localHippocampus } from '../../subgraphs/memory/hippocampus/client.ts';
 import type { RunningService } from '../../lib/service.ts';
 
 export interface MemoryTestApp {
@@ -20,6 +21,8 @@ export async function memoryTestApp(env: Record<string, string> = {}): Promise<M
   const p = await testPlatform({ HIPPOCAMPUS_PORT: '0', ...env });
   const hippocampus = await startHippocampus(p);
   p.config.urls.hippocampus = hippocampus.url!;
+  // As the launcher wires a Hippocampus that runs in the process (bin/assembly.ts).
+  p.ports.hippocampus = localHippocampus(p);
   const app = createHttp({ name: 'gateway-test', log: p.log });
   for (const plugin of [stacksRest, sleevesRest, memoryRest]) await app.register(plugin, { platform: p });
   await app.ready();

@@ -1,5 +1,6 @@
 // A Platform for tests: in-memory PGlite (migrated), memory bus and cache, file objects under a
 // temp dir, and an epoch source the test can advance by hand (no Medulla needed).
+import { wirePlatform } from '../../bin/assembly.ts';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,6 +24,7 @@ export function manualEpochs(start = 0): EpochSource & { set(epoch: number): voi
   let info: EpochInfo = { epoch: start, height: start, tip: '0'.repeat(64) };
   const listeners = new Set<(i: EpochInfo) => void>();
   return {
+    authoritative: false,
     current: () => info.epoch,
     info: () => info,
     // The test drives the epoch; what Medulla says does not move it.
@@ -51,7 +53,7 @@ export async function testPlatform(env: Record<string, string> = {}): Promise<Te
   const objects = await createObjectStore({ dir: path.join(dataDir, 'objects') });
   const epochs = manualEpochs();
   const p: TestPlatform = {
-    config, log, db, bus, cache, objects, epochs, masterKey: randomSecret(32), local: new Map(),
+    config, log, db, bus, cache, objects, epochs, masterKey: randomSecret(32), local: new Map(), ports: {},
     setEpoch: (e) => epochs.set(e),
     async cleanup() {
       await bus.close().catch(() => {});
@@ -61,5 +63,7 @@ export async function testPlatform(env: Record<string, string> = {}): Promise<Te
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
+  // As the launcher does for every process (bin/assembly.ts).
+  wirePlatform(p);
   return p;
 }

@@ -3,6 +3,7 @@
 // whether a refused request changed anything.
 import { startGateway } from '../../router/service.ts';
 import { startHippocampus } from '../../subgraphs/memory/hippocampus/service.ts';
+import { localHippocampus } from '../../subgraphs/memory/hippocampus/client.ts';
 import type { RunningService } from '../../lib/service.ts';
 import { signRequest } from '../../lib/sign.ts';
 import { testPlatform, type TestPlatform } from './platform.ts';
@@ -18,6 +19,7 @@ export async function secureGateway(env: Record<string, string> = {}, opts: { pl
   const p = opts.platform ?? (await testPlatform({ GATEWAY_PORT: '0', HIPPOCAMPUS_PORT: '0', ...env }));
   const hippocampus = opts.platform ? undefined : await startHippocampus(p);
   if (hippocampus) p.config.urls.hippocampus = hippocampus.url!;
+  if (hippocampus) p.ports.hippocampus = localHippocampus(p);
   const gateway = await startGateway(p);
   return {
     p, url: gateway.url!, gateway,

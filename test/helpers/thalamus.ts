@@ -3,6 +3,7 @@
 // an in-process Hippocampus (the fold's DAG leaves come through it), and a poll for fold results.
 import { createHash } from 'node:crypto';
 import { startHippocampus } from '../../subgraphs/memory/hippocampus/service.ts';
+import { localHippocampus } from '../../subgraphs/memory/hippocampus/client.ts';
 import type { RunningService } from '../../lib/service.ts';
 import { testPlatform, type TestPlatform } from './platform.ts';
 
@@ -32,6 +33,7 @@ export async function waitFor<T>(fn: () => Promise<T | null | undefined | false>
 export async function thalamusPlatform(epochIntervalMs: number): Promise<{ p: TestPlatform; hippocampus: RunningService; close(): Promise<void> }> {
   const p = await testPlatform({ COG_EPOCH_INTERVAL_MS: String(epochIntervalMs), HIPPOCAMPUS_PORT: '0' });
   const hippocampus = await startHippocampus(p);
+  p.ports.hippocampus = localHippocampus(p);
   return {
     p, hippocampus,
     async close() {

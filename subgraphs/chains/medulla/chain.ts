@@ -9,7 +9,7 @@
 import type { Db, Tx } from '../../../lib/db/index.ts';
 import { recordEvent, recordEventOnce } from '../../../lib/events.ts';
 import { SynapticField, SYNAPTIC_WINDOW } from '../../../lib/mmr.ts';
-import { openResidue } from '../../residues/index.ts';
+import { openResidue } from '../residue-port.ts';
 import { openForeignTuple } from '../foreign-tuple.ts';
 import { ZERO_ROOT, type CoherenceTuple } from '../thalamus/coherence.ts';
 import { blockJson, toBlock, ZERO_HASH, type Block, type BlockHeader } from './header.ts';

@@ -3,7 +3,7 @@
 import { verify } from '../../../lib/crypto.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { recordEvent } from '../../../lib/events.ts';
-import { openResidue } from '../../residues/index.ts';
+import { openResidue } from '../residue-port.ts';
 import { crossRootOf, tupleMessage, type CoherenceTuple } from '../thalamus/coherence.ts';
 import { Chain, TUPLE_HORIZON, type AcceptResult } from './chain.ts';
 import { blockJson, toBlock, type Block } from './header.ts';

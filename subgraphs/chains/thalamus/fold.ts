@@ -10,7 +10,7 @@ import { recordEvent } from '../../../lib/events.ts';
 import { withTimeout } from '../../../lib/timeout.ts';
 import { foldDuration, foldGaps } from '../../../lib/metrics.ts';
 import { enqueueChainTx } from '../outbox.ts';
-import { openResidue } from '../../residues/index.ts';
+import { openResidue } from '../residue-port.ts';
 import { committedElsewhere, openForeignTuple } from '../foreign-tuple.ts';
 import { medullaRpc } from '../medulla/client.ts';
 import { computeRoots, crossRootOf, evmRootOf, ipfsRootOf, type CoherenceTuple } from './coherence.ts';

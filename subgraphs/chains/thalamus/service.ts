@@ -8,7 +8,7 @@ import type { Platform } from '../../../lib/platform.ts';
 import type { RunningService, ServiceStarter } from '../../../lib/service.ts';
 import { catchUp, foldEpoch, LOOKBACK_EPOCHS, recheckLateWrites, refoldEvmGaps, resubmitPending, type Fold, type FoldContext } from './fold.ts';
 import { loadOperator } from './operator.ts';
-import { platformSources, type FoldSources } from './sources.ts';
+import { wiredSources, type FoldSources } from './sources.ts';
 
 /**
  * Longest wait between an epoch's end and its fold (min(1.5 s, 3/8 of the interval)). Under load a
@@ -40,7 +40,7 @@ export async function createThalamus(p: Platform, opts: ThalamusOptions = {}): P
   const sourceTimeoutMs = Math.min(2000, Math.max(1000, Math.floor(p.config.epochIntervalMs / 2)));
   const ctx: FoldContext = {
     p,
-    sources: opts.sources ?? platformSources(p, { sourceTimeoutMs }),
+    sources: opts.sources ?? wiredSources(p, { sourceTimeoutMs }),
     operator: loadOperator(p.config.dataDir),
     medullaUrl: opts.medullaUrl ?? p.config.urls.medulla,
     sourceTimeoutMs,

@@ -1,11 +1,8 @@
 // Where a fold's leaves come from. Each source is an interface so a remote (HTTP) implementation
 // can replace the in-process one; a source that fails or stalls becomes a gap in the fold.
-// The DAG leaves come through the Hippocampus itself (its store when it runs in this process, its
-// HTTP API with failover otherwise), not from the shared index: when no Hippocampus node answers
-// the fold has an `ipfs` gap, it never silently reads around a stopped Hippocampus.
+// The DAG and sleeve leaves come from other contexts, so their implementation is composed above
+// the contexts (flows/thalamus-sources.ts) and handed in by the composition root.
 import type { Platform } from '../../../lib/platform.ts';
-import { hippocampusClient } from '../../memory/index.ts';
-import { listAliveSleeves } from '../../sleeves/index.ts';
 
 /** Cortex: hashes of the epoch's transactions that touch the contract suite. */
 export interface EvmTxSource {
@@ -28,20 +25,15 @@ export interface FoldSources {
   sleeves: SleeveSource;
 }
 
-/**
- * `sourceTimeoutMs`: the fold's bound on a source. Each Hippocampus node gets its share of it, so a
- * hung primary still leaves time for the fallback before the read becomes a gap.
- */
-export function platformSources(p: Platform, opts: { sourceTimeoutMs?: number } = {}): FoldSources {
-  const nodes = 1 + p.config.hippocampusFallbacks.length;
-  const perNode = opts.sourceTimeoutMs ? Math.max(200, Math.floor(opts.sourceTimeoutMs / nodes) - 50) : undefined;
-  // Loaded in the background: the Cortex module pulls in ethers and the contract artifacts.
-  const cortex = import('../cortex/tx-source.ts').then((m) => m.cortexTxSource(p));
-  cortex.catch(() => {});
-  return {
-    evm: { txHashesForEpoch: async (epoch) => (await cortex).txHashesForEpoch(epoch) },
-    // Chosen per call: in embedded mode the Hippocampus may start after the Thalamus's sources.
-    dag: { cidsForEpoch: (epoch) => hippocampusClient(p, { timeoutMs: perNode }).epochWrites(epoch) },
-    sleeves: { activeSleeves: async () => (await listAliveSleeves(p.db.prisma)).map((s) => ({ type: s.embodimentType, id: s.id })) },
-  };
+declare module '../../../lib/platform.ts' {
+  interface Ports {
+    /** The fold's sources over the other contexts, wired by the composition root (flows/thalamus-sources.ts). */
+    foldSources: (p: Platform, opts: { sourceTimeoutMs?: number }) => FoldSources;
+  }
+}
+
+/** The sources assembly wired for this platform. */
+export function wiredSources(p: Platform, opts: { sourceTimeoutMs?: number } = {}): FoldSources {
+  if (!p.ports.foldSources) throw new Error('thalamus: no fold sources wired (the composition root sets p.ports.foldSources, bin/assembly.ts)');
+  return p.ports.foldSources(p, opts);
 }

@@ -4,7 +4,7 @@
 import type { Platform } from '../../../lib/platform.ts';
 import { conflict } from '../../../lib/errors.ts';
 import { getStackRow } from '../../stacks/index.ts';
-import { getSleeveRow, requireSleeveOfStack } from '../../sleeves/index.ts';
+import { getSleeveRow, requireKeyLease, requireSleeveOfStack } from '../../sleeves/index.ts';
 import { checkDepth, reconstruct } from '../memory.ts';
 
 export interface ReconstructOutput {
@@ -20,8 +20,7 @@ export async function dhfReconstruct(p: Platform, input: { stackId: string; slee
   const sleeve = await getSleeveRow(p.db.prisma, input.sleeveId);
   requireSleeveOfStack(sleeve, stack.id);
   if (!sleeve.alive) throw conflict(`sleeve ${sleeve.id} is decommissioned`, 'SLEEVE_DECOMMISSIONED');
-  const lease = await p.db.prisma.keyLease.findUnique({ where: { sleeveId: sleeve.id } });
-  if (!lease?.active || lease.stackId !== stack.id) throw conflict(`sleeve ${sleeve.id} holds no active key lease on ${stack.id}`, 'NO_KEY_LEASE');
+  await requireKeyLease(p.db.prisma, sleeve.id, stack.id);
   const r = await reconstruct(p, stack, depth);
   return {
     ok: true,

@@ -1,5 +1,6 @@
 // How the memory domain talks to the Hippocampus: over HTTP (distributed mode) or, when the
-// Hippocampus runs in this process (p.local has 'hippocampus'), straight to its store. The local
+// composition root runs the Hippocampus in this process (it sets p.ports.hippocampus to
+// localHippocampus), straight to its store. The local
 // path takes the caller's transaction, which PGlite (one connection) needs: a write from another
 // connection while the perceive transaction holds the database would wait for it forever.
 // Over HTTP the client fails over: HIPPOCAMPUS_URL first, then HIPPOCAMPUS_FALLBACK_URLS, each
@@ -31,7 +32,12 @@ export interface NodeMeta {
   stored: boolean;
 }
 
-export const HIPPOCAMPUS_LOCAL = 'hippocampus';
+declare module '../../../lib/platform.ts' {
+  interface Ports {
+    /** The Hippocampus this process's memory calls go to; unset: over HTTP to HIPPOCAMPUS_URL and its fallbacks. */
+    hippocampus: HippocampusClient;
+  }
+}
 
 export function localHippocampus(p: Platform): HippocampusClient {
   return {
@@ -136,7 +142,7 @@ export function httpHippocampus(baseUrls: string | string[], opts: { internalTok
 
 /** `timeoutMs` overrides HIPPOCAMPUS_TIMEOUT_MS per attempt (the Thalamus bounds its whole source read). */
 export function hippocampusClient(p: Platform, opts: { timeoutMs?: number } = {}): HippocampusClient {
-  if (p.local.has(HIPPOCAMPUS_LOCAL)) return localHippocampus(p);
+  if (p.ports.hippocampus) return p.ports.hippocampus;
   return httpHippocampus([p.config.urls.hippocampus, ...p.config.hippocampusFallbacks], {
     internalToken: p.config.internalToken, timeoutMs: opts.timeoutMs ?? p.config.hippocampusTimeoutMs,
   });

@@ -24,7 +24,6 @@ import { badRequest, notFound } from '../../../lib/errors.ts';
 import path from 'node:path';
 import { createObjectStore } from '../../../lib/objects/index.ts';
 import type { ObjectStore } from '../../../lib/objects/port.ts';
-import { HIPPOCAMPUS_LOCAL } from './client.ts';
 import { parseCid, payloadKey } from './cid.ts';
 import { peeredObjects, pushToPeers, replicaRoutes, shardLost, startPinSync, type PeerOptions } from './peers.ts';
 import { MAX_LINKS, MAX_WALK_DEPTH, WRITE_KINDS, checkReaderEpoch, dagStats, dagWritesInEpoch, nodeMeta, pinStored, putNode, readNode, walkDag, type PutNodeInput } from './store.ts';
@@ -162,14 +161,12 @@ export const startHippocampus: ServiceStarter = async (p) => {
   await app.register(replicaRoutes, { local, platform: hp });
   const port = await listen(app, 'hippocampus', p.config.host, p.config.ports.hippocampus);
   const url = `http://127.0.0.1:${port}`;
-  p.local.set(HIPPOCAMPUS_LOCAL, { url });
   void sync.runOnce().catch(() => {});
   return {
     name: 'hippocampus',
     url,
     async close() {
       sync.stop();
-      p.local.delete(HIPPOCAMPUS_LOCAL);
       await app.close();
       if (own) await local.close();
     },

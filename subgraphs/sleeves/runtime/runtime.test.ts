@@ -5,7 +5,7 @@ import { memoryTestApp, type MemoryTestApp } from '../../../test/helpers/memory-
 import { startEventRelay } from '../../../lib/events.ts';
 import { decommissionSleeve, freezeSleeve, spawnSleeve, unfreezeSleeve } from '../sleeves.ts';
 import { createStack } from '../../stacks/stacks.ts';
-import { remember } from '../../memory/memory.ts';
+import { remember } from '../../../flows/memory.ts';
 import { payloadKey, parseCid } from '../../memory/hippocampus/cid.ts';
 import { startRuntime, type SleeveRuntime } from './runtime.ts';
 

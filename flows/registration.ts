@@ -1,12 +1,12 @@
 // A stack's ERC-8004 agent registration file (the document its identity NFT's agentURI names):
-// the standard's registration-v1 shape, listing the platform's endpoints for the stack.
+// the standard's registration-v1 shape, listing the platform's endpoints for the stack. It spans
+// contexts (the stack, its sleeves' identity endpoints, the suite on Cortex), so it is read here.
 import { encodeBase58, getAddress } from 'ethers';
-import type { Platform } from '../../lib/platform.ts';
-import { fromHex } from '../../lib/crypto.ts';
-import { CORTEX_CHAIN_ID, deploymentsFile, readDeployment, type Deployment } from '../chains/index.ts';
-import { getStackRow, registrationUrl, stackView } from './stacks.ts';
-
-export { registrationUrl };
+import type { Platform } from '../lib/platform.ts';
+import { fromHex } from '../lib/crypto.ts';
+import { CORTEX_CHAIN_ID, deploymentsFile, readDeployment, type Deployment } from '../subgraphs/chains/index.ts';
+import { getStackRow } from '../subgraphs/stacks/index.ts';
+import { stackView } from './stack-reads.ts';
 
 export const REGISTRATION_TYPE = 'https://eips.ethereum.org/EIPS/eip-8004#registration-v1';
 /** What the platform offers as trust: accepted residue proofs on the ERC-8004 ValidationRegistry. */
@@ -38,10 +38,16 @@ export function didKey(pubKeyHex: string): string {
   return `did:key:z${encodeBase58(new Uint8Array([0xed, 0x01, ...fromHex(pubKeyHex)]))}`;
 }
 
+declare module '../lib/platform.ts' {
+  interface Ports {
+    /** The suite of the Cortex service running in this process (wired by the composition root). */
+    cortexSuite: () => Deployment | undefined;
+  }
+}
+
 /** The suite on Cortex: this process's Cortex service, else the deployments file it wrote. */
 function deployment(p: Platform): Deployment | undefined {
-  const local = p.local.get('cortex') as { suite?: Deployment } | undefined;
-  return local?.suite ?? readDeployment(deploymentsFile(p.config.dataDir, CORTEX_CHAIN_ID));
+  return p.ports.cortexSuite?.() ?? readDeployment(deploymentsFile(p.config.dataDir, CORTEX_CHAIN_ID));
 }
 
 /** A small SVG badge: ERC-721 apps show `image`; the stack has no picture of its own. */
@@ -54,7 +60,7 @@ function badge(name: string, pubKeyHex: string): string {
 
 export async function registrationFile(p: Platform, stackId: string, opts: { mcp?: boolean } = {}): Promise<RegistrationFile> {
   const row = await getStackRow(p.db.prisma, stackId);
-  const view = await stackView(p, row, { anchors: [] });
+  const view = await stackView(p, row);
   const base = trimBase(p.config.urls.base);
   const alive = view.sleeves.filter((s) => s.alive);
   const services: RegistrationService[] = [
