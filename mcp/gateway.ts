@@ -1,14 +1,17 @@
 // How the MCP server reaches the platform: the gateway's /v1 routes (and one GraphQL query) for
 // calls, the bus's events for progress and resource updates. Two adapters:
-//   * httpGateway (`cog mcp`, stdio): HTTP to COG_BASE_URL, signed with the stack key when one is
-//     given, events over the gateway's `/v1/events` WebSocket;
+//   * httpGateway (`cog mcp`, stdio): the SDK's transport (@cog/sdk: HTTP to COG_BASE_URL, signed
+//     with the stack key when one is given, 429/503 retried as Retry-After says, within a bound),
+//     events over the gateway's `/v1/events` WebSocket;
 //   * injectGateway (`/mcp` on the gateway): the gateway's own routes through fastify inject (same
 //     hooks, validation and answers as over the wire), events from the platform's bus.
 import WebSocket from 'ws';
 import type { FastifyInstance } from 'fastify';
 import type { Bus } from '../lib/bus/port.ts';
-import { signRequest } from '../lib/sign.ts';
-import type { GatewayCall } from './tools.ts';
+import { CogError, CogNetworkError, createClient, type StackKey } from '@cog/sdk/node';
+import type { GatewayCall, ProblemBody } from './tools.ts';
+
+export type { StackKey };
 
 export interface GatewayResponse { status: number; body: unknown; headers: Record<string, string> }
 export interface GatewayEvent { subject: string; data: Record<string, unknown>; seq: number }
@@ -22,13 +25,16 @@ export interface Gateway {
   subscribe(subjects: string[], onEvent: (e: GatewayEvent) => void): Promise<EventSubscription>;
 }
 
-/** A problem the MCP layer itself reports (the gateway could not be asked). */
+/** The gateway could not be asked; `problem` is the SDK's NETWORK problem (status 0: no HTTP answer). */
 export class GatewayUnreachable extends Error {
+  readonly problem: ProblemBody;
   constructor(readonly detail: string) {
     super(detail);
+    this.problem = new CogNetworkError(detail).toJSON() as ProblemBody;
   }
 }
 
+/** A body as JSON when it is JSON. */
 const parse = (text: string): unknown => {
   if (!text) return null;
   try {
@@ -37,8 +43,6 @@ const parse = (text: string): unknown => {
     return text;
   }
 };
-
-export interface StackKey { stackId: string; identityPriv: string }
 
 export interface HttpGatewayOptions {
   baseUrl: string;
@@ -50,24 +54,25 @@ export interface HttpGatewayOptions {
 export function httpGateway(o: HttpGatewayOptions): Gateway {
   const base = o.baseUrl.replace(/\/+$/, '');
   const timeoutMs = o.timeoutMs ?? 90_000;
+  const sdk = createClient({ url: base, key: o.key, timeoutMs });
   return {
     describe: base,
     async request(call) {
-      const text = call.body === undefined ? undefined : JSON.stringify(call.body);
-      const headers: Record<string, string> = text === undefined ? {} : { 'content-type': 'application/json' };
-      if (o.key) Object.assign(headers, signRequest({ method: call.method, path: call.path, body: text ?? '', stackId: o.key.stackId, identityPriv: o.key.identityPriv }));
-      let res: Response;
       try {
-        res = await fetch(`${base}${call.path}`, { method: call.method, headers, body: text, signal: AbortSignal.timeout(timeoutMs) });
+        const body = await sdk.http.request(call.method, call.path, call.body);
+        return { status: 200, body: body ?? null, headers: {} };
       } catch (e) {
-        throw new GatewayUnreachable(`the gateway at ${base} did not answer (${(e as Error).name === 'TimeoutError' ? `no answer in ${timeoutMs} ms` : (e as Error).message}); is the platform running, and is COG_BASE_URL (or --base-url) right?`);
+        if (e instanceof CogNetworkError) throw new GatewayUnreachable(`${e.detail}; is the platform running, and is COG_BASE_URL (or --base-url) right?`);
+        if (e instanceof CogError) return { status: e.status, body: e.toJSON(), headers: {} };
+        throw e;
       }
-      return { status: res.status, body: parse(await res.text()), headers: Object.fromEntries(res.headers) };
     },
     subscribe: (subjects, onEvent) => wsSubscribe(base, subjects, onEvent),
   };
 }
 
+// Not the SDK's eventStream: needlecast must know its listener is live (the stream's ready
+// message) before it starts the saga, and the SDK's iterator does not say when that is.
 /** `/v1/events` with resume: a dropped socket reconnects with `since` = the last seq seen. */
 function wsSubscribe(base: string, subjects: string[], onEvent: (e: GatewayEvent) => void): Promise<EventSubscription> {
   const url = `${base.replace(/^http/, 'ws')}/v1/events?subjects=${encodeURIComponent(subjects.join(','))}`;

@@ -10,7 +10,6 @@ import {
   type CallToolResult, type ServerNotification, type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
-import { Problem } from '../lib/errors.ts';
 import { GatewayUnreachable, type EventSubscription, type Gateway, type GatewayResponse } from './gateway.ts';
 import { argumentProblem, compiledTools, fieldProblems, requestOf, type CompiledTool, type ProblemBody } from './tools.ts';
 
@@ -28,7 +27,7 @@ type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
 const text = (v: unknown) => JSON.stringify(v, null, 2);
 
-const unreachable = (e: GatewayUnreachable) => new Problem(503, 'GATEWAY_UNREACHABLE', 'Gateway unreachable', e.detail).toJSON() as ProblemBody;
+const unreachable = (e: GatewayUnreachable) => e.problem;
 
 /** A gateway answer of 400 or more as the problem it carries (a body that is not one still gets a code). */
 function problemOf(res: GatewayResponse): ProblemBody {
