@@ -42,6 +42,9 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
+// Each command is its own process (tsx start-up): a few seconds each on a loaded machine.
+const CLI_MS = 150_000;
+
 describe('cog client commands', () => {
   let stackId: string;
   let ai: string;
@@ -58,7 +61,7 @@ describe('cog client commands', () => {
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toContain(stackId);
     expect(shown.stdout).toContain('no sleeves yet');
-  });
+  }, CLI_MS);
 
   it('sleeve spawn|list|rm, perceive, remember, recall: signed with the kept key, tables and JSON', async () => {
     ai = json(await cog(['sleeve', 'spawn', 'ai', '--json'])).id;
@@ -80,7 +83,7 @@ describe('cog client commands', () => {
     const rm = json(await cog(['sleeve', 'rm', human.id, '--json']));
     expect(rm.alive).toBe(false);
     expect(json(await cog(['faucet', '--json'])).granted.routing).toBe(100);
-  });
+  }, CLI_MS);
 
   it('watch prints live events; needlecast prints a line per saga step', async () => {
     const watcher = spawn(process.execPath, [path.join(root, 'bin/cog.mjs'), 'watch', 'perceived', '--json', '--count', '1'], { cwd: root, env });
@@ -99,7 +102,7 @@ describe('cog client commands', () => {
     const lines = nc.stdout.trim().split('\n');
     for (const step of ['freeze', 'shard', 'pin', 'anchor', 'reconstruct', 'settle']) expect(lines.some((l) => new RegExp(`s  ${step}\\s+done$`).test(l)), nc.stdout).toBe(true);
     expect(lines.at(-1)).toMatch(/^completed: now on sleeve:memory:/);
-  });
+  }, CLI_MS);
 
   it('status shows every service, the epoch and the tip age', async () => {
     const s = json(await cog(['status', '--json']));
@@ -111,7 +114,7 @@ describe('cog client commands', () => {
     const table = await cog(['status']);
     expect(table.stdout).toMatch(/^SERVICE\s+STATE\s+URL/);
     expect(table.stdout).toMatch(/tip age \d+\.\d s/);
-  });
+  }, CLI_MS);
 
   it('exit codes mean something and errors say what to do', async () => {
     const missing = await cog(['perceive', 'sleeve:ai:999999:deadbeef', 'x']);
@@ -135,7 +138,7 @@ describe('cog client commands', () => {
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('usage: cog needlecast <fromSleeveId>');
     expect(help.stdout).toContain('Exit codes');
-  });
+  }, CLI_MS);
 });
 
 describe('examples/', () => {

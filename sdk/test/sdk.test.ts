@@ -97,6 +97,9 @@ describe('@cog/sdk', () => {
     expect(e.detail).toContain('sleeve:ai:999999:deadbeef');
     const missing = await cog.stacks.get('stack:ai:999999:000000000000').catch((x) => x);
     expect([missing.code, missing.status]).toEqual(['NOT_FOUND', 404]);
+    const proof = await cog.residues.submitProof({ id: 'residue:none', claimant: key.stackId, proof: { height: 1 } }).catch((x) => x);
+    expect(proof).toBeInstanceOf(CogProblem);
+    expect([proof.code, proof.status]).toEqual(['NOT_FOUND', 404]);
   });
 
   it('perceives, remembers, pins and recalls through signed requests', async () => {
