@@ -11,6 +11,7 @@ import type { Platform } from '../lib/platform.ts';
 import type { Subscription } from '../lib/bus/port.ts';
 import { refuseUpgrade } from '../lib/http.ts';
 import { badRequest } from '../lib/errors.ts';
+import { watchEmissions, type EmissionWatchHandle } from '../subgraphs/economy/index.ts';
 
 export const MAX_BUFFERED = 1024 * 1024;
 const TOKEN = /^[A-Za-z0-9_:\-]+$/;
@@ -53,9 +54,15 @@ export function createEventStream(p: Platform) {
     const since = parseCursor(url.searchParams.get('since')) ?? undefined;
     let sub: Subscription | undefined;
     let closed = false;
+    // Emission events are made only for watched stacks: a subject naming a stack watches it.
+    const watches: Promise<EmissionWatchHandle>[] = subjects
+      .map((s) => /^cog\.treasury\.emitted\.(.+)$/.exec(s)?.[1])
+      .filter((id): id is string => !!id && !id.includes('*') && !id.includes('>'))
+      .map((id) => watchEmissions(p, id).catch(() => ({ close: async () => {} })));
     ws.on('close', () => {
       closed = true;
       void sub?.close();
+      for (const w of watches) void w.then((h) => h.close(), () => {});
     });
     ws.on('error', () => ws.terminate());
     try {

@@ -16,6 +16,7 @@ import type { GqlContext } from '../lib/graphql.ts';
 import { newContext } from '../lib/graphql.ts';
 import { parseCursor } from './events.ts';
 import { subscriptionsActive } from '../lib/metrics.ts';
+import { watchEmissions, type EmissionWatchHandle } from '../subgraphs/economy/index.ts';
 
 export const MAX_QUEUE = 1000;
 
@@ -51,6 +52,8 @@ interface Feed {
   subjects: (args: Data) => string[];
   filter?: (d: Delivery, args: Data) => boolean;
   map: (d: Delivery) => Data;
+  /** Tells the producer someone listens, for events made only for listeners (emission). */
+  watch?: (p: Platform, args: Data) => Promise<EmissionWatchHandle>;
 }
 
 const residueOf = (d: Delivery) => obj(d.data.residue ?? d.data);
@@ -94,6 +97,7 @@ const feeds: Record<string, Feed> = {
   },
   emission: {
     subjects: (a) => [`cog.treasury.emitted.${a.stackId}`],
+    watch: (p, a) => watchEmissions(p, str(a.stackId)),
     map: (d) => ({ stackId: str(d.data.stackId), epoch: num(d.data.epoch), ebcFactor: typeof d.data.ebcFactor === 'number' ? d.data.ebcFactor : null }),
   },
 };
@@ -151,6 +155,35 @@ export function busIterator(bus: Bus, feed: Feed, args: Data): AsyncIterableIter
   };
 }
 
+/** The iterator, with the watch held while it runs and closed when it ends, however it ends. */
+function watchedIterator(it: AsyncIterableIterator<Data>, watch: Promise<EmissionWatchHandle>): AsyncIterableIterator<Data> {
+  const end = () => watch.then((w) => w.close(), () => {});
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    async next() {
+      await watch;
+      try {
+        const r = await it.next();
+        if (r.done) await end();
+        return r;
+      } catch (e) {
+        await end();
+        throw e;
+      }
+    },
+    async return() {
+      await end();
+      return it.return ? it.return() : { value: undefined, done: true };
+    },
+    async throw(e?: unknown) {
+      await end();
+      return it.throw ? it.throw(e) : Promise.reject(e);
+    },
+  };
+}
+
 /** Prints the selection under `info`'s field plus the fragments it uses, as a gateway query. */
 function entityQuery(info: GraphQLResolveInfo, rootField: string, argName: string, argType: string): DocumentNode | null {
   const sel: SelectionSetNode | undefined = (info.fieldNodes[0] as FieldNode).selectionSet;
@@ -196,7 +229,8 @@ export function buildSubscriptionSchema(apiSdl: string, p: Platform, gateway: ()
         if (parseCursor(args.after) === null) {
           throw new GraphQLError('after must be a cursor received from a subscription (a string of digits)', { extensions: { code: 'BAD_USER_INPUT' } });
         }
-        return busIterator(p.bus, feed, args);
+        const it = busIterator(p.bus, feed, args);
+        return feed.watch ? watchedIterator(it, feed.watch(p, args)) : it;
       },
       resolve: (payload) => payload,
     };

@@ -8,6 +8,8 @@ import { claim, ebcFactor, emitEpoch, issuance, stackBalancesB } from '../subgra
 import { balanceOf, burn, claimableAccount, poolAccount, sleeveAccount, systemBalance, SYSTEM, toMilli, transfer } from '../subgraphs/economy/ledger.ts';
 import { slashOperator, OPERATOR_BOND, SLASH_AMOUNT, startSlashConsumer } from '../subgraphs/economy/slash.ts';
 import { startTreasury } from '../subgraphs/economy/treasury/service.ts';
+import { perEpochEmission } from './helpers/emission-oracle.ts';
+import { watchEmissions } from '../subgraphs/economy/watch.ts';
 
 let p: TestPlatform;
 beforeAll(async () => {
@@ -45,6 +47,7 @@ describe('treasury emission', () => {
     p.setEpoch(0);
     const stack = await createStack(p, { pubkey: generateIdentity().pubKey, cpv });
     for (let e = 1; e <= 30; e++) {
+      p.setEpoch(e);
       const r = await emitEpoch(p, e);
       expect(r.stacks).toBeGreaterThanOrEqual(1);
     }
@@ -67,50 +70,85 @@ describe('treasury emission', () => {
     expect(byEpoch.get(28)!.ebcFactor).toBeGreaterThan(0.25);
     expect(byEpoch.get(29)!.ebcFactor).toBe(0.25);
     expect(byEpoch.get(30)!.amounts).toEqual({ compute: 50, memory: 12.5, sync: 25, routing: 37.5 });
-    await ledgerBalanced();
+    // Idle for 30 epochs: not one row was written for the stack (emission is computed when asked).
+    expect(await p.db.prisma.ledgerEntry.count()).toBe(0);
+    expect(await p.db.prisma.emissionRun.count()).toBe(0);
+    expect(await p.db.prisma.emission.count()).toBe(0);
+    expect(await p.db.prisma.emissionAccrual.findUnique({ where: { stackId: stack.id } })).toMatchObject({ sinceEpoch: 1, settledEpoch: 0, computeMilli: 0n });
   });
 
-  it('is idempotent per (stack, epoch), also for concurrent emitters', async () => {
-    const stack = await createStack(p, { name: 'idem' });
-    const before = await balanceOf(p.db.prisma, claimableAccount(stack.id));
+  it('records each epoch once, also for concurrent emitters, with the totals of every stack', async () => {
+    const stack = await createStack(p, { name: 'idem' }); // at epoch 30, active in it
+    p.setEpoch(31);
     const [a, b] = await Promise.all([emitEpoch(p, 31), emitEpoch(p, 31)]);
-    expect(a.stacks + b.stacks).toBeGreaterThanOrEqual(1);
-    await emitEpoch(p, 31);
-    const after = await balanceOf(p.db.prisma, claimableAccount(stack.id));
-    expect(after.compute - before.compute).toBeCloseTo(100 * Math.max(0.25, Math.exp(-0.05 * 30)), 3);
-    expect((await issuance(p, stack.id)).filter((e) => e.epoch === 31)).toHaveLength(1);
-    await ledgerBalanced();
+    expect([a.stacks, b.stacks].filter((n) => n > 0)).toHaveLength(1);
+    expect((await emitEpoch(p, 31)).stacks).toBe(0);
+    expect((await emitEpoch(p, 30)).stacks).toBe(0); // older than one recorded
+    expect(await p.db.prisma.emissionEpoch.count({ where: { epoch: 31 } })).toBe(1);
+    const intents = await p.db.prisma.chainOutbox.findMany({ where: { kind: 'emission', ref: 'emission:31' } });
+    expect(intents).toHaveLength(1);
+    // The totals are what the per-epoch emitter summed over every stack.
+    const ids = (await p.db.prisma.stack.findMany({ select: { id: true } })).map((r) => r.id);
+    const oracle = [...(await perEpochEmission(p.db.prisma, 31, ids)).values()];
+    const payload = intents[0]!.payload as { stacks: number; totalsMilli: Record<string, string> };
+    expect(payload.stacks).toBe(ids.length);
+    for (const t of ['compute', 'memory', 'sync', 'routing'] as const) expect(BigInt(payload.totalsMilli[t]!), t).toBe(oracle.reduce((x, o) => x + o[t], 0n));
+    // Active in epoch 30, the epoch before: undecayed, and nothing was written for the stack.
+    expect((await issuance(p, stack.id))[0]).toMatchObject({ epoch: 31, ebcFactor: 1, amounts: { compute: 100, memory: 100, sync: 100, routing: 100 } });
+    expect(await p.db.prisma.emissionRun.count({ where: { stackId: stack.id } })).toBe(0);
   });
 
   it('claim moves claimable into the pool; a second claim gets zeros; unknown stack 404', async () => {
-    const stack = await createStack(p, { name: 'claimer' });
-    await emitEpoch(p, 32); // lastActiveEpoch 0 -> factor max(0.25, e^-1.6) = 0.25
+    const stack = await createStack(p, { name: 'claimer' }); // at epoch 31
+    p.setEpoch(72); // 41 epochs accrued, the last 13 at the floor
+    const listed = (await issuance(p, stack.id)).reduce((x, e) => x + Math.round(e.amounts.compute * 1000), 0);
+    expect(listed).toBe(Array.from({ length: 41 }, (_, i) => Math.round(100_000 * Math.max(0.25, Math.exp(-0.05 * i)))).reduce((x, y) => x + y, 0));
     const [c1, c2] = await Promise.all([claim(p, stack.id), claim(p, stack.id)]);
-    const total = c1.claimable.compute + c2.claimable.compute;
-    expect(total).toBe(25);
-    expect([c1.claimable.compute, c2.claimable.compute].sort()).toEqual([0, 25]);
+    expect(Math.round((c1.claimable.compute + c2.claimable.compute) * 1000)).toBe(listed);
+    expect([c1.claimable.compute, c2.claimable.compute]).toContain(0);
     const pool = await balanceOf(p.db.prisma, poolAccount(stack.id));
-    expect(pool).toMatchObject({ compute: 25, memory: 25, sync: 25, routing: 25, residue: 0 });
+    expect(pool).toMatchObject({ compute: listed / 1000, memory: listed / 1000, sync: listed / 1000, routing: listed / 1000, residue: 0 });
     expect((await balanceOf(p.db.prisma, claimableAccount(stack.id))).compute).toBe(0);
     expect(await claim(p, stack.id)).toEqual({ stackId: stack.id, claimable: { compute: 0, memory: 0, sync: 0, routing: 0 } });
+    p.setEpoch(73); // one more epoch at the floor
+    expect(await claim(p, stack.id)).toEqual({ stackId: stack.id, claimable: { compute: 25, memory: 25, sync: 25, routing: 25 } });
     await expect(claim(p, 'stack:nope')).rejects.toMatchObject({ status: 404 });
     await ledgerBalanced();
   });
 
+  it('publishes emission events for watched stacks only, while they are watched', async () => {
+    const watched = await createStack(p, { name: 'watched' });
+    const idle = await createStack(p, { name: 'unwatched' });
+    const w = await watchEmissions(p, watched.id);
+    const e = p.epochs.current() + 1;
+    p.setEpoch(e);
+    await emitEpoch(p, e);
+    const events = await p.db.prisma.eventOutbox.findMany({ where: { subject: { startsWith: 'cog.treasury.emitted.' }, msgId: { endsWith: `:${e}` } } });
+    expect(events.map((x) => x.subject)).toEqual([`cog.treasury.emitted.${watched.id}`]);
+    const [listed] = await issuance(p, watched.id, 1);
+    expect(events[0]!.data).toMatchObject({ type: 'treasury.emitted', stackId: watched.id, epoch: e, amounts: listed!.amounts, ebcFactor: listed!.ebcFactor });
+    await w.close();
+    p.setEpoch(e + 1);
+    await emitEpoch(p, e + 1);
+    expect(await p.db.prisma.eventOutbox.count({ where: { subject: { startsWith: 'cog.treasury.emitted.' }, msgId: { endsWith: `:${e + 1}` } } })).toBe(0);
+    expect((await issuance(p, idle.id, 2)).map((x) => x.epoch)).toEqual([e + 1, e]);
+  });
+
   it('Shape B balances: raw = alive sleeves + pool, effective = raw x coeff x EBC, residue undecayed', async () => {
-    p.setEpoch(40);
+    p.setEpoch(80);
     const stack = await createStack(p, { pubkey: generateIdentity().pubKey, cpv });
-    p.setEpoch(50); // 10 quiet epochs since creation (lastActiveEpoch 0 -> 50 quiet)
+    p.setEpoch(90); // 10 quiet epochs since creation
     await spawnSleeve(p, { stackId: stack.id, kind: 'ai', shape: 'B' });
-    await emitEpoch(p, 50);
     await claim(p, stack.id);
     const b = await stackBalancesB(p, stack.id);
-    expect(b.currentEpoch).toBe(50);
-    const f = ebcFactor({ floor: 0.25, decayRate: 0.05 }, 50 - b.lastActiveEpoch);
+    expect(b.currentEpoch).toBe(90);
+    const f = ebcFactor({ floor: 0.25, decayRate: 0.05 }, 90 - b.lastActiveEpoch);
     expect(b.ebcFactor).toBe(f);
-    // The emission of epoch 50 counts the quiet epochs before it (41..49).
-    const emitted = (await issuance(p, stack.id))[0]!.amounts.compute;
-    expect(emitted).toBeCloseTo(100 * 2 * ebcFactor({ floor: 0.25, decayRate: 0.05 }, 49 - b.lastActiveEpoch), 3);
+    // The emission of epoch 90 counts the quiet epochs before it (81..89).
+    const events = await issuance(p, stack.id);
+    expect(events.map((e) => e.epoch)).toEqual([90, 89, 88, 87, 86, 85, 84, 83, 82, 81]);
+    expect(events[0]!.amounts.compute).toBeCloseTo(100 * 2 * ebcFactor({ floor: 0.25, decayRate: 0.05 }, 89 - b.lastActiveEpoch), 3);
+    const emitted = events.reduce((x, e) => x + Math.round(e.amounts.compute * 1000), 0) / 1000;
     expect(b.raw.compute).toBe(1000 + emitted); // spawn grant + claimed emission
     expect(b.effective.compute).toBeCloseTo(b.raw.compute * 2 * f, 3);
     expect(b.effective.residue).toBe(0);
@@ -153,14 +191,15 @@ describe('treasury service', () => {
       const stack = await createStack(p, { name: 'http' });
       // Quiet for 60 epochs since creation: the EBC factor is at its floor.
       const epoch = p.epochs.current() + 60;
-      await emitEpoch(p, epoch);
+      p.setEpoch(epoch);
       const iss = await fetch(`${svc.url}/v1/treasury/issuance/${encodeURIComponent(stack.id)}`);
       expect(iss.status).toBe(200);
       const list = (await iss.json()) as Array<Record<string, unknown>>;
       expect(list[0]).toMatchObject({ stackId: stack.id, epoch, ebcFactor: 0.25, amounts: { compute: 25, memory: 25, sync: 25, routing: 25 } });
       expect(typeof list[0]!.createdAt).toBe('string');
       const c = await fetch(`${svc.url}/v1/treasury/claim`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ stackId: stack.id }) });
-      expect(await c.json()).toEqual({ stackId: stack.id, claimable: { compute: 25, memory: 25, sync: 25, routing: 25 } });
+      const sum = list.reduce((x, e) => x + Math.round((e.amounts as { compute: number }).compute * 1000), 0) / 1000;
+      expect(await c.json()).toEqual({ stackId: stack.id, claimable: { compute: sum, memory: sum, sync: sum, routing: sum } });
       const bad = await fetch(`${svc.url}/v1/treasury/claim`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ stackId: 5 }) });
       expect(bad.status).toBe(400);
       expect(bad.headers.get('content-type')).toMatch(/problem\+json/);

@@ -21,7 +21,7 @@ beforeAll(async () => {
   const sleeveId = (i: number, j: number) => `sleeve:ai:${i * 2 + j + 1}:${(i * 2 + j).toString(16).padStart(8, '0')}`;
   await p.db.prisma.sleeve.createMany({ data: stacks.flatMap((s, i) => [0, 1].map((j) => ({ id: sleeveId(i, j), stackId: s.id, embodimentType: 'ai', shape: 'A', tickRate: 2000, alive: j === 0 }))) });
   await p.db.prisma.memoryNode.createMany({ data: stacks.map((s, i) => ({ cid: `cog://${i.toString(16).padStart(64, '0')}@0`, stackId: s.id, epoch: 0, links: [], size: 1 })) });
-  await p.db.prisma.emission.createMany({ data: stacks.map((s) => ({ id: `emission:${s.id}:1`, stackId: s.id, epoch: 1, amounts: { compute: 1, memory: 1, sync: 1, routing: 1 }, cpv: {}, ebcFactor: 1 })) });
+  p.setEpoch(1); // one epoch of (computed) emission each
   await p.db.prisma.residue.createMany({
     data: stacks.map((s, i) => ({ id: `residue:stale-ordering:${i}`, kind: 'stale-ordering', trigger: 't', bountyMilli: 2000, status: 'open', stackId: s.id, sleeveId: sleeveId(i, 0), epoch: 0, expiresAtEpoch: 100, evidence: {}, dedupeKey: `d${i}` })),
   });

@@ -8,6 +8,8 @@ export {
 } from './ledger.ts';
 export { emitEpoch, issuance, claim, claimableOf, stackBalancesB, ebcFactor, EMISSION_PER_EPOCH, type EmissionEvent, type ClaimResult, type StackBalancesB, type CoreAmounts } from './treasury.ts';
 export { balanceHistoryOf } from './history.ts';
+export { markActive, openAccrual, tailSql } from './accrual.ts';
+export { watchEmissions, type EmissionWatchHandle } from './watch.ts';
 export { drip, DRIP_UNITS, type FaucetGrant } from './faucet.ts';
 export { faucetRoutes } from './faucet/routes.ts';
 export { treasuryRoutes, StackIdSchema, StackIdParams, StackIdBody } from './treasury/routes.ts';

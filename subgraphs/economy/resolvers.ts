@@ -3,11 +3,9 @@
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
 import { aliveSleeveTotals } from '../sleeves/index.ts';
-import { balancesOf, claimableAccount, zeroAmounts, CORE_TOKENS, type TokenAmounts } from './ledger.ts';
-import { claim, emissionView, issuance, stackBalancesB, type CoreAmounts, type EmissionEvent } from './treasury.ts';
+import type { TokenAmounts } from './ledger.ts';
+import { claim, claimableOf, emissionsById, issuance, issuanceOf, stackBalancesB, type CoreAmounts, type EmissionEvent } from './treasury.ts';
 import { drip } from './faucet.ts';
-
-type EmissionRow = NonNullable<Awaited<ReturnType<GqlContext['platform']['db']['prisma']['emission']['findUnique']>>>;
 
 /** Sum over each stack's alive sleeves: one query for any number of stacks. */
 const stackBalances = (ctx: GqlContext) =>
@@ -16,32 +14,21 @@ const stackBalances = (ctx: GqlContext) =>
     return stackIds.map((id) => totals.get(id)!);
   });
 
-const core = (b: TokenAmounts): CoreAmounts => Object.fromEntries(CORE_TOKENS.map((t) => [t, b[t]])) as CoreAmounts;
-
 const stackClaimable = (ctx: GqlContext) =>
   loader<string, CoreAmounts>(ctx, 'stackClaimable', async (stackIds) => {
-    const bal = await balancesOf(ctx.platform.db.prisma, stackIds.map(claimableAccount));
-    return stackIds.map((id) => core(bal.get(claimableAccount(id)) ?? zeroAmounts()));
+    const claimable = await claimableOf(ctx.platform.db.prisma, [...stackIds], ctx.platform.epochs.current());
+    return stackIds.map((id) => claimable.get(id)!);
   });
 
-/** The newest `first` emissions of many stacks in one query (a window function per stack). */
+/** The newest `first` emissions of many stacks, computed in one query. */
 const stackEmissions = (ctx: GqlContext, first: number) =>
   loader<string, EmissionEvent[]>(ctx, `stackEmissions:${first}`, async (stackIds) => {
-    const rows = await ctx.platform.db.prisma.$queryRaw<EmissionRow[]>`
-      SELECT id, "stackId", epoch, amounts, cpv, "ebcFactor", "createdAt" FROM (
-        SELECT *, row_number() OVER (PARTITION BY "stackId" ORDER BY epoch DESC) AS rn
-        FROM "Emission" WHERE "stackId" = ANY(${[...stackIds]})
-      ) t WHERE rn <= ${first} ORDER BY epoch DESC`;
-    // Raw rows: normalise what a driver may hand back as text.
-    const json = (v: unknown) => (typeof v === 'string' ? JSON.parse(v) : v);
-    const views = rows.map((r) => emissionView({ ...r, amounts: json(r.amounts), cpv: json(r.cpv), createdAt: new Date(r.createdAt) }));
-    return stackIds.map((id) => views.filter((v) => v.stackId === id));
+    const lists = await issuanceOf(ctx.platform, ctx.platform.db.prisma, [...stackIds], first);
+    return stackIds.map((id) => lists.get(id) ?? []);
   });
 
 const emissionLoader = (ctx: GqlContext) =>
-  loader<string, EmissionEvent | null>(ctx, 'emission', async (ids) =>
-    byKey(ids, (await ctx.platform.db.prisma.emission.findMany({ where: { id: { in: [...ids] } } })).map(emissionView), (v) => v.id),
-  );
+  loader<string, EmissionEvent | null>(ctx, 'emission', (ids) => emissionsById(ctx.platform, ids));
 
 const stackRef = (o: { stackId: string }) => ({ __typename: 'Stack', id: o.stackId });
 const clampFirst = (first: number | undefined, max: number) => Math.min(Math.max(first ?? max, 0), max);

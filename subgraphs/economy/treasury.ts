@@ -1,6 +1,8 @@
 // The Treasury: per-epoch emission of the four core tokens per stack, scaled by the CPV and
 // decayed by the stack's EBC binding, accrued as claimable; a claim moves it into the stack pool.
-// Emission is one set-based SQL statement per epoch so 10,000 stacks fit inside a 4 s epoch.
+// Emission accrues in closed form (accrual.ts): nothing is written per stack per epoch. The
+// emitter pass writes one EmissionEpoch row (the epoch's totals for the on-chain record, kept as
+// running sums so it costs what changed) and the events of the stacks someone subscribed to.
 import type { Db, Tx } from '../../lib/db/index.ts';
 import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
@@ -8,12 +10,16 @@ import { enqueueChainTx } from '../chains/index.ts';
 import { getStackRow } from '../stacks/index.ts';
 import { listAliveSleeves } from '../sleeves/index.ts';
 import {
-  CORE_TOKENS, TOKENS, balancesOf, claimableAccount, fromMilli, poolAccount, sleeveAccount, transfer,
+  CORE_TOKENS, SYSTEM, TOKENS, balancesOf, claimableAccount, fromMilli, poolAccount, post, sleeveAccount, transfer,
   type Token, type TokenAmounts,
 } from './ledger.ts';
+import {
+  ACCRUAL_TOKENS, EMISSION_PER_EPOCH, accruedOf, amountSql, computedEmissions, tailSql, takeAccrued,
+  type ComputedEmission, type MilliAmounts,
+} from './accrual.ts';
+import { watchedStacks } from './watch.ts';
 
-/** Units of each core token emitted per stack per epoch before scaling (spec: Limits). */
-export const EMISSION_PER_EPOCH = 100;
+export { EMISSION_PER_EPOCH };
 
 export type CoreAmounts = Record<(typeof CORE_TOKENS)[number], number>;
 export interface Cpv { syncCoeff: number; memoryCoeff: number; computeCoeff: number; residueCoeff: number; routingCoeff: number }
@@ -43,79 +49,76 @@ export const cpvOf = (s: Cpv): Cpv => ({
 });
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
+const FLOOR_COLS = { compute: 'floorCompute', memory: 'floorMemory', sync: 'floorSync', routing: 'floorRouting' } as const;
 
 /**
- * Emits epoch `epoch` for every stack that has not had it yet. It runs as the epoch begins, so its
- * EBC delta counts the quiet epochs before it: a stack active in the epoch that just ended (epoch -
- * 1) is not decayed at all, one quiet since epoch a gets e^(-decay x (epoch - 1 - a)).
- * Emission @@unique(stackId, epoch) makes it idempotent, also across concurrent emitters. Ledger
- * entries, balances, events and the chain intent are written by the same statement / transaction.
+ * The emitter pass for epoch `epoch`: records the epoch's emission over all stacks (one
+ * QuellistTreasury record, as before) and publishes the emission events of watched stacks. Its
+ * cost is what changed: the stacks new since the last epoch are added to the running sum of floor
+ * amounts once, and only the stacks whose emission is not at their floor (active in the last ~28
+ * epochs) are computed one by one. Idempotent per epoch, also across concurrent emitters; an epoch
+ * older than one already recorded is not recorded any more (the running sums have moved past it).
  */
-export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: number; stacks: number }> {
-  const ts = Date.now();
+export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: number; stacks: number; computed?: number; watched?: number }> {
   return p.db.prisma.$transaction(async (tx) => {
-    const rows = await tx.$queryRawUnsafe<{ n: number; compute: string | null; memory: string | null; sync: string | null; routing: string | null }[]>(
-      `WITH s AS (
-        SELECT id, "computeCoeff", "memoryCoeff", "syncCoeff", "routingCoeff", "residueCoeff",
-          GREATEST("bindingFloor", EXP(-"bindingDecay" * GREATEST(0, $1::int - 1 - "lastActiveEpoch"))) AS ebc
-        FROM "Stack"
-      ), m AS (
-        SELECT s.*, ROUND(${EMISSION_PER_EPOCH * 1000} * "computeCoeff" * ebc)::bigint AS c,
-          ROUND(${EMISSION_PER_EPOCH * 1000} * "memoryCoeff" * ebc)::bigint AS mm,
-          ROUND(${EMISSION_PER_EPOCH * 1000} * "syncCoeff" * ebc)::bigint AS sy,
-          ROUND(${EMISSION_PER_EPOCH * 1000} * "routingCoeff" * ebc)::bigint AS r
-        FROM s
-      ), ins AS (
-        INSERT INTO "Emission" (id, "stackId", epoch, amounts, cpv, "ebcFactor")
-        SELECT 'emission:' || id || ':' || $1::int, id, $1::int,
-          jsonb_build_object('compute', c / 1000.0, 'memory', mm / 1000.0, 'sync', sy / 1000.0, 'routing', r / 1000.0),
-          jsonb_build_object('syncCoeff', "syncCoeff", 'memoryCoeff', "memoryCoeff", 'computeCoeff', "computeCoeff", 'residueCoeff', "residueCoeff", 'routingCoeff', "routingCoeff"),
-          ebc
-        FROM m
-        ON CONFLICT ("stackId", epoch) DO NOTHING
-        RETURNING "stackId", amounts, "ebcFactor"
-      ), legs AS (
-        SELECT ins."stackId", 'claimable:' || ins."stackId" AS account, t.token,
-          CASE t.token WHEN 'compute' THEN m.c WHEN 'memory' THEN m.mm WHEN 'sync' THEN m.sy ELSE m.r END AS milli
-        FROM ins JOIN m ON m.id = ins."stackId"
-        CROSS JOIN (VALUES ('compute'), ('memory'), ('sync'), ('routing')) AS t(token)
-      ), tsum AS (
-        SELECT token, SUM(milli)::bigint AS milli FROM legs GROUP BY token
-      ), le AS (
-        -- One posting per epoch: a credit per stack and token, one treasury debit per token.
-        INSERT INTO "LedgerEntry" ("txId", account, token, milli, reason, ref, epoch)
-        SELECT 'emission:' || $1::int, account, token, milli, 'emission', 'emission:' || "stackId" || ':' || $1::int, $1::int FROM legs WHERE milli <> 0
-        UNION ALL
-        SELECT 'emission:' || $1::int, 'treasury', token, -milli, 'emission', 'emission:' || $1::int, $1::int FROM tsum WHERE milli <> 0
-        RETURNING 1
-      ), bal AS (
-        INSERT INTO "Balance" (account, token, milli) SELECT account, token, milli FROM legs WHERE milli <> 0
-        ON CONFLICT (account, token) DO UPDATE SET milli = "Balance".milli + EXCLUDED.milli
-        RETURNING 1
-      ), ev AS (
-        INSERT INTO "EventOutbox" (subject, "msgId", data)
-        SELECT 'cog.treasury.emitted.' || "stackId", 'treasury-emitted:' || "stackId" || ':' || $1::int,
-          jsonb_build_object('type', 'treasury.emitted', 'ts', $2::bigint, 'stackId', "stackId", 'epoch', $1::int, 'amounts', amounts, 'ebcFactor', "ebcFactor")
-        FROM ins
-        RETURNING 1
-      )
-      SELECT (SELECT COUNT(*)::int FROM ins) AS n,
-        (SELECT milli::text FROM tsum WHERE token = 'compute') AS compute, (SELECT milli::text FROM tsum WHERE token = 'memory') AS memory,
-        (SELECT milli::text FROM tsum WHERE token = 'sync') AS sync, (SELECT milli::text FROM tsum WHERE token = 'routing') AS routing,
-        (SELECT COUNT(*) FROM le) + (SELECT COUNT(*) FROM bal) + (SELECT COUNT(*) FROM ev) AS touched`,
-      epoch, ts,
-    );
-    const n = rows[0]?.n ?? 0;
-    if (n > 0) {
-      const r = rows[0]!;
+    await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtext('cog-emission-epoch'))`;
+    const [done] = await tx.$queryRaw<{ n: bigint }[]>`SELECT COUNT(*) AS n FROM "EmissionEpoch" WHERE epoch >= ${epoch}`;
+    if (Number(done!.n) > 0) return { epoch, stacks: 0 };
+    const [prev] = await tx.$queryRaw<Array<Record<string, bigint | number>>>`SELECT * FROM "EmissionEpoch" ORDER BY epoch DESC LIMIT 1`;
+    // Stacks that begin accruing by this epoch join the running sums once.
+    const floors = ACCRUAL_TOKENS.map(([t, coeff]) => `COALESCE(SUM(${amountSql(coeff, tailSql)}), 0)::text AS ${t}`).join(', ');
+    const [joined] = await tx.$queryRawUnsafe<Array<Record<string, string>>>(
+      `WITH t AS (
+         UPDATE "EmissionAccrual" a SET tallied = true FROM "Stack" s
+         WHERE a."stackId" = s.id AND NOT a.tallied AND a."sinceEpoch" <= $1::int RETURNING s.*
+       ) SELECT COUNT(*)::text AS n, ${floors} FROM t s`, epoch);
+    // The stacks not at their floor this epoch: their amount less the floor amount already counted.
+    const near = ACCRUAL_TOKENS.map(([t, coeff]) => `COALESCE(SUM(${amountSql(coeff, 'x.d')} - ${amountSql(coeff, tailSql)}), 0)::text AS ${t}`).join(', ');
+    const [above] = await tx.$queryRawUnsafe<Array<Record<string, string>>>(
+      `SELECT COUNT(*)::text AS n, ${near} FROM "EmissionAccrual" a JOIN "Stack" s ON s.id = a."stackId"
+       CROSS JOIN LATERAL (SELECT $1::int - 1 - COALESCE((SELECT r."lastActiveEpoch" FROM "EmissionRun" r
+         WHERE r."stackId" = s.id AND r."toEpoch" >= $1::int AND r."fromEpoch" <= $1::int ORDER BY r."toEpoch" LIMIT 1), s."lastActiveEpoch") AS d) x
+       WHERE a."floorEpoch" > $1::int AND a.tallied AND a."sinceEpoch" <= $1::int`, epoch);
+    const stacks = Number(prev?.stacks ?? 0) + Number(joined!.n);
+    const floor = {} as MilliAmounts;
+    const total = {} as MilliAmounts;
+    for (const [t] of ACCRUAL_TOKENS) {
+      floor[t] = BigInt(prev?.[FLOOR_COLS[t]] ?? 0) + BigInt(joined![t]!);
+      total[t] = floor[t] + BigInt(above![t]!);
+    }
+    await tx.emissionEpoch.create({
+      data: {
+        epoch, stacks, floorCompute: floor.compute, floorMemory: floor.memory, floorSync: floor.sync, floorRouting: floor.routing,
+        compute: total.compute, memory: total.memory, sync: total.sync, routing: total.routing,
+      },
+    });
+    if (stacks > 0) {
       // One QuellistTreasury record per epoch; tokens are minted to a stack on chain when claimed.
       await enqueueChainTx(tx, {
         kind: 'emission', ref: `emission:${epoch}`, epoch,
-        payload: { epoch, stacks: n, totalsMilli: { compute: r.compute ?? '0', memory: r.memory ?? '0', sync: r.sync ?? '0', routing: r.routing ?? '0' } },
+        payload: { epoch, stacks, totalsMilli: { compute: total.compute.toString(), memory: total.memory.toString(), sync: total.sync.toString(), routing: total.routing.toString() } },
       });
     }
-    return { epoch, stacks: n };
+    // Events only for the stacks a subscriber watches: an idle stack nobody listens to costs nothing.
+    const watched = await watchedStacks(tx);
+    for (const e of await computedEmissions(tx, watched, epoch, 1, epoch)) {
+      const v = eventView(e);
+      await recordEvent(tx, {
+        subject: `cog.treasury.emitted.${e.stackId}`, type: 'treasury.emitted', msgId: `treasury-emitted:${e.stackId}:${epoch}`,
+        data: { stackId: e.stackId, epoch, amounts: v.amounts, ebcFactor: e.ebcFactor },
+      });
+    }
+    return { epoch, stacks, computed: Number(above!.n), watched: watched.length };
   }, { timeout: 120_000 });
+}
+
+const unitsOf = (m: MilliAmounts): CoreAmounts => ({ compute: fromMilli(m.compute), memory: fromMilli(m.memory), sync: fromMilli(m.sync), routing: fromMilli(m.routing) });
+
+function eventView(e: ComputedEmission): EmissionEvent {
+  return {
+    id: `emission:${e.stackId}:${e.epoch}`, stackId: e.stackId, epoch: e.epoch, amounts: unitsOf(e.milli),
+    cpv: e.cpv, ebcFactor: e.ebcFactor, createdAt: e.createdAt.toISOString(),
+  };
 }
 
 export function emissionView(r: { id: string; stackId: string; epoch: number; amounts: unknown; cpv: unknown; ebcFactor: number; createdAt: Date }): EmissionEvent {
@@ -127,11 +130,53 @@ export function emissionView(r: { id: string; stackId: string; epoch: number; am
   };
 }
 
+/**
+ * The newest `limit` emission events of each stack as of the current epoch, newest first: computed
+ * for the epochs it accrued in closed form, then the per-epoch rows written before (if any).
+ */
+export async function issuanceOf(p: Platform, db: Db | Tx, stackIds: string[], limit = 100): Promise<Map<string, EmissionEvent[]>> {
+  const out = new Map<string, EmissionEvent[]>(stackIds.map((id) => [id, []]));
+  if (!stackIds.length || limit <= 0) return out;
+  for (const e of await computedEmissions(db, stackIds, p.epochs.current(), limit)) out.get(e.stackId)?.push(eventView(e));
+  // The per-epoch rows written before a stack accrued in closed form (epochs before its since).
+  const short = stackIds.filter((id) => out.get(id)!.length < limit);
+  if (short.length) {
+    const rows = await db.$queryRaw<Array<{ id: string; stackId: string; epoch: number; amounts: unknown; cpv: unknown; ebcFactor: number; createdAt: Date }>>`
+      SELECT id, "stackId", epoch, amounts, cpv, "ebcFactor", "createdAt" FROM (
+        SELECT e.*, row_number() OVER (PARTITION BY e."stackId" ORDER BY e.epoch DESC) AS rn
+        FROM "Emission" e JOIN "Stack" s ON s.id = e."stackId" LEFT JOIN "EmissionAccrual" a ON a."stackId" = e."stackId"
+        WHERE e."stackId" = ANY(${short}) AND e.epoch < COALESCE(a."sinceEpoch", s."lastActiveEpoch" + 1)
+      ) t WHERE rn <= ${limit} ORDER BY epoch DESC`;
+    // Raw rows: normalise what a driver may hand back as text.
+    const json = (v: unknown) => (typeof v === 'string' ? JSON.parse(v) : v);
+    for (const r of rows) {
+      const list = out.get(r.stackId)!;
+      if (list.length < limit) list.push(emissionView({ ...r, amounts: json(r.amounts), cpv: json(r.cpv), createdAt: new Date(r.createdAt) }));
+    }
+  }
+  return out;
+}
+
 /** The last 100 emission events of a stack, newest first (404 for an unknown stack). */
 export async function issuance(p: Platform, stackId: string, limit = 100): Promise<EmissionEvent[]> {
   await getStackRow(p.db.prisma, stackId);
-  const rows = await p.db.prisma.emission.findMany({ where: { stackId }, orderBy: { epoch: 'desc' }, take: limit });
-  return rows.map(emissionView);
+  return (await issuanceOf(p, p.db.prisma, [stackId], limit)).get(stackId)!;
+}
+
+/** Emission events by id (`emission:<stackId>:<epoch>`), computed like the issuance list; null when unknown. */
+export async function emissionsById(p: Platform, ids: readonly string[]): Promise<Array<EmissionEvent | null>> {
+  const out = new Map<string, EmissionEvent>();
+  const now = p.epochs.current();
+  for (const id of new Set(ids)) {
+    const m = /^emission:(.+):(\d{1,9})$/.exec(id);
+    if (!m) continue;
+    const [, stackId, e] = m;
+    const [computed] = await computedEmissions(p.db.prisma, [stackId!], now, now - Number(e) + 1, Number(e));
+    if (computed) out.set(id, eventView(computed));
+  }
+  const legacy = ids.filter((id) => !out.has(id));
+  if (legacy.length) for (const r of await p.db.prisma.emission.findMany({ where: { id: { in: legacy } } })) out.set(r.id, emissionView(r));
+  return ids.map((id) => out.get(id) ?? null);
 }
 
 export interface ClaimResult { stackId: string; claimable: CoreAmounts }
@@ -141,6 +186,13 @@ export async function claim(p: Platform, stackId: string): Promise<ClaimResult> 
   await getStackRow(p.db.prisma, stackId);
   const epoch = p.epochs.current();
   return p.db.prisma.$transaction(async (tx) => {
+    // What accrued since the last settlement is posted from the treasury now, in one posting.
+    const accrued = await takeAccrued(tx, stackId, epoch);
+    const legs = ACCRUAL_TOKENS.filter(([t]) => accrued[t] > 0n).flatMap(([t]) => [
+      { account: SYSTEM.treasury, token: t as Token, milli: -accrued[t] },
+      { account: claimableAccount(stackId), token: t as Token, milli: accrued[t] },
+    ]);
+    if (legs.length) await post(tx, { reason: 'emission', ref: `emission:${stackId}:${epoch}`, epoch, legs });
     // Row locks serialise concurrent claims: the second sees what the first left (zero).
     const rows = await tx.$queryRaw<{ token: string; milli: bigint }[]>`SELECT token, milli FROM "Balance" WHERE account = ${claimableAccount(stackId)} FOR UPDATE`;
     const moves = rows.filter((r) => r.milli > 0n && (CORE_TOKENS as readonly string[]).includes(r.token)).map((r) => ({ token: r.token as Token, milli: BigInt(r.milli) }));
@@ -154,10 +206,16 @@ export async function claim(p: Platform, stackId: string): Promise<ClaimResult> 
   });
 }
 
-/** What a stack could claim now, without claiming. */
-export async function claimableOf(db: Db | Tx, stackId: string): Promise<CoreAmounts> {
-  const b = (await balancesOf(db, [claimableAccount(stackId)])).get(claimableAccount(stackId))!;
-  return { compute: b.compute, memory: b.memory, sync: b.sync, routing: b.routing };
+/** What stacks could claim now, without claiming: the claimable balance plus what accrued since. */
+export async function claimableOf(db: Db | Tx, stackIds: string[], epoch: number): Promise<Map<string, CoreAmounts>> {
+  const bal = await balancesOf(db, stackIds.map(claimableAccount));
+  const accrued = await accruedOf(db, stackIds, epoch);
+  return new Map(stackIds.map((id) => {
+    const b = bal.get(claimableAccount(id))!;
+    const a = accrued.get(id) ?? { compute: 0n, memory: 0n, sync: 0n, routing: 0n };
+    const m = (t: keyof MilliAmounts) => fromMilli(BigInt(Math.round(b[t] * 1000)) + a[t]);
+    return [id, { compute: m('compute'), memory: m('memory'), sync: m('sync'), routing: m('routing') }];
+  }));
 }
 
 export interface StackBalancesB {

@@ -12,7 +12,7 @@ import { generateIdentity, randomSecret, unwrapSecret, wrapSecret } from '../../
 import { stackAddress } from '../../lib/address.ts';
 import { recordEvent } from '../../lib/events.ts';
 import { enqueueChainTx, enqueueCoalescedChainTx, type StackAnchor } from '../chains/index.ts';
-import type { TokenAmounts } from '../economy/index.ts';
+import { markActive, openAccrual, type TokenAmounts } from '../economy/index.ts';
 import type { Stack as StackRow } from '../../generated/prisma/client.ts';
 
 export type { StackRow };
@@ -154,6 +154,7 @@ export async function createStack(p: Platform, input: CreateStackInput): Promise
           lastActiveEpoch: epoch,
         },
       });
+      await openAccrual(tx, id, epoch);
       await enqueueChainTx(tx, { kind: 'mintIdentity', ref: id, payload: { stackId: id, tokenId, owner, cpv, agentURI: registrationUrl(p.config.urls.base, id) }, epoch });
       await recordEvent(tx, {
         subject: `cog.stack.created.${id}`, type: 'stack.created',
@@ -204,11 +205,13 @@ export function stackMasterSecret(p: Platform, row: Pick<StackRow, 'id' | 'maste
 
 /** Moves the episodic head (callers hold the stack lock). */
 export async function setEpisodicHead(tx: Tx, stackId: string, cid: string, meta: { sleeveId?: string; epoch?: number } = {}): Promise<void> {
+  // A write is activity: the emission accrued so far is settled before lastActiveEpoch moves.
+  if (meta.epoch !== undefined) await markActive(tx, stackId, meta.epoch);
   const row = await tx.stack.update({
     where: { id: stackId },
     data: {
       episodicHead: cid,
-      ...(meta.epoch !== undefined ? { epoch: meta.epoch, lastActiveEpoch: meta.epoch, headEpoch: meta.epoch } : {}),
+      ...(meta.epoch !== undefined ? { epoch: meta.epoch, headEpoch: meta.epoch } : {}),
       ...(meta.sleeveId !== undefined ? { headSleeveId: meta.sleeveId } : {}),
     },
     select: { tokenId: true, epoch: true },
@@ -221,7 +224,8 @@ export async function setEpisodicHead(tx: Tx, stackId: string, cid: string, meta
 
 /** Spending marks a stack active in the epoch (EBC decay counts the quiet epochs since). */
 export async function markStackActive(tx: Tx, stackId: string, epoch: number): Promise<void> {
-  await tx.$executeRaw`UPDATE "Stack" SET "lastActiveEpoch" = ${epoch} WHERE id = ${stackId} AND "lastActiveEpoch" < ${epoch}`;
+  // The emission accrued so far is settled before lastActiveEpoch moves (economy accrual.ts).
+  await markActive(tx, stackId, epoch);
 }
 
 /** What a memory write needs of its stack, locked FOR UPDATE until the transaction ends (404 when missing). */

@@ -1,0 +1,167 @@
+// Emission in closed form. A stack's emission of epoch e is
+//   ROUND(100000 x coeff x max(floor, e^(-decay x max(0, e - 1 - L(e)))))   milli-units per core token,
+// L(e) being the last epoch the stack was active in before e (docs/decisions.md). Nothing is
+// written per stack per epoch: the claimable amount is the sum over the epochs since the last
+// settlement, computed when asked, and settled when the stack's activity changes L (markActive) or
+// when it claims. The sum is the sum of the per-epoch rounded amounts (not a rounded geometric
+// sum): every term up to the epoch the decay reaches the binding's floor is computed one by one,
+// the rest are one constant each, so a sum over n epochs costs O(min(n, ~28)).
+//
+// Every amount is computed by PostgreSQL with the very expression the per-epoch emitter used, so
+// the milli-units agree to the last unit (double arithmetic, EXP and ROUND of the same engine).
+import type { Db, Tx } from '../../lib/db/index.ts';
+
+/** Units of each core token emitted per stack per epoch before scaling (spec: Limits). */
+export const EMISSION_PER_EPOCH = 100;
+/** Closed runs kept per stack: the issuance list shows the last 100 epochs. */
+export const RUN_HISTORY_EPOCHS = 100;
+const NEVER = 1_000_000_000;
+
+export const ACCRUAL_TOKENS = [
+  ['compute', 'computeCoeff', 'computeMilli'],
+  ['memory', 'memoryCoeff', 'memoryMilli'],
+  ['sync', 'syncCoeff', 'syncMilli'],
+  ['routing', 'routingCoeff', 'routingMilli'],
+] as const;
+
+/** The EBC factor of quiet-epoch count `d` (SQL over a "Stack" row aliased `s`). */
+export const ebcSql = (d: string) => `GREATEST(s."bindingFloor", EXP(-s."bindingDecay" * GREATEST(0, ${d})))`;
+
+/** One epoch's emission in milli-units, `d` quiet epochs before it (the per-epoch emitter's expression). */
+export const amountSql = (coeff: string, d: string) => `ROUND(${EMISSION_PER_EPOCH * 1000} * s."${coeff}" * ${ebcSql(d)})::bigint`;
+
+/**
+ * The quiet-epoch count from which every term is the same: decay 0 never decays (from 0); with a
+ * floor, one past ln(1/floor)/decay (e^(-decay x d) is below the floor from there); without one,
+ * where even a coefficient of 2 rounds to 0 milli (100000 x 2 x e^(-decay x d) < 0.5).
+ */
+export const tailSql = `(CASE WHEN s."bindingDecay" = 0 THEN 0 WHEN s."bindingDecay" < 0 THEN ${NEVER}
+  WHEN s."bindingFloor" > 0 THEN LEAST(${NEVER}, GREATEST(0, CEIL(LN(1 / s."bindingFloor") / s."bindingDecay")) + 1)
+  ELSE LEAST(${NEVER}, CEIL(LN(400000) / s."bindingDecay") + 1) END)::int`;
+
+/** Sum in milli-units of the emission of the epochs whose quiet counts are d0..d1 (empty when d1 < d0). */
+export function sumSql(coeff: string, d0: string, d1: string, tail = tailSql): string {
+  return `(COALESCE((SELECT SUM(${amountSql(coeff, 'g.d')}) FROM generate_series(${d0}, LEAST(${d1}, ${tail} - 1)) AS g(d)), 0)
+    + GREATEST(0, (${d1}) - GREATEST(${d0}, ${tail}) + 1)::bigint * ${amountSql(coeff, tail)})::bigint`;
+}
+
+/**
+ * Per stack of `ids`: its accrual state, with the defaults of a stack that has no row (created
+ * before accrual rows were written at creation: it accrues from the epoch after its last activity).
+ */
+export const accrualRowsSql = (ids: string) => `SELECT s.*, COALESCE(a."sinceEpoch", s."lastActiveEpoch" + 1) AS since,
+    COALESCE(a."settledEpoch", s."lastActiveEpoch") AS settled,
+    COALESCE(a."computeMilli", 0) AS "computeMilli", COALESCE(a."memoryMilli", 0) AS "memoryMilli",
+    COALESCE(a."syncMilli", 0) AS "syncMilli", COALESCE(a."routingMilli", 0) AS "routingMilli"
+  FROM "Stack" s LEFT JOIN "EmissionAccrual" a ON a."stackId" = s.id WHERE s.id = ANY(${ids})`;
+
+export interface MilliAmounts { compute: bigint; memory: bigint; sync: bigint; routing: bigint }
+
+/** What each stack accrued and has not claimed, as of `epoch` (settled part + the open sum). */
+export async function accruedOf(db: Db | Tx, stackIds: string[], epoch: number): Promise<Map<string, MilliAmounts>> {
+  const out = new Map<string, MilliAmounts>();
+  if (!stackIds.length) return out;
+  // Epochs settled+1..epoch, each with d = e - 1 - lastActiveEpoch.
+  const cols = ACCRUAL_TOKENS.map(([t, coeff, milli]) =>
+    `(s."${milli}" + ${sumSql(coeff, 's.settled - s."lastActiveEpoch"', `$2::int - 1 - s."lastActiveEpoch"`)})::text AS ${t}`).join(', ');
+  const rows = await db.$queryRawUnsafe<Array<{ id: string } & Record<string, string>>>(
+    `SELECT s.id, ${cols} FROM (${accrualRowsSql('$1::text[]')}) s`, stackIds, epoch);
+  for (const r of rows) out.set(r.id, { compute: BigInt(r.compute), memory: BigInt(r.memory), sync: BigInt(r.sync), routing: BigInt(r.routing) });
+  return out;
+}
+
+/** A new stack's accrual row: it accrues from the epoch after its creation (creation is activity). */
+export async function openAccrual(tx: Tx, stackId: string, epoch: number): Promise<void> {
+  await tx.$executeRawUnsafe(
+    `INSERT INTO "EmissionAccrual" ("stackId", "sinceEpoch", "settledEpoch", "floorEpoch")
+     SELECT s.id, $2::int + 1, $2::int, $2::int + 1 + ${tailSql} FROM "Stack" s WHERE s.id = $1
+     ON CONFLICT ("stackId") DO NOTHING`, stackId, epoch);
+}
+
+/**
+ * The stack spent or wrote in `epoch`: it becomes its lastActiveEpoch. Before it moves, the
+ * epochs up to `epoch` (whose emission was made as each began, with the old value) are settled
+ * into the accrual row and recorded as a closed run, so later epochs are computed from the new
+ * value. Once per stack and epoch; a no-op when the stack was already active in `epoch` or later.
+ * Locks the stack row first, as every stack write does.
+ */
+export async function markActive(tx: Tx, stackId: string, epoch: number): Promise<boolean> {
+  const [row] = await tx.$queryRaw<{ l: number }[]>`SELECT "lastActiveEpoch" AS l FROM "Stack" WHERE id = ${stackId} FOR UPDATE`;
+  if (!row || row.l >= epoch) return false;
+  await tx.$executeRawUnsafe(
+    `INSERT INTO "EmissionAccrual" ("stackId", "sinceEpoch", "settledEpoch", "floorEpoch")
+     SELECT s.id, s."lastActiveEpoch" + 1, s."lastActiveEpoch", s."lastActiveEpoch" + 1 + ${tailSql} FROM "Stack" s WHERE s.id = $1
+     ON CONFLICT ("stackId") DO NOTHING`, stackId);
+  await tx.$queryRaw`SELECT 1 FROM "EmissionAccrual" WHERE "stackId" = ${stackId} FOR UPDATE`;
+  const sets = ACCRUAL_TOKENS.map(([, coeff, milli]) =>
+    `"${milli}" = a."${milli}" + ${sumSql(coeff, 'a."settledEpoch" - s."lastActiveEpoch"', '$2::int - 1 - s."lastActiveEpoch"')}`).join(', ');
+  await tx.$executeRawUnsafe(
+    `WITH run AS (
+       INSERT INTO "EmissionRun" ("stackId", "fromEpoch", "toEpoch", "lastActiveEpoch")
+       SELECT s.id, GREATEST(s."lastActiveEpoch" + 1, a."sinceEpoch"), $2::int, s."lastActiveEpoch"
+       FROM "Stack" s JOIN "EmissionAccrual" a ON a."stackId" = s.id
+       WHERE s.id = $1 AND GREATEST(s."lastActiveEpoch" + 1, a."sinceEpoch") <= $2::int
+       ON CONFLICT ("stackId", "toEpoch") DO NOTHING RETURNING 1
+     )
+     UPDATE "EmissionAccrual" a SET ${sets}, "settledEpoch" = GREATEST(a."settledEpoch", $2::int),
+       "floorEpoch" = $2::int + 1 + ${tailSql}
+     FROM "Stack" s WHERE a."stackId" = $1 AND s.id = $1`, stackId, epoch);
+  await tx.$executeRaw`DELETE FROM "EmissionRun" WHERE "stackId" = ${stackId} AND "toEpoch" < ${epoch - RUN_HISTORY_EPOCHS}`;
+  await tx.$executeRaw`UPDATE "Stack" SET "lastActiveEpoch" = ${epoch} WHERE id = ${stackId}`;
+  return true;
+}
+
+/**
+ * Settles a stack's accrual through `epoch` and empties it: returns what it held (milli), which the
+ * caller posts from the treasury. Serialised by the accrual row lock (a second claim gets zeros).
+ */
+export async function takeAccrued(tx: Tx, stackId: string, epoch: number): Promise<MilliAmounts> {
+  await tx.$executeRawUnsafe(
+    `INSERT INTO "EmissionAccrual" ("stackId", "sinceEpoch", "settledEpoch", "floorEpoch")
+     SELECT s.id, s."lastActiveEpoch" + 1, s."lastActiveEpoch", s."lastActiveEpoch" + 1 + ${tailSql} FROM "Stack" s WHERE s.id = $1
+     ON CONFLICT ("stackId") DO NOTHING`, stackId);
+  // Locked first, read after: the sums below see the stack as the last activity left it.
+  await tx.$queryRaw`SELECT 1 FROM "EmissionAccrual" WHERE "stackId" = ${stackId} FOR UPDATE`;
+  const got = (await accruedOf(tx, [stackId], epoch)).get(stackId) ?? { compute: 0n, memory: 0n, sync: 0n, routing: 0n };
+  await tx.$executeRaw`UPDATE "EmissionAccrual" SET "computeMilli" = 0, "memoryMilli" = 0, "syncMilli" = 0, "routingMilli" = 0,
+    "settledEpoch" = GREATEST("settledEpoch", ${epoch}) WHERE "stackId" = ${stackId}`;
+  return got;
+}
+
+export interface ComputedEmission {
+  stackId: string;
+  epoch: number;
+  milli: MilliAmounts;
+  ebcFactor: number;
+  cpv: { syncCoeff: number; memoryCoeff: number; computeCoeff: number; residueCoeff: number; routingCoeff: number };
+  createdAt: Date;
+}
+
+/**
+ * The emission events of stacks for epochs `lo(stack)`..`epoch` (at most `limit` newest each), computed
+ * from the runs: epoch e of a closed run used its lastActiveEpoch, later ones the stack's current one.
+ * `only` restricts to one epoch (an Emission entity by id). Epochs before a stack's since are not
+ * here (the per-epoch rows of before, if any, are).
+ */
+export async function computedEmissions(db: Db | Tx, stackIds: string[], epoch: number, limit: number, only?: number): Promise<ComputedEmission[]> {
+  if (!stackIds.length || limit <= 0) return [];
+  const amounts = ACCRUAL_TOKENS.map(([t, coeff]) => `${amountSql(coeff, 'e.d')}::text AS ${t}`).join(', ');
+  const rows = await db.$queryRawUnsafe<Array<Record<string, unknown>>>(
+    `SELECT s.id, e.epoch, ${amounts}, ${ebcSql('e.d')} AS ebc, s."syncCoeff", s."memoryCoeff", s."computeCoeff", s."residueCoeff", s."routingCoeff",
+       COALESCE(ee."startedAt", now()) AS "createdAt"
+     FROM (${accrualRowsSql('$1::text[]')}) s
+     CROSS JOIN LATERAL (
+       SELECT g.e AS epoch, g.e - 1 - COALESCE((SELECT r."lastActiveEpoch" FROM "EmissionRun" r
+         WHERE r."stackId" = s.id AND r."toEpoch" >= g.e AND r."fromEpoch" <= g.e ORDER BY r."toEpoch" LIMIT 1), s."lastActiveEpoch") AS d
+       FROM generate_series(GREATEST(s.since, $2::int - $3::int + 1, COALESCE($4::int, s.since)), LEAST($2::int, COALESCE($4::int, $2::int))) AS g(e)
+     ) e
+     LEFT JOIN "EmissionEpoch" ee ON ee.epoch = e.epoch
+     ORDER BY e.epoch DESC`, stackIds, epoch, limit, only ?? null);
+  return rows.map((r) => ({
+    stackId: r.id as string, epoch: Number(r.epoch),
+    milli: { compute: BigInt(r.compute as string), memory: BigInt(r.memory as string), sync: BigInt(r.sync as string), routing: BigInt(r.routing as string) },
+    ebcFactor: Number(r.ebc),
+    cpv: { syncCoeff: Number(r.syncCoeff), memoryCoeff: Number(r.memoryCoeff), computeCoeff: Number(r.computeCoeff), residueCoeff: Number(r.residueCoeff), routingCoeff: Number(r.routingCoeff) },
+    createdAt: new Date(r.createdAt as string | Date),
+  }));
+}
