@@ -17,6 +17,7 @@ export const OWNERS: Record<string, Place> = {
   Sleeve: 'ctx:sleeves', KeyLease: 'ctx:sleeves', Saga: 'ctx:sleeves',
   MemoryNode: 'ctx:memory', MemoryBranch: 'ctx:memory',
   LedgerEntry: 'ctx:economy', Balance: 'ctx:economy', Emission: 'ctx:economy',
+  EmissionAccrual: 'ctx:economy', EmissionRun: 'ctx:economy', EmissionEpoch: 'ctx:economy', EmissionWatch: 'ctx:economy',
   Residue: 'ctx:residues', PassRun: 'ctx:residues',
   MedullaBlock: 'ctx:chains', CoherenceSubmission: 'ctx:chains', EpochAnchor: 'ctx:chains', ChainOutbox: 'ctx:chains',
   EventOutbox: 'lib',
@@ -39,7 +40,9 @@ const TABLE_DEBT: string[] = [
   'router/auth.ts: Stack', 'router/auth.ts: Sleeve',
   // chainStatus columns: the outbox marks mirrored records pending/confirmed (records.ts says why).
   'subgraphs/chains/cortex/records.ts: Stack', 'subgraphs/chains/cortex/records.ts: Sleeve', 'subgraphs/chains/cortex/records.ts: Residue',
-  'subgraphs/economy/treasury.ts: Stack', 'subgraphs/economy/treasury.ts: EventOutbox',
+  // emission in closed form reads the CPV, binding and lastActiveEpoch in SQL, and moves lastActiveEpoch.
+  'subgraphs/economy/accrual.ts: Stack',
+  'subgraphs/economy/treasury.ts: Stack',
   'subgraphs/residues/worker/memory.ts: Saga',
   'subgraphs/residues/worker/passes.ts: EpochAnchor', 'subgraphs/residues/worker/passes.ts: ChainOutbox',
 ];
