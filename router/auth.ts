@@ -24,6 +24,8 @@ import { BODY_LIMIT, isLoopback, sendProblem } from '../lib/http.ts';
 import { payloadTooLarge, tooManyRequests, unauthorized } from '../lib/errors.ts';
 import { verify } from '../lib/crypto.ts';
 import { HEADER_SIGNATURE, HEADER_STACK, HEADER_TIMESTAMP, signingMessage } from '../lib/sign.ts';
+import { existingStackIds, stackPubKey } from '../subgraphs/stacks/index.ts';
+import { stacksOfSleeves } from '../subgraphs/sleeves/index.ts';
 
 export { signingMessage };
 
@@ -124,11 +126,8 @@ function writeOf(p: Platform, req: RawRequest): { ids: Set<string> } | null {
 async function owningStacks(p: Platform, ids: Set<string>): Promise<Set<string>> {
   const list = [...ids].filter((s) => typeof s === 'string' && s.length > 0);
   if (!list.length) return new Set();
-  const [stacks, sleeves] = await Promise.all([
-    p.db.prisma.stack.findMany({ where: { id: { in: list } }, select: { id: true } }),
-    p.db.prisma.sleeve.findMany({ where: { id: { in: list } }, select: { stackId: true } }),
-  ]);
-  return new Set([...stacks.map((s) => s.id), ...sleeves.map((s) => s.stackId)]);
+  const [stacks, ofSleeves] = await Promise.all([existingStackIds(p.db.prisma, list), stacksOfSleeves(p.db.prisma, list)]);
+  return new Set([...stacks, ...ofSleeves]);
 }
 
 const SIG_RE = /^[0-9a-f]{128}$/;
@@ -178,9 +177,9 @@ export function installGuards(app: FastifyInstance, p: Platform): void {
     }
     if (!SIG_RE.test(sig)) return refuse('x-cog-signature must be 128 lowercase hex characters');
     if (!/^\d{1,16}$/.test(ts) || Math.abs(Date.now() - Number(ts)) > skew) return refuse('Timestamp outside the allowed clock skew');
-    const stack = stackId.length <= 512 ? await p.db.prisma.stack.findUnique({ where: { id: stackId }, select: { pubKey: true } }) : null;
+    const pubKey = await stackPubKey(p.db.prisma, stackId);
     const message = signingMessage(req.method, req.url, (req as RawRequest).rawBody ?? Buffer.alloc(0), ts);
-    if (!stack || !verify(sig, new TextEncoder().encode(message), stack.pubKey)) return refuse('Bad signature');
+    if (!pubKey || !verify(sig, new TextEncoder().encode(message), pubKey)) return refuse('Bad signature');
     const owners = await owningStacks(p, w.ids);
     if ([...owners].some((s) => s !== stackId)) return refuse('The signing stack may act only for itself and its own sleeves');
     // Replays: the signed message (not the signature text, which has other encodings) is accepted once.

@@ -5,7 +5,7 @@ export {
   spawnSleeve, getSleeveRow, listAliveSleeves, aliveSleeveTotals, listAliveSleeveViews, getSleeveView, requireActiveSleeve,
   requireSleeveOfStack, addDrift, decommissionInTx, decommissionSleeve, syncSleeve, freezeSleeve, unfreezeSleeve,
   stackTokenTotals, desyncedSleeves, richestMemorySleeve, flagSleeve, defaultTickRate, sleeveView,
-  spendFromSleeve, requireKeyLease, recordSleeveWrite, recordSleeveRead, sleevesOfStacks,
+  spendFromSleeve, stacksOfSleeves, requireKeyLease, recordSleeveWrite, recordSleeveRead, sleevesOfStacks,
   SLEEVE_KINDS, INITIAL_TOKENS, MAX_TICK_RATE_MS, MIN_TICK_RATE_MS,
   type SleeveKind, type SpawnInput, type SleeveRow, type SleeveView,
 } from './sleeves.ts';

@@ -293,3 +293,9 @@ export async function recordSleeveRead(tx: Tx, sleeveId: string, head: string | 
   await addDrift(tx, sleeveId, driftMilli);
   if (head) await tx.sleeve.update({ where: { id: sleeveId }, data: { seenHead: head } });
 }
+
+/** The stacks owning those of these ids that are sleeves. */
+export async function stacksOfSleeves(db: Db | Tx, ids: readonly string[]): Promise<string[]> {
+  if (!ids.length) return [];
+  return (await db.sleeve.findMany({ where: { id: { in: [...ids] } }, select: { stackId: true } })).map((s) => s.stackId);
+}

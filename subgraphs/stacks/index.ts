@@ -3,6 +3,7 @@
 // and nowhere else.
 export {
   createStack, getStackRow, lockStack, lockStackForWrite, markStackActive, stackCore, listStackRows, stackMasterSecret, setEpisodicHead,
+  existingStackIds, stackPubKey,
   STACK_KINDS, CPV_KEYS, type StackKind, type Cpv, type CreateStackInput, type StackCore, type CreatedStack, type StackRow,
 } from './stacks.ts';
 

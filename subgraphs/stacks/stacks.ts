@@ -235,3 +235,15 @@ export async function lockStackForWrite(tx: Tx, stackId: string) {
   if (!rows.length) throw notFound('Stack', stackId);
   return rows[0];
 }
+
+/** Which of these ids are stacks. */
+export async function existingStackIds(db: Db | Tx, ids: readonly string[]): Promise<string[]> {
+  if (!ids.length) return [];
+  return (await db.stack.findMany({ where: { id: { in: [...ids] } }, select: { id: true } })).map((s) => s.id);
+}
+
+/** A stack's ed25519 public key (what its signed requests verify against), or null when unknown. */
+export async function stackPubKey(db: Db | Tx, id: string): Promise<string | null> {
+  if (typeof id !== 'string' || !id || id.length > 512) return null;
+  return (await db.stack.findUnique({ where: { id }, select: { pubKey: true } }))?.pubKey ?? null;
+}

@@ -37,7 +37,6 @@ const ARROW_DEBT: Record<string, string[]> = {
 const TABLE_DEBT: string[] = [
   // scrape-time gauges read in the kernel: each context should register its own collector.
   'lib/metrics.ts: ChainOutbox', 'lib/metrics.ts: Residue', 'lib/metrics.ts: Saga',
-  'router/auth.ts: Stack', 'router/auth.ts: Sleeve',
   // chainStatus columns: the outbox marks mirrored records pending/confirmed (records.ts says why).
   'subgraphs/chains/cortex/records.ts: Stack', 'subgraphs/chains/cortex/records.ts: Sleeve', 'subgraphs/chains/cortex/records.ts: Residue',
   // emission in closed form reads the CPV, binding and lastActiveEpoch in SQL, and moves lastActiveEpoch.
