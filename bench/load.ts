@@ -786,8 +786,9 @@ export interface SagaCrashReport {
 }
 
 /**
- * Needlecast router killed mid-saga (COG_NEEDLECAST_CRASH_AFTER=<steps> in the cluster's env: the
- * router SIGKILLs itself right after persisting each listed step, once): the supervisor restarts
+ * Needlecast router killed mid-saga (startCluster's needlecastFaults.crashAfter, injected by the
+ * preload test/helpers/fault-hooks.mjs: the router SIGKILLs itself right after persisting each
+ * listed step, once): the supervisor restarts
  * it and recoverSagas finishes or compensates every saga.
  */
 export async function runSagaCrash(c: Cluster, steps: string[]): Promise<SagaCrashReport> {
@@ -842,7 +843,7 @@ async function main(argv: string[]): Promise<void> {
   const faultRows: Array<Record<string, string | number>> = [];
   const modes = mode === 'both' ? (['embedded', 'distributed'] as const) : [mode];
   for (const m of modes) {
-    const c = await startCluster({ mode: m, shift: m === 'embedded' ? 23000 : 24000, env: faults && m === 'distributed' ? { COG_NEEDLECAST_CRASH_AFTER: STEP_NAMES.join(',') } : {} });
+    const c = await startCluster({ mode: m, shift: m === 'embedded' ? 23000 : 24000, needlecastFaults: faults && m === 'distributed' ? { crashAfter: STEP_NAMES } : undefined });
     try {
       await c.waitHealthy(180_000);
       const gateways = m === 'distributed' ? [c.gateway, c.gateway2] : [c.gateway];

@@ -2,6 +2,21 @@
 // (chains first, gateway last). Modules load lazily so one service per process loads only its own.
 import type { ServiceStarter } from '../lib/service.ts';
 import type { Config } from '../lib/config.ts';
+import type { SagaOptions } from '../subgraphs/sleeves/index.ts';
+
+/**
+ * What the composition hands a service besides the platform. Product code sets nothing here; the
+ * fault suites' preload (test/helpers/fault-hooks.mjs, through NODE_OPTIONS) injects the needlecast
+ * saga's failAt/afterStep before any service starts.
+ */
+export interface ServiceOptions {
+  needlecast?: SagaOptions;
+}
+const serviceOptions: ServiceOptions = {};
+
+export function injectServiceOptions(o: ServiceOptions): void {
+  Object.assign(serviceOptions, o);
+}
 
 export interface ServiceEntry {
   name: string;
@@ -21,7 +36,7 @@ export const SERVICES: ServiceEntry[] = [
   { name: 'dhf', port: (c) => c.ports.dhf, describe: 'DHF compositor :7073', load: async () => (await import('../subgraphs/memory/index.ts')).services.dhf() },
   { name: 'treasury', port: (c) => c.ports.treasury, describe: 'Treasury :7074', load: async () => (await import('../subgraphs/economy/index.ts')).services.treasury() },
   { name: 'faucet', port: (c) => c.ports.faucet, describe: 'Bandwidth faucet :7075', load: async () => (await import('../subgraphs/economy/index.ts')).services.faucet() },
-  { name: 'needlecast', port: (c) => c.ports.needlecast, describe: 'Needlecast router :7071', load: async () => (await import('../subgraphs/sleeves/index.ts')).services.needlecast() },
+  { name: 'needlecast', port: (c) => c.ports.needlecast, describe: 'Needlecast router :7071', load: async () => (await import('../subgraphs/sleeves/index.ts')).services.needlecast(serviceOptions.needlecast) },
   { name: 'sleeve-runtime', describe: 'Sleeve runtime (tick loops, /identity per sleeve)', load: async () => (await import('../subgraphs/sleeves/index.ts')).services.sleeveRuntime() },
   { name: 'worker', describe: 'Worker runner (six passes per epoch)', load: async () => (await import('../subgraphs/residues/index.ts')).services.worker() },
   ...['stacks', 'sleeves', 'memory', 'chains', 'economy', 'residues'].map((sg) => ({

@@ -13,7 +13,7 @@ import { STEP_NAMES } from '../subgraphs/sleeves/needlecast/steps.ts';
 let c: Cluster;
 
 beforeAll(async () => {
-  c = await startCluster({ mode: 'distributed', shift: 22000, env: { COG_NEEDLECAST_CRASH_AFTER: STEP_NAMES.join(',') } });
+  c = await startCluster({ mode: 'distributed', shift: 22000, needlecastFaults: { crashAfter: STEP_NAMES } });
   await c.waitHealthy(150_000);
 }, 170_000);
 

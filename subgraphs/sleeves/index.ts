@@ -12,9 +12,11 @@ export {
 export { callRouter, routerRequest, problemFromRouter, type GatewayNeedlecastRequest } from './needlecast/client.ts';
 export { shapeA, shapeB, sagaView, type SagaView, type StepRecord } from './needlecast/view.ts';
 export { STEP_NAMES, type StepName } from './needlecast/steps.ts';
+import type { SagaOptions } from './needlecast/saga.ts';
+export type { SagaOptions };
 
 export const loadResolvers = async () => (await import('./resolvers.ts')).resolvers;
 export const services = {
-  needlecast: async () => (await import('./needlecast/service.ts')).startNeedlecast,
+  needlecast: async (saga?: SagaOptions) => (await import('./needlecast/service.ts')).needlecastStarter(saga),
   sleeveRuntime: async () => (await import('./runtime/service.ts')).startSleeveRuntime,
 };

@@ -10,7 +10,9 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { shiftedPortsEnv, SUBGRAPH_PORTS } from '../../bin/up.ts';
+import { STEP_NAMES, type StepName } from '../../subgraphs/sleeves/index.ts';
 import { freshDatabase } from './postgres.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -33,6 +35,24 @@ export interface ClusterOptions {
   /** Another Redis server (fault tests run their own). */
   redisUrl?: string;
   env?: Record<string, string>;
+  /**
+   * Needlecast fault hooks, injected into every child by the preload test/helpers/fault-hooks.mjs:
+   * the router SIGKILLs itself after each `crashAfter` step (once each), or `failAt` throws.
+   */
+  needlecastFaults?: { crashAfter?: readonly StepName[]; failAt?: StepName };
+}
+
+/** The environment that makes the children load the fault hooks (test/helpers/fault-hooks.ts). */
+export function faultHooksEnv(f: NonNullable<ClusterOptions['needlecastFaults']>, inheritedNodeOptions = ''): Record<string, string> {
+  for (const s of [...(f.crashAfter ?? []), ...(f.failAt ? [f.failAt] : [])]) {
+    if (!(STEP_NAMES as readonly string[]).includes(s)) throw new Error(`needlecastFaults: unknown step "${s}" (one of ${STEP_NAMES.join(', ')})`);
+  }
+  const preload = pathToFileURL(path.join(root, 'test', 'helpers', 'fault-hooks.mjs')).href;
+  return {
+    NODE_OPTIONS: `${inheritedNodeOptions} --import ${preload}`.trim(),
+    ...(f.crashAfter?.length ? { COG_TEST_NEEDLECAST_CRASH_AFTER: f.crashAfter.join(',') } : {}),
+    ...(f.failAt ? { COG_TEST_NEEDLECAST_FAIL_AT: f.failAt } : {}),
+  };
 }
 
 export interface Cluster {
@@ -83,6 +103,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     ...(real && databaseUrl
       ? { DATABASE_URL: databaseUrl, NATS_URL: natsUrl, REDIS_URL: redisUrl, COG_NATS_STREAM: `COGT_${id}`, COG_NATS_PREFIX: `cogt_${id}`, COG_REDIS_PREFIX: `cogt:${id}:` }
       : {}),
+    ...(o.needlecastFaults ? faultHooksEnv(o.needlecastFaults, inherited.NODE_OPTIONS) : {}),
     ...o.env,
   };
   const port = (k: string) => Number(env[k]);

@@ -40,7 +40,6 @@ export async function startCortexWith(p: Platform, opts: { submitter?: Submitter
     host: '127.0.0.1',
     chainId: CORTEX_CHAIN_ID,
     blockTime: blockTime(),
-    mixedMining: process.env.COG_CORTEX_MIXED_MINING === '1',
     statePath: path.join(p.config.dataDir, 'cortex', 'state.json'),
     stateInterval: 5,
     ...opts.anvil,
