@@ -96,10 +96,7 @@ async function runOn(p: TestPlatform, label: string, seconds: number): Promise<R
   const ours = await startGateway(p);
   const uncoalesced = await startGateway({ ...p, config: { ...p.config, graphqlCoalesce: false } });
   const subgraphs = readSupergraphConfig();
-  const services = await Promise.all(subgraphs.map((s) => {
-    process.env[`SUBGRAPH_${s.name.toUpperCase()}_PORT`] = '0';
-    return subgraphService(s.name)(p);
-  }));
+  const services = await Promise.all(subgraphs.map((s) => subgraphService(s.name)({ ...p, config: { ...p.config, subgraphPorts: { ...p.config.subgraphPorts, [s.name]: 0 } } })));
   const urlOf = new Map(subgraphs.map((s, i) => [s.name, `${services[i].url}/graphql`]));
   const stockGateway = new ApolloGateway({
     supergraphSdl: fs.readFileSync(supergraphFile, 'utf8'),

@@ -70,6 +70,35 @@ function oneOf<T extends string>(env: Env, name: string, def: T, allowed: readon
   return raw as T;
 }
 
+function optionalInt(env: Env, name: string, min: number, max: number): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  return int(env, name, 0, min, max);
+}
+
+/** A secret or key in hex: `bytes` long, optionally 0x-prefixed when `prefixed`; returned lowercase as given. */
+function hexKey(env: Env, name: string, bytes: number, what: string, prefixed = false): string | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const re = new RegExp(`^${prefixed ? '(0x)?' : ''}[0-9a-fA-F]{${bytes * 2}}$`);
+  if (!re.test(raw)) throw new ConfigError(name, `must be ${bytes * 2} hex characters (${what})`);
+  return raw;
+}
+
+/** SUBGRAPH_<NAME>_URL and SUBGRAPH_<NAME>_PORT (distributed mode), by lowercase subgraph name. */
+function subgraphEndpoints(env: Env): { urls: Record<string, string>; ports: Record<string, number> } {
+  const urls: Record<string, string> = {};
+  const ports: Record<string, number> = {};
+  for (const key of Object.keys(env).sort()) {
+    const m = /^SUBGRAPH_([A-Z0-9]+)_(URL|PORT)$/.exec(key);
+    if (!m || env[key] === undefined || env[key] === '') continue;
+    const sub = m[1]!.toLowerCase();
+    if (m[2] === 'URL') urls[sub] = url(env, key)!;
+    else ports[sub] = int(env, key, 0, 0, 65535);
+  }
+  return { urls, ports };
+}
+
 export interface Config {
   /** The spec's constants. */
   epochIntervalMs: number;
@@ -144,6 +173,38 @@ export interface Config {
   opsPort?: number;
   /** COG_READY_TIP_AGE_MS: /readyz reports Medulla down when its tip has not moved for this long (default 5 epoch intervals). */
   readyTipAgeMs: number;
+  /** COG_MASTER_KEY: 64 hex, the key that seals stack master secrets (undefined: the key file in the data dir). */
+  masterKeyHex?: string;
+  /** COG_RUNNER_ID: the worker runner's name in its pass leases (suffixed with the pid). */
+  runnerId?: string;
+  /** HIPPOCAMPUS_NODE_ID: this Hippocampus node's id (its own payload store without S3). */
+  hippocampusNodeId?: string;
+  /** COG_SUBGRAPHS: the gateway runs the subgraphs in-process (local) or reaches each over HTTP (remote). */
+  subgraphs: 'local' | 'remote';
+  /** SUBGRAPH_<NAME>_URL: where the gateway reaches a remote subgraph (default: its supergraph routing URL). */
+  subgraphUrls: Record<string, string>;
+  /** SUBGRAPH_<NAME>_PORT: the port a subgraph service listens on (default: its routing URL's port). */
+  subgraphPorts: Record<string, number>;
+  medulla: {
+    /** MEDULLA_NODE_ID (default medulla-<port>). */
+    nodeId?: string;
+    /** MEDULLA_AUTOMINE (on|off). */
+    autoMine: boolean;
+    /** MEDULLA_DUTY: CPU share of background mining, 0.01..1. */
+    duty: number;
+    /** MEDULLA_PACING (on|off): background blocks come one interval after their parent. */
+    paced: boolean;
+    /** MEDULLA_GENESIS_DIFFICULTY (default from the epoch interval). */
+    genesisDifficulty?: number;
+  };
+  cortex: {
+    /** COG_CORTEX_BLOCK_TIME: seconds between the embedded anvil's blocks (default 4, the spec's Clique period). */
+    blockTimeS: number;
+    /** CORTEX_OPERATOR_KEY: 32 bytes of hex, 0x-prefixed (anvil's dev key when unset and the node is anvil). */
+    operatorKey?: string;
+  };
+  /** THALAMUS_OPERATOR_KEY: the Thalamus's 64 hex ed25519 seed, lowercase (undefined: a key file in the data dir). */
+  thalamusOperatorKey?: string;
 }
 
 /** COG_INTERNAL_TOKEN: the bearer token internal services require; short ones are guessable. */
@@ -167,6 +228,8 @@ export function loadConfig(env: Env = process.env): Config {
     cortex: int(env, 'CORTEX_PORT', 8545, 0, 65535),
   };
   const host = env.COG_HOST || '127.0.0.1';
+  const subgraphs = subgraphEndpoints(env);
+  const withPrefix = (k: string | undefined) => (k === undefined || k.startsWith('0x') ? k : `0x${k}`);
   const local = (port: number) => `http://127.0.0.1:${port}`;
   const cfg: Config = {
     epochIntervalMs: int(env, 'COG_EPOCH_INTERVAL_MS', 4000, 50, 3_600_000),
@@ -227,7 +290,29 @@ export function loadConfig(env: Env = process.env): Config {
     metricsCacheMs: int(env, 'COG_METRICS_CACHE_MS', 1000, 0, 60_000),
     opsPort: env.COG_OPS_PORT ? int(env, 'COG_OPS_PORT', 0, 0, 65535) : undefined,
     readyTipAgeMs: 0,
+    masterKeyHex: hexKey(env, 'COG_MASTER_KEY', 32, '32 bytes'),
+    runnerId: env.COG_RUNNER_ID ? name(env, 'COG_RUNNER_ID', '', /^[A-Za-z0-9_.:-]{1,64}$/) : undefined,
+    hippocampusNodeId: env.HIPPOCAMPUS_NODE_ID ? name(env, 'HIPPOCAMPUS_NODE_ID', '', /^[A-Za-z0-9_.-]{1,64}$/) : undefined,
+    subgraphs: oneOf(env, 'COG_SUBGRAPHS', 'local', ['local', 'remote'] as const),
+    subgraphUrls: subgraphs.urls,
+    subgraphPorts: subgraphs.ports,
+    medulla: medullaConfig(env),
+    cortex: {
+      blockTimeS: int(env, 'COG_CORTEX_BLOCK_TIME', 4, 0, 3600),
+      operatorKey: withPrefix(hexKey(env, 'CORTEX_OPERATOR_KEY', 32, 'a 32-byte key', true)),
+    },
+    thalamusOperatorKey: hexKey(env, 'THALAMUS_OPERATOR_KEY', 32, 'an ed25519 seed')?.toLowerCase(),
   };
   cfg.readyTipAgeMs = int(env, 'COG_READY_TIP_AGE_MS', 5 * cfg.epochIntervalMs, 100, 86_400_000);
   return cfg;
+}
+
+function medullaConfig(env: Env): Config['medulla'] {
+  return {
+    nodeId: env.MEDULLA_NODE_ID ? name(env, 'MEDULLA_NODE_ID', '', /^[A-Za-z0-9_.:-]{1,64}$/) : undefined,
+    autoMine: oneOf(env, 'MEDULLA_AUTOMINE', 'on', ['on', 'off'] as const) === 'on',
+    duty: num(env, 'MEDULLA_DUTY', 0.25, 0.01, 1),
+    paced: oneOf(env, 'MEDULLA_PACING', 'on', ['on', 'off'] as const) === 'on',
+    genesisDifficulty: optionalInt(env, 'MEDULLA_GENESIS_DIFFICULTY', 0, Number.MAX_SAFE_INTEGER),
+  };
 }

@@ -21,14 +21,14 @@ export const PRETTY_OPTIONS = { colorize: true, translateTime: 'SYS:HH:MM:ss.l',
 export function createLogger(opts: { level?: string; name?: string; format?: LogFormat; destination?: NodeJS.WritableStream } = {}): Logger {
   const paths = SECRET_KEYS.flatMap((k) => [k, `*.${k}`, `*.*.${k}`, `req.headers.${k}`]);
   const options = {
-    level: opts.level ?? process.env.LOG_LEVEL ?? 'info',
+    level: opts.level ?? 'info',
     name: opts.name,
     base: undefined,
     redact: { paths, censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
   // A given destination (tests) is written as is, JSON; stdout is pretty only on a terminal.
-  const format = opts.format ?? (process.env.COG_LOG_FORMAT as LogFormat | undefined) ?? 'auto';
+  const format = opts.format ?? 'auto';
   if (!opts.destination && options.level !== 'silent' && prettyLogs(format)) {
     return pino(options, pino.transport({ target: 'pino-pretty', options: { ...PRETTY_OPTIONS, colorize: process.stdout.isTTY === true, destination: 1 } }));
   }

@@ -39,12 +39,9 @@ export interface Platform {
   ports: Partial<Ports>;
 }
 
-/** COG_MASTER_KEY (64 hex) or a key file under the data dir, created once with mode 0600. */
-export function loadMasterKey(config: Config, env = process.env): Uint8Array {
-  if (env.COG_MASTER_KEY) {
-    if (!/^[0-9a-fA-F]{64}$/.test(env.COG_MASTER_KEY)) throw new Error('COG_MASTER_KEY: must be 64 hex characters (32 bytes)');
-    return fromHex(env.COG_MASTER_KEY);
-  }
+/** COG_MASTER_KEY (64 hex, validated by loadConfig) or a key file under the data dir, created once with mode 0600. */
+export function loadMasterKey(config: Config): Uint8Array {
+  if (config.masterKeyHex) return fromHex(config.masterKeyHex);
   const file = path.join(config.dataDir, 'master.key');
   if (fs.existsSync(file)) return fromHex(fs.readFileSync(file, 'utf8').trim());
   fs.mkdirSync(config.dataDir, { recursive: true });

@@ -42,7 +42,7 @@ export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Pro
     supergraphSdl: fs.readFileSync(supergraphFile, 'utf8'),
     buildService: ({ name, url }) => {
       const source = local.get(name) ?? new RemoteGraphQLDataSource({
-        url: process.env[`SUBGRAPH_${name.toUpperCase()}_URL`] ?? url,
+        url: p.config.subgraphUrls[name] ?? url,
         willSendRequest: ({ request }) => {
           if (token) request.http?.headers.set('authorization', `Bearer ${token}`);
         },

@@ -43,7 +43,7 @@ export const startGateway: ServiceStarter = async (p) => {
   installGuards(app, p);
   await registerRest(app, p);
   const mcp = mountMcp(app, p);
-  const { server: gql, apiSchema, coalesced } = await createGateway(p, { remote: process.env.COG_SUBGRAPHS === 'remote' });
+  const { server: gql, apiSchema, coalesced } = await createGateway(p, { remote: p.config.subgraphs === 'remote' });
   const schema = routerSchema(p, gql, apiSchema);
   mountGraphql(app, gql, p, '/graphql', { schema, introspection: p.config.graphqlIntrospection });
   if (p.config.graphqlIntrospection) mountGraphiql(app);

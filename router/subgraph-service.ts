@@ -21,8 +21,7 @@ export function subgraphService(name: string): ServiceStarter {
     app.get('/health', async () => ({ ok: true, name: `subgraph-${name}` }));
     mountReadiness(app, p, { name: `subgraph-${name}`, needs: ['database'] });
     mountGraphql(app, server, p);
-    const envPort = process.env[`SUBGRAPH_${name.toUpperCase()}_PORT`];
-    const port = await listen(app, `subgraph-${name}`, p.config.host, envPort !== undefined ? Number(envPort) : Number(new URL(cfg.routingUrl).port));
+    const port = await listen(app, `subgraph-${name}`, p.config.host, p.config.subgraphPorts[name] ?? Number(new URL(cfg.routingUrl).port));
     return {
       name: `subgraph-${name}`,
       url: `http://${p.config.host}:${port}`,

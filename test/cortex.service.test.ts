@@ -14,14 +14,10 @@ import { stackAddress } from '../lib/address.ts';
 import { outboxStatus } from '../subgraphs/chains/cortex/submitter.ts';
 
 let p: TestPlatform;
-const prevBlockTime = process.env.COG_CORTEX_BLOCK_TIME;
 beforeAll(async () => {
-  process.env.COG_CORTEX_BLOCK_TIME = '1';
-  p = await testPlatform({ CORTEX_PORT: '0' });
+  p = await testPlatform({ CORTEX_PORT: '0', COG_CORTEX_BLOCK_TIME: '1' });
 });
 afterAll(async () => {
-  if (prevBlockTime === undefined) delete process.env.COG_CORTEX_BLOCK_TIME;
-  else process.env.COG_CORTEX_BLOCK_TIME = prevBlockTime;
   await p?.cleanup();
 });
 

@@ -26,7 +26,41 @@ describe('config', () => {
     expect(loadConfig({ DATABASE_POOL_SIZE: '3' }).databasePoolSize).toBe(3);
   });
 
+  it('reads the service settings too: nothing else in the product reads the environment', () => {
+    const d = loadConfig({});
+    expect(d).toMatchObject({ subgraphs: 'local', subgraphUrls: {}, subgraphPorts: {}, runnerId: undefined, hippocampusNodeId: undefined, masterKeyHex: undefined, thalamusOperatorKey: undefined });
+    expect(d.medulla).toEqual({ nodeId: undefined, autoMine: true, duty: 0.25, paced: true, genesisDifficulty: undefined });
+    expect(d.cortex).toEqual({ blockTimeS: 4, operatorKey: undefined });
+    const c = loadConfig({
+      COG_SUBGRAPHS: 'remote', SUBGRAPH_STACKS_URL: 'http://127.0.0.1:9081/graphql', SUBGRAPH_STACKS_PORT: '9081', SUBGRAPH_MEMORY_PORT: '0',
+      COG_RUNNER_ID: 'worker-1', HIPPOCAMPUS_NODE_ID: 'hippocampus-2', COG_MASTER_KEY: 'ab'.repeat(32),
+      MEDULLA_NODE_ID: 'medulla-2', MEDULLA_AUTOMINE: 'off', MEDULLA_DUTY: '0.5', MEDULLA_PACING: 'off', MEDULLA_GENESIS_DIFFICULTY: '12',
+      COG_CORTEX_BLOCK_TIME: '1', CORTEX_OPERATOR_KEY: 'cd'.repeat(32), THALAMUS_OPERATOR_KEY: 'EF'.repeat(32),
+    });
+    expect(c.subgraphs).toBe('remote');
+    expect(c.subgraphUrls).toEqual({ stacks: 'http://127.0.0.1:9081/graphql' });
+    expect(c.subgraphPorts).toEqual({ stacks: 9081, memory: 0 });
+    expect(c).toMatchObject({ runnerId: 'worker-1', hippocampusNodeId: 'hippocampus-2', masterKeyHex: 'ab'.repeat(32), thalamusOperatorKey: 'ef'.repeat(32) });
+    expect(c.medulla).toEqual({ nodeId: 'medulla-2', autoMine: false, duty: 0.5, paced: false, genesisDifficulty: 12 });
+    expect(c.cortex).toEqual({ blockTimeS: 1, operatorKey: `0x${'cd'.repeat(32)}` });
+  });
+
   it.each([
+    ['COG_SUBGRAPHS', 'sometimes'],
+    ['SUBGRAPH_STACKS_URL', 'not a url'],
+    ['SUBGRAPH_MEMORY_PORT', '70000'],
+    ['COG_RUNNER_ID', 'has space'],
+    ['HIPPOCAMPUS_NODE_ID', '../up'],
+    ['COG_MASTER_KEY', 'abc'],
+    ['MEDULLA_NODE_ID', 'a/b'],
+    ['MEDULLA_AUTOMINE', 'yes'],
+    ['MEDULLA_DUTY', '2'],
+    ['MEDULLA_PACING', '1'],
+    ['MEDULLA_GENESIS_DIFFICULTY', 'hard'],
+    ['COG_CORTEX_BLOCK_TIME', '-1'],
+    ['CORTEX_OPERATOR_KEY', '0x1234'],
+    ['THALAMUS_OPERATOR_KEY', 'zz'.repeat(32)],
+    ['LOG_LEVEL', 'loud'],
     ['COG_EPOCH_INTERVAL_MS', 'soon'],
     ['COG_EPOCH_INTERVAL_MS', '-5'],
     ['COG_DRIFT_MAX', 'NaN'],

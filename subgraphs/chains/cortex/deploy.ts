@@ -28,13 +28,9 @@ export function providerFor(rpcUrl: string, pollingInterval = 1000): JsonRpcProv
   return new JsonRpcProvider(rpcUrl, undefined, { staticNetwork: true, pollingInterval, cacheTimeout: -1 });
 }
 
-/** CORTEX_OPERATOR_KEY, or anvil's dev key when the node is anvil (never on a real network). */
-export async function operatorKey(provider: JsonRpcProvider, env = process.env): Promise<string> {
-  const k = env.CORTEX_OPERATOR_KEY;
-  if (k) {
-    if (!/^(0x)?[0-9a-fA-F]{64}$/.test(k)) throw new Error('CORTEX_OPERATOR_KEY: must be 32 bytes of hex');
-    return k.startsWith('0x') ? k : `0x${k}`;
-  }
+/** CORTEX_OPERATOR_KEY (config.cortex.operatorKey), or anvil's dev key when the node is anvil (never on a real network). */
+export async function operatorKey(provider: JsonRpcProvider, configured?: string): Promise<string> {
+  if (configured) return configured;
   const client = String(await provider.send('web3_clientVersion', [])).toLowerCase();
   if (client.startsWith('anvil')) return ANVIL_DEV_KEY;
   throw new Error('CORTEX_OPERATOR_KEY is required for a Cortex node that is not anvil');
@@ -132,7 +128,7 @@ export async function deployCommand(config: Config): Promise<Deployment> {
   try {
     const chainId = Number((await provider.getNetwork()).chainId);
     const file = deploymentsFile(config.dataDir, chainId);
-    const key = await operatorKey(provider);
+    const key = await operatorKey(provider, config.cortex.operatorKey);
     const { deployment, fresh } = await ensureSuite(provider, key, file);
     process.stdout.write(`${fresh ? 'deployed' : 'already deployed'}: ${file}\n${JSON.stringify(deployment.contracts, null, 2)}\n`);
     return deployment;

@@ -24,14 +24,6 @@ export interface CortexService {
   rewound: number;
 }
 
-/** Seconds between anvil blocks: COG_CORTEX_BLOCK_TIME (default 4, the spec's Clique period). */
-function blockTime(env = process.env): number {
-  const raw = env.COG_CORTEX_BLOCK_TIME;
-  if (raw === undefined || raw === '') return 4;
-  if (!/^\d+$/.test(raw) || Number(raw) > 3600) throw new Error(`COG_CORTEX_BLOCK_TIME: must be an integer number of seconds (0-3600), got "${raw}"`);
-  return Number(raw);
-}
-
 export async function startCortexWith(p: Platform, opts: { submitter?: SubmitterOptions; reconcileMs?: number; anvil?: Partial<AnvilOptions> } = {}): Promise<CortexService & { close(): Promise<void>; anvil?: Anvil }> {
   let anvil: Anvil | undefined;
   let rpcUrl = p.config.cortexRpcUrl;
@@ -39,7 +31,7 @@ export async function startCortexWith(p: Platform, opts: { submitter?: Submitter
     port: p.config.ports.cortex,
     host: '127.0.0.1',
     chainId: CORTEX_CHAIN_ID,
-    blockTime: blockTime(),
+    blockTime: p.config.cortex.blockTimeS,
     statePath: path.join(p.config.dataDir, 'cortex', 'state.json'),
     stateInterval: 5,
     ...opts.anvil,
@@ -53,7 +45,7 @@ export async function startCortexWith(p: Platform, opts: { submitter?: Submitter
   const provider = providerFor(rpcUrl);
   try {
     const chainId = Number((await provider.getNetwork()).chainId);
-    const key = await operatorKey(provider);
+    const key = await operatorKey(provider, p.config.cortex.operatorKey);
     reportProgress('cortex', 'checking the contract suite');
     const { deployment: suite, fresh } = await ensureSuite(provider, key, deploymentsFile(p.config.dataDir, chainId));
     if (suite.inputHash !== artifactsHash()) p.log.warn({ deployed: suite.inputHash, built: artifactsHash() }, 'cortex: the deployed suite was built from other contract sources than contracts/build');

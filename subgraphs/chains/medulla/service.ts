@@ -1,8 +1,6 @@
 // Medulla (:8332): the proof-of-work chain's node. POST /rpc (JSON-RPC 2.0 and plain form),
-// GET /health. Settings beyond lib/config: MEDULLA_NODE_ID, MEDULLA_AUTOMINE (on|off),
-// MEDULLA_DUTY (CPU share of background mining, 0.01..1, default 0.25), MEDULLA_PACING (on|off,
-// default on: background blocks come one interval after their parent), MEDULLA_GENESIS_DIFFICULTY.
-import { ConfigError } from '../../../lib/config.ts';
+// GET /health. Its settings (MEDULLA_NODE_ID, MEDULLA_AUTOMINE, MEDULLA_DUTY, MEDULLA_PACING,
+// MEDULLA_GENESIS_DIFFICULTY) are read by lib/config.ts (config.medulla).
 import { createHttp, listen } from '../../../lib/http.ts';
 import { mountReadiness } from '../../../lib/ready.ts';
 import type { Platform } from '../../../lib/platform.ts';
@@ -19,24 +17,17 @@ export interface MedullaService extends RunningService {
   node: MedullaNode;
 }
 
-function envOptions(p: Platform, port: number, env = process.env): MedullaNodeOptions {
-  const duty = env.MEDULLA_DUTY ? Number(env.MEDULLA_DUTY) : 0.25;
-  if (!Number.isFinite(duty) || duty < 0.01 || duty > 1) throw new ConfigError('MEDULLA_DUTY', `must be a number in [0.01, 1], got "${env.MEDULLA_DUTY}"`);
-  const auto = env.MEDULLA_AUTOMINE ?? 'on';
-  if (auto !== 'on' && auto !== 'off') throw new ConfigError('MEDULLA_AUTOMINE', `must be on or off, got "${auto}"`);
-  const pacing = env.MEDULLA_PACING ?? 'on';
-  if (pacing !== 'on' && pacing !== 'off') throw new ConfigError('MEDULLA_PACING', `must be on or off, got "${pacing}"`);
-  const g = env.MEDULLA_GENESIS_DIFFICULTY;
-  if (g !== undefined && !/^\d+$/.test(g)) throw new ConfigError('MEDULLA_GENESIS_DIFFICULTY', `must be a positive integer, got "${g}"`);
+function configOptions(p: Platform, port: number): MedullaNodeOptions {
+  const m = p.config.medulla;
   return {
-    node: env.MEDULLA_NODE_ID || `medulla-${port}`,
+    node: m.nodeId ?? `medulla-${port}`,
     peers: p.config.medullaPeers,
-    autoMine: auto === 'on',
-    duty,
-    genesisDifficulty: g ? Math.max(1, Number(g)) : Math.max(1, Math.round((ASSUMED_HASHRATE * p.config.epochIntervalMs) / 1000)),
+    autoMine: m.autoMine,
+    duty: m.duty,
+    genesisDifficulty: m.genesisDifficulty !== undefined ? Math.max(1, m.genesisDifficulty) : Math.max(1, Math.round((ASSUMED_HASHRATE * p.config.epochIntervalMs) / 1000)),
     intervalMs: p.config.epochIntervalMs,
     pollMs: Math.max(250, p.config.epochIntervalMs),
-    paced: pacing === 'on',
+    paced: m.paced,
   };
 }
 
@@ -57,7 +48,7 @@ export async function createMedulla(p: Platform, overrides: Partial<MedullaNodeO
   registerRpc(app, medullaMethods(() => node!));
   const bound = await listen(app, 'medulla', p.config.host, port);
   try {
-    const base = envOptions(p, port || bound);
+    const base = configOptions(p, port || bound);
     node = await MedullaNode.open(p, { ...base, ...overrides, node: overrides.node ?? base.node });
   } catch (e) {
     await app.close();

@@ -1,5 +1,5 @@
-// The Thalamus operator's ed25519 key: THALAMUS_OPERATOR_KEY (64 hex seed), or a key file under the
-// data dir created once with mode 0600. The seed never leaves this module except to sign.
+// The Thalamus operator's ed25519 key: THALAMUS_OPERATOR_KEY (64 hex seed, validated by
+// lib/config.ts), or a key file under the data dir created once with mode 0600. The seed never leaves this module except to sign.
 import fs from 'node:fs';
 import path from 'node:path';
 import { ConfigError } from '../../../lib/config.ts';
@@ -16,12 +16,8 @@ function operatorFromSeed(seed: string): Operator {
   return { pubKey, signTuple: (t) => sign(tupleMessage(t), seed) };
 }
 
-export function loadOperator(dataDir: string, env = process.env): Operator {
-  const fromEnv = env.THALAMUS_OPERATOR_KEY;
-  if (fromEnv) {
-    if (!isHex(fromEnv, 32)) throw new ConfigError('THALAMUS_OPERATOR_KEY', 'must be 64 hex characters (an ed25519 seed)');
-    return operatorFromSeed(fromEnv.toLowerCase());
-  }
+export function loadOperator(dataDir: string, configuredSeed?: string): Operator {
+  if (configuredSeed) return operatorFromSeed(configuredSeed.toLowerCase());
   const file = path.join(dataDir, 'thalamus.key');
   if (fs.existsSync(file)) {
     const seed = fs.readFileSync(file, 'utf8').trim();

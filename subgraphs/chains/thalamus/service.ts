@@ -41,7 +41,7 @@ export async function createThalamus(p: Platform, opts: ThalamusOptions = {}): P
   const ctx: FoldContext = {
     p,
     sources: opts.sources ?? wiredSources(p, { sourceTimeoutMs }),
-    operator: loadOperator(p.config.dataDir),
+    operator: loadOperator(p.config.dataDir, p.config.thalamusOperatorKey),
     medullaUrl: opts.medullaUrl ?? p.config.urls.medulla,
     sourceTimeoutMs,
   };

@@ -133,12 +133,11 @@ export async function hippocampusRoutes(fastify: FastifyInstance, opts: Hippocam
 /** The node's own payload store: its directory in distributed mode (no S3), the platform's otherwise. */
 async function nodeStore(p: Platform, node: string | undefined): Promise<{ store: ObjectStore; own: boolean }> {
   if (!node || p.config.s3.endpoint) return { store: p.objects, own: false };
-  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(node)) throw new Error(`HIPPOCAMPUS_NODE_ID: must be 1-64 of [A-Za-z0-9_.-], got "${node}"`);
   return { store: await createObjectStore({ dir: path.join(p.config.dataDir, 'hippocampus', node) }), own: true };
 }
 
 export const startHippocampus: ServiceStarter = async (p) => {
-  const nodeId = process.env.HIPPOCAMPUS_NODE_ID || undefined;
+  const nodeId = p.config.hippocampusNodeId;
   const { store: local, own } = await nodeStore(p, nodeId);
   const peerOpts: PeerOptions = {
     peers: p.config.hippocampusPeers,

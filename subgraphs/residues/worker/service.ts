@@ -30,4 +30,4 @@ export function workerStarter(opts: RunnerOptions = {}): ServiceStarter {
 
 /** COG_RUNNER_ID names the runner in its leases (suffixed with the pid: each incarnation is its own holder). */
 export const startWorker: ServiceStarter = (p) =>
-  workerStarter(process.env.COG_RUNNER_ID ? { id: `${process.env.COG_RUNNER_ID}:${process.pid}` } : {})(p);
+  workerStarter(p.config.runnerId ? { id: `${p.config.runnerId}:${process.pid}` } : {})(p);
