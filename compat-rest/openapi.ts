@@ -59,7 +59,7 @@ export async function installOpenapi(app: FastifyInstance): Promise<void> {
     const doc = ROUTE_DOCS[`${method} ${r.url}`];
     if (!doc) return; // shows in the document without responses: test/openapi.test.ts fails on it
     r.schema = {
-      ...r.schema, tags: doc.tags, summary: doc.summary, ...(doc.description ? { description: doc.description } : {}),
+      ...r.schema, operationId: doc.operationId, tags: doc.tags, summary: doc.summary, ...(doc.description ? { description: doc.description } : {}),
       response: responsesOf(method, r.url, doc, !!(r.schema?.params || r.schema?.querystring || r.schema?.body)),
     };
   });

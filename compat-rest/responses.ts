@@ -197,6 +197,7 @@ const PROBLEM_TEXT: Record<number, string> = {
   409: 'The state does not allow it (decommissioned, frozen, not open, exists)',
   410: 'Gated: outside the epoch window and not pinned',
   413: 'Body over 1 MiB',
+  414: 'A path parameter over 500 characters',
   422: 'The proof does not hold',
   429: 'Rate limited (Retry-After)',
   500: 'Unexpected failure (logged; leaks nothing)',
@@ -204,6 +205,8 @@ const PROBLEM_TEXT: Record<number, string> = {
 };
 
 export interface RouteDoc {
+  /** The operation's name in the document (generated clients name their functions by it). */
+  operationId: string;
   tags: string[];
   summary: string;
   description?: string;
@@ -219,7 +222,8 @@ const json = (schema: TSchema, description: string) => ({ description, content: 
 
 /**
  * Which statuses a route answers: its own, plus what every /v1 route can answer (429 rate limit,
- * 500, 503 a dependency down), 400 and 413 where input or a body is read, 401 where a signature is
+ * 500, 503 a dependency down), 400 and 413 where input or a body is read, 414 where the path has
+ * a parameter, 401 where a signature is
  * required (COG_AUTH=required: every write but stack creation, and the recall GET).
  */
 export function responsesOf(method: string, url: string, doc: RouteDoc, hasInput: boolean): Record<string, unknown> {
@@ -231,6 +235,8 @@ export function responsesOf(method: string, url: string, doc: RouteDoc, hasInput
     if (method !== 'GET') errors.add(413);
     // A body that is not JSON is a 400 even where the route reads none.
     if (hasInput || method !== 'GET') errors.add(400);
+    // A path parameter over the router's 500 characters is refused before the route runs.
+    if (url.includes(':')) errors.add(414);
     if (doc.signed ?? (method !== 'GET' && !(method === 'POST' && url === '/v1/stacks'))) errors.add(401);
   } else {
     errors.add(500);
@@ -244,55 +250,55 @@ const Cid = Type.Object({ cid: Str() });
 
 /** The documented routes, by "METHOD url" (a route of the gateway missing here fails its test). */
 export const ROUTE_DOCS: Record<string, RouteDoc> = {
-  'GET /healthz': { tags: ['gateway'], summary: 'Liveness of the gateway', ok: { 200: Type.Object({ ok: Bool(), name: Str(), ts: Int() }) } },
+  'GET /healthz': { operationId: 'health', tags: ['gateway'], summary: 'Liveness of the gateway', ok: { 200: Type.Object({ ok: Bool(), name: Str(), ts: Int() }) } },
   'GET /v1/openapi.json': {
-    tags: ['gateway'], summary: 'This document (OpenAPI 3.1); the reference page is at /v1/docs',
+    operationId: 'openapi', tags: ['gateway'], summary: 'This document (OpenAPI 3.1); the reference page is at /v1/docs',
     ok: { 200: Type.Object({ openapi: Str(), info: Type.Object({}, { additionalProperties: true }), paths: Type.Object({}, { additionalProperties: true }) }, { additionalProperties: true }) },
   },
 
   'POST /v1/stacks': {
-    tags: ['stacks'], summary: 'Create a stack (Shape A {name, kind?, cpv?}: key generated, identityPriv returned once; Shape B {pubkey, cpv})',
+    operationId: 'createStack', tags: ['stacks'], summary: 'Create a stack (Shape A {name, kind?, cpv?}: key generated, identityPriv returned once; Shape B {pubkey, cpv})',
     ok: { 201: ref(Stack) }, errors: [409],
   },
-  'GET /v1/stacks': { tags: ['stacks'], summary: 'Every stack, oldest first', ok: { 200: Type.Array(ref(Stack)) } },
-  'GET /v1/stacks/:id': { tags: ['stacks'], summary: 'One stack with its sleeves, anchors and balances', ok: { 200: ref(Stack) }, errors: [404] },
+  'GET /v1/stacks': { operationId: 'listStacks', tags: ['stacks'], summary: 'Every stack, oldest first', ok: { 200: Type.Array(ref(Stack)) } },
+  'GET /v1/stacks/:id': { operationId: 'getStack', tags: ['stacks'], summary: 'One stack with its sleeves, anchors and balances', ok: { 200: ref(Stack) }, errors: [404] },
   'GET /v1/stacks/:id/registration.json': {
-    tags: ['stacks'], summary: "The stack's ERC-8004 agent registration file (its identity NFT's tokenURI)", ok: { 200: ref(AgentRegistration) }, errors: [404],
+    operationId: 'getStackRegistration', tags: ['stacks'], summary: "The stack's ERC-8004 agent registration file (its identity NFT's tokenURI)", ok: { 200: ref(AgentRegistration) }, errors: [404],
   },
 
-  'POST /v1/sleeves': { tags: ['sleeves'], summary: 'Spawn a sleeve (Shape A {stackId, embodimentType, hostname?})', ok: { 201: ref(Sleeve) }, errors: [404, 409] },
-  'POST /v1/sleeves/:stackId': { tags: ['sleeves'], summary: 'Spawn a sleeve (Shape B {kind, tickRate?, hostname?})', ok: { 201: ref(Sleeve) }, errors: [404, 409] },
-  'GET /v1/sleeves': { tags: ['sleeves'], summary: 'Every alive sleeve', ok: { 200: Type.Array(ref(Sleeve)) } },
-  'GET /v1/sleeves/:id': { tags: ['sleeves'], summary: 'One sleeve (alive or not)', ok: { 200: ref(Sleeve) }, errors: [404] },
-  'DELETE /v1/sleeves/:id': { tags: ['sleeves'], summary: 'Decommission a sleeve (tokens to the stack pool)', ok: { 200: Ok }, errors: [404, 409] },
+  'POST /v1/sleeves': { operationId: 'spawnSleeve', tags: ['sleeves'], summary: 'Spawn a sleeve (Shape A {stackId, embodimentType, hostname?})', ok: { 201: ref(Sleeve) }, errors: [404, 409] },
+  'POST /v1/sleeves/:stackId': { operationId: 'spawnSleeveB', tags: ['sleeves'], summary: 'Spawn a sleeve (Shape B {kind, tickRate?, hostname?})', ok: { 201: ref(Sleeve) }, errors: [404, 409] },
+  'GET /v1/sleeves': { operationId: 'listSleeves', tags: ['sleeves'], summary: 'Every alive sleeve', ok: { 200: Type.Array(ref(Sleeve)) } },
+  'GET /v1/sleeves/:id': { operationId: 'getSleeve', tags: ['sleeves'], summary: 'One sleeve (alive or not)', ok: { 200: ref(Sleeve) }, errors: [404] },
+  'DELETE /v1/sleeves/:id': { operationId: 'decommissionSleeve', tags: ['sleeves'], summary: 'Decommission a sleeve (tokens to the stack pool)', ok: { 200: Ok }, errors: [404, 409] },
   'POST /v1/sleeves/:id/sync': {
-    tags: ['sleeves'], summary: 'Reset drift for 1 sync token', ok: { 200: Type.Object({ ok: Bool(), epoch: Int() }) }, errors: [402, 404, 409],
+    operationId: 'syncSleeve', tags: ['sleeves'], summary: 'Reset drift for 1 sync token', ok: { 200: Type.Object({ ok: Bool(), epoch: Int() }) }, errors: [402, 404, 409],
   },
   'GET /v1/tokens/balances/:stackId': {
-    tags: ['economy'], summary: 'Token totals of the alive sleeves of a stack (Shape A)',
+    operationId: 'sleeveTokenTotals', tags: ['economy'], summary: 'Token totals of the alive sleeves of a stack (Shape A)',
     ok: { 200: Type.Object({ stackId: Str(), sleeveTotals: ref(TokenAmounts) }) }, errors: [404],
   },
   'GET /v1/coordination/desync': {
-    tags: ['sleeves'], summary: 'Alive sleeves whose drift is above the maximum',
+    operationId: 'listDesyncedSleeves', tags: ['sleeves'], summary: 'Alive sleeves whose drift is above the maximum',
     ok: { 200: Type.Array(Type.Object({ id: Str(), stackId: Str(), drift: Num() })) },
   },
 
   'POST /v1/sleeves/:id/perceive': {
-    tags: ['memory'], summary: 'Perceive (Shape A {input}): 0.5 compute, drift +1', ok: { 200: Type.Object({ cid: Str(), thought: Str() }) }, errors: [402, 404, 409],
+    operationId: 'perceiveSleeve', tags: ['memory'], summary: 'Perceive (Shape A {input}): 0.5 compute, drift +1', ok: { 200: Type.Object({ cid: Str(), thought: Str() }) }, errors: [402, 404, 409],
   },
   'POST /v1/perceive': {
-    tags: ['memory'], summary: 'Perceive (Shape B {stackId, sleeveId, text})',
+    operationId: 'perceive', tags: ['memory'], summary: 'Perceive (Shape B {stackId, sleeveId, text})',
     ok: { 200: Type.Object({ cid: Str(), epoch: Int(), cost: Type.Object({ compute: Num() }) }) }, errors: [402, 403, 404, 409],
   },
-  'POST /v1/stacks/:id/remember': { tags: ['memory'], summary: 'Remember with the richest sleeve of the stack (pin costs 1 memory)', ok: { 200: Cid }, errors: [402, 404, 409] },
-  'POST /v1/sleeves/:id/remember': { tags: ['memory'], summary: 'Remember with this sleeve (pin costs 1 memory)', ok: { 200: Cid }, errors: [402, 404, 409] },
+  'POST /v1/stacks/:id/remember': { operationId: 'rememberStack', tags: ['memory'], summary: 'Remember with the richest sleeve of the stack (pin costs 1 memory)', ok: { 200: Cid }, errors: [402, 404, 409] },
+  'POST /v1/sleeves/:id/remember': { operationId: 'rememberSleeve', tags: ['memory'], summary: 'Remember with this sleeve (pin costs 1 memory)', ok: { 200: Cid }, errors: [402, 404, 409] },
   'GET /v1/stacks/:id/recall': {
-    tags: ['memory'], summary: 'Recall (Shape A): fragments are Memory nodes, broken the unreadable CIDs; spends memory tokens',
+    operationId: 'recallStack', tags: ['memory'], summary: 'Recall (Shape A): fragments are Memory nodes, broken the unreadable CIDs; spends memory tokens',
     ok: { 200: Type.Object({ fragments: Type.Array(ref(MemoryNode)), broken: Type.Array(Str()), fidelity: Num() }) },
     errors: [402, 403, 404, 409], signed: true,
   },
   'POST /v1/recall': {
-    tags: ['memory'], summary: 'Recall (Shape B {stackId, depth, sleeveId?}): decrypted fragments, broken a count',
+    operationId: 'recall', tags: ['memory'], summary: 'Recall (Shape B {stackId, depth, sleeveId?}): decrypted fragments, broken a count',
     ok: {
       200: Type.Object({
         fragments: Type.Array(Type.Object({ cid: Str(), text: Str(), epoch: Int() })), broken: Int(), fidelity: Num(), cost: Type.Object({ memory: Num() }),
@@ -302,7 +308,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   },
 
   'GET /v1/stacks/:stackId/balances': {
-    tags: ['economy'], summary: 'Balances (Shape B): raw (alive sleeves + pool) and effective (x coefficient x EBC decay)',
+    operationId: 'stackBalances', tags: ['economy'], summary: 'Balances (Shape B): raw (alive sleeves + pool) and effective (x coefficient x EBC decay)',
     ok: {
       200: Type.Object({
         raw: ref(TokenAmounts), effective: ref(TokenAmounts), cpv: ref(Cpv), lastActiveEpoch: Int(), currentEpoch: Int(), ebcFactor: Num(),
@@ -310,28 +316,28 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     },
     errors: [404],
   },
-  'GET /v1/treasury/issuance/:stackId': { tags: ['economy'], summary: 'The last 100 emissions of a stack, newest first', ok: { 200: Type.Array(ref(Emission)) }, errors: [404] },
+  'GET /v1/treasury/issuance/:stackId': { operationId: 'issuance', tags: ['economy'], summary: 'The last 100 emissions of a stack, newest first', ok: { 200: Type.Array(ref(Emission)) }, errors: [404] },
   'POST /v1/treasury/claim': {
-    tags: ['economy'], summary: 'Move everything claimable into the stack pool', ok: { 200: Type.Object({ stackId: Str(), claimable: ref(CoreAmounts) }) }, errors: [404],
+    operationId: 'claim', tags: ['economy'], summary: 'Move everything claimable into the stack pool', ok: { 200: Type.Object({ stackId: Str(), claimable: ref(CoreAmounts) }) }, errors: [404],
   },
   'POST /v1/faucet/drip': {
-    tags: ['economy'], summary: 'Development tokens: 100 of four tokens, one drip per cooldown per stack (429 until then)',
+    operationId: 'faucetDrip', tags: ['economy'], summary: 'Development tokens: 100 of four tokens, one drip per cooldown per stack (429 until then)',
     ok: { 200: Type.Object({ ok: Bool(), granted: ref(CoreAmounts), sleeves: Type.Array(Str()) }) }, errors: [404], signed: true,
   },
 
-  'GET /v1/coordination/residues': { tags: ['residues'], summary: 'Residues, newest first, filtered by status, kind, stackId', ok: { 200: Type.Array(ref(Residue)) } },
-  'GET /v1/coordination/residues/:id': { tags: ['residues'], summary: 'One residue', ok: { 200: ref(Residue) }, errors: [404] },
+  'GET /v1/coordination/residues': { operationId: 'listResidues', tags: ['residues'], summary: 'Residues, newest first, filtered by status, kind, stackId', ok: { 200: Type.Array(ref(Residue)) } },
+  'GET /v1/coordination/residues/:id': { operationId: 'getResidue', tags: ['residues'], summary: 'One residue', ok: { 200: ref(Residue) }, errors: [404] },
   'POST /v1/coordination/residues/:id/proof': {
-    tags: ['residues'], summary: 'Claim an open residue with a proof; the bounty goes to the claimant', ok: { 200: ref(Residue) }, errors: [404, 409, 422],
+    operationId: 'submitProof', tags: ['residues'], summary: 'Claim an open residue with a proof; the bounty goes to the claimant', ok: { 200: ref(Residue) }, errors: [404, 409, 422],
   },
 
   'POST /v1/needlecast': {
-    tags: ['needlecast'], summary: 'Re-sleeve: Shape A {from, to, sagaId?} or Shape B {stackId, fromSleeveId, toSleeveKind, toTickRate?}',
+    operationId: 'needlecast', tags: ['needlecast'], summary: 'Re-sleeve: Shape A {from, to, sagaId?} or Shape B {stackId, fromSleeveId, toSleeveKind, toTickRate?}',
     description: 'Answers in the shape asked: Shape A {ok, sagaId, route, shards, status}, Shape B {saga, status, from, to, cost, shardsTransferred}.',
     ok: { 200: Type.Union([ref(NeedlecastA), ref(NeedlecastB)]) }, errors: [402, 403, 404, 409, 422],
   },
-  'GET /v1/needlecast/:sagaId': { tags: ['needlecast'], summary: 'A saga with its steps', ok: { 200: ref(Saga) }, errors: [404] },
+  'GET /v1/needlecast/:sagaId': { operationId: 'getSaga', tags: ['needlecast'], summary: 'A saga with its steps', ok: { 200: ref(Saga) }, errors: [404] },
 
-  'GET /v1/epochs/current': { tags: ['chains'], summary: 'The current epoch, Medulla height and tip', ok: { 200: Type.Object({ epoch: Int(), height: Int(), tip: Str() }) } },
-  'POST /v1/mining/block': { tags: ['chains'], summary: 'Mine one Medulla block now', ok: { 200: ref(Block) } },
+  'GET /v1/epochs/current': { operationId: 'currentEpoch', tags: ['chains'], summary: 'The current epoch, Medulla height and tip', ok: { 200: Type.Object({ epoch: Int(), height: Int(), tip: Str() }) } },
+  'POST /v1/mining/block': { operationId: 'mineBlock', tags: ['chains'], summary: 'Mine one Medulla block now', ok: { 200: ref(Block) } },
 };

@@ -4,15 +4,19 @@
 // wrong content types, unknown ids, negative/NaN/huge numbers, odd path parameters.
 // Properties: no 5xx but 503, the gateway never crashes, every REST error is problem+json
 // {type, title, status, detail, code}, no GraphQL error is an internal one, and a refused request
-// changes nothing (database snapshot before and after).
+// changes nothing (database snapshot before and after), and every status a REST route answers is
+// one openapi.json lists for it.
+import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { gatewayRoutes, type GatewayRoute } from '../router/service.ts';
+import { openapiFile } from '../bin/openapi.ts';
 import { startNeedlecast } from '../subgraphs/sleeves/needlecast/service.ts';
 import type { RunningService } from '../lib/service.ts';
 import { call, enc, isProblem, secureGateway, snapshot, type Res, type SecureGateway } from './helpers/secure-gateway.ts';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 25);
+const openapi = JSON.parse(fs.readFileSync(openapiFile, 'utf8')) as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
 const NOWHERE = 'http://127.0.0.1:9'; // nothing listens: dependencies other than Hippocampus/Needlecast are "down"
 
 let g: SecureGateway;
@@ -193,7 +197,14 @@ describe('fuzz: REST', () => {
           const qs = new URLSearchParams(q as Record<string, string>).toString();
           const full = path + (qs ? `?${qs}` : '');
           const r = await send(route.method, full, expand(body), type);
-          await check(`${route.method} ${route.url} as ${full.slice(0, 200)} body ${String(body).slice(0, 200)} (${type})`, r);
+          const label = `${route.method} ${route.url} as ${full.slice(0, 200)} body ${String(body).slice(0, 200)} (${type})`;
+          await check(label, r);
+          // The status is one the OpenAPI document lists for the route (unless the odd path
+          // reached no route at all).
+          const op = openapi.paths[route.url.replace(/:(\w+)/g, '{$1}')]?.[route.method.toLowerCase()];
+          if (op && r.body?.code !== 'ROUTE_NOT_FOUND' && r.status !== 405) {
+            expect(Object.keys(op.responses), `${label} -> ${r.status}, which openapi.json does not list: ${r.text}`).toContain(String(r.status));
+          }
         }),
         { numRuns: RUNS, endOnFailure: true },
       );

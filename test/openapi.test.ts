@@ -125,6 +125,10 @@ describe('OpenAPI document', () => {
       expect(statuses, `${r.method} ${r.url}`).toContain('500');
       if (r.url.startsWith('/v1/')) expect(statuses, `${r.method} ${r.url}`).toEqual(expect.arrayContaining(['429', '503']));
     }
+    // Every operation named, once (generated clients name their functions by it).
+    const ids = Object.values(doc.paths).flatMap((ops) => Object.values(ops).map((op) => (op as { operationId?: string }).operationId));
+    expect(ids.every((i) => typeof i === 'string' && /^[a-z][A-Za-z0-9]+$/.test(i)), String(ids)).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
     // One Problem schema for every error, with the 402 members.
     const problem = (doc.components as { schemas: Record<string, { properties: Json; required: string[] }> }).schemas.Problem!;
     expect(Object.keys(problem.properties)).toEqual(expect.arrayContaining(['type', 'title', 'status', 'detail', 'code', 'errors', 'token', 'required', 'available']));
@@ -173,6 +177,7 @@ describe('every route answers what the document says', () => {
     await check('GET', `/v1/stacks/${enc(stack.id)}/registration.json`, undefined, { status: 200 });
     await check('GET', '/v1/stacks/stack:none/registration.json', undefined, { status: 404 });
     await check('GET', `/v1/stacks/${'x'.repeat(400)}`, undefined, { status: 400 });
+    await check('GET', `/v1/stacks/${'x'.repeat(600)}`, undefined, { status: 414 });
 
     // sleeves
     const ai = (await check('POST', '/v1/sleeves', { stackId: stack.id, embodimentType: 'ai', hostname: 'h1' }, { status: 201 })).body;
