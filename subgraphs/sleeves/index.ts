@@ -2,7 +2,7 @@
 // sleeve runtime's tick loops and the needlecast saga that moves a stack between sleeves.
 // Everything outside subgraphs/sleeves/ imports the context from here and nowhere else.
 export {
-  spawnSleeve, getSleeveRow, listAliveSleeves, aliveSleeveTotals, listAliveSleeveViews, getSleeveView, requireActiveSleeve,
+  spawnSleeve, getSleeveRow, listAliveSleeves, listAliveSleevesOverDrift, aliveSleeveTotals, listAliveSleeveViews, getSleeveView, requireActiveSleeve,
   requireSleeveOfStack, addDrift, decommissionInTx, decommissionSleeve, syncSleeve, freezeSleeve, unfreezeSleeve,
   stackTokenTotals, desyncedSleeves, richestMemorySleeve, flagSleeve, defaultTickRate, sleeveView,
   spendFromSleeve, stacksOfSleeves, requireKeyLease, recordSleeveWrite, recordSleeveRead, sleevesOfStacks,

@@ -113,6 +113,14 @@ export function listAliveSleeves(db: Db | Tx, stackId?: string): Promise<SleeveR
 }
 
 /**
+ * Alive sleeves whose drift is above `aboveMilli`, found on the (alive, driftMilli) index: the
+ * drift-checker and the sleeve-watchdog cost what drifted, not every alive sleeve.
+ */
+export function listAliveSleevesOverDrift(db: Db | Tx, aboveMilli: number): Promise<SleeveRow[]> {
+  return db.sleeve.findMany({ where: { alive: true, driftMilli: { gt: aboveMilli } }, orderBy: { seq: 'asc' } });
+}
+
+/**
  * Token totals over each stack's alive sleeves, summed in the database (one query for any number
  * of stacks; GET /v1/tokens/balances and GraphQL Stack.balances).
  */

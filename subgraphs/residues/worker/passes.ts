@@ -3,7 +3,7 @@
 import { pruneForgotten } from '../../memory/index.ts';
 import { enqueueChainTx } from '../../chains/index.ts';
 import { emitEpoch } from '../../economy/index.ts';
-import { decommissionInTx, flagSleeve, getSleeveRow, listAliveSleeves } from '../../sleeves/index.ts';
+import { decommissionInTx, flagSleeve, getSleeveRow, listAliveSleeves, listAliveSleevesOverDrift } from '../../sleeves/index.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { recordEvent, recordEventOnce } from '../../../lib/events.ts';
 import { openResidue } from '../open.ts';
@@ -21,7 +21,7 @@ const driftMilli = (p: Platform) => Math.round(p.config.driftMax * 1000);
 /** Flags alive sleeves above the maximum; desync events above twice the maximum. */
 export async function driftChecker(p: Platform, epoch: number): Promise<PassResult> {
   const max = driftMilli(p);
-  const over = (await listAliveSleeves(p.db.prisma)).filter((s) => s.driftMilli > max);
+  const over = await listAliveSleevesOverDrift(p.db.prisma, max);
   let flagged = 0;
   let desynced = 0;
   for (const s of over) {
@@ -90,7 +90,7 @@ export async function treasuryEmitter(p: Platform, epoch: number): Promise<PassR
 /** Decommissions sleeves desynced above twice the maximum, each with a residue. */
 export async function sleeveWatchdog(p: Platform, epoch: number): Promise<PassResult> {
   const max = driftMilli(p);
-  const desynced = (await listAliveSleeves(p.db.prisma)).filter((s) => s.driftMilli > 2 * max && !s.frozen);
+  const desynced = (await listAliveSleevesOverDrift(p.db.prisma, 2 * max)).filter((s) => !s.frozen);
   const decommissioned: string[] = [];
   for (const s of desynced) {
     const drift = s.driftMilli / 1000;

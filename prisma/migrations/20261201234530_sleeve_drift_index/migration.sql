@@ -1,0 +1,2 @@
+-- CreateIndex
+CREATE INDEX "Sleeve_alive_driftMilli_idx" ON "Sleeve"("alive", "driftMilli");
