@@ -12,7 +12,10 @@ const anon = createClient({ url });
 
 // 1. A stack: the platform makes its ed25519 key and shows identityPriv once. Keep it.
 const { stack, key } = await anon.stacks.create({ name: 'first-agent', kind: 'ai' });
-const keyFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'cog-key-')), 'key.json');
+// Into the same key directory the cog CLI uses (COG_KEYS_DIR), or a fresh private folder.
+const keyDir = process.env.COG_KEYS_DIR ?? fs.mkdtempSync(path.join(os.tmpdir(), 'cog-key-'));
+fs.mkdirSync(keyDir, { recursive: true, mode: 0o700 });
+const keyFile = path.join(keyDir, `${stack.id.replace(/[^A-Za-z0-9_.-]/g, '_')}.json`);
 fs.writeFileSync(keyFile, JSON.stringify(key), { mode: 0o600 });
 console.log(`stack ${stack.id} (key kept in ${keyFile})`);
 
