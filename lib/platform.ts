@@ -13,6 +13,7 @@ import { createCache } from './cache/index.ts';
 import { createObjectStore } from './objects/index.ts';
 import { followEpochs, type EpochInfo, type EpochSource } from './epoch.ts';
 import { fromHex, randomSecret, toHex } from './crypto.ts';
+import { internalClient } from './internal-client.ts';
 import { observePlatform } from './metrics.ts';
 
 /**
@@ -50,17 +51,11 @@ export function loadMasterKey(config: Config): Uint8Array {
   return key;
 }
 
-/** Medulla's getinfo over its RPC endpoint; seeds the epoch source. */
+/** Medulla's getinfo over its RPC endpoint (the internal service client); seeds the epoch source. */
 export async function medullaInfo(medullaUrl: string, internalToken?: string): Promise<EpochInfo> {
-  const res = await fetch(`${medullaUrl}/rpc`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(internalToken ? { authorization: `Bearer ${internalToken}` } : {}) },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getinfo', params: [] }),
-    signal: AbortSignal.timeout(2000),
-  });
-  const body = (await res.json()) as { result?: { epoch: number; height: number; tip: string } };
-  if (!body.result) throw new Error('medulla getinfo failed');
-  return { epoch: body.result.epoch, height: body.result.height, tip: body.result.tip };
+  const info = await internalClient({ name: 'Medulla', baseUrls: medullaUrl, token: internalToken, timeoutMs: 2000 }).rpc<{ epoch: number; height: number; tip: string }>('getinfo');
+  if (!info) throw new Error('medulla getinfo failed');
+  return { epoch: info.epoch, height: info.height, tip: info.tip };
 }
 
 export async function openPlatform(config: Config, opts: { log?: Logger; name?: string } = {}): Promise<Platform> {

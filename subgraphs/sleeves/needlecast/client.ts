@@ -3,7 +3,8 @@
 // resolver, so both refuse and delegate the same way.
 //   Shape A {from, to}                                      -> router {from, to, shape: 'A'}
 //   Shape B {stackId, fromSleeveId, toSleeveKind, toTickRate} -> router {from, to, stackId, toTickRate, shape: 'B'}
-import { Problem, badRequest, unavailable } from '../../../lib/errors.ts';
+import { badRequest, type Problem } from '../../../lib/errors.ts';
+import { internalClient, problemFromJson } from '../../../lib/internal-client.ts';
 import type { Platform } from '../../../lib/platform.ts';
 
 export interface GatewayNeedlecastRequest {
@@ -29,30 +30,10 @@ export function routerRequest(b: GatewayNeedlecastRequest): { shape: 'A' | 'B'; 
     : { shape: 'A', body: { from: b.from, to: b.to, sagaId: b.sagaId, shape: 'A' } };
 }
 
-/** One call to the router; 5xx and unreachable become 503. Client errors come back as they are. */
+/** One call to the router (the internal service client); 5xx and unreachable become 503. Client errors come back as they are. */
 export async function callRouter(p: Platform, method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
-  let res: Response;
-  try {
-    res = await fetch(`${p.config.urls.needlecast}${path}`, {
-      method,
-      headers: { 'content-type': 'application/json', ...(p.config.internalToken ? { authorization: `Bearer ${p.config.internalToken}` } : {}) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(60_000),
-    });
-  } catch {
-    throw unavailable('the Needlecast Router is not reachable');
-  }
-  const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
-  if (res.status >= 500) throw unavailable(`the Needlecast Router answered ${res.status}`);
-  return { status: res.status, json };
+  return internalClient({ name: 'Needlecast Router', baseUrls: p.config.urls.needlecast, token: p.config.internalToken, timeoutMs: 60_000 }).send(method, path, body);
 }
-
-const STANDARD = new Set(['type', 'title', 'status', 'detail', 'code']);
 
 /** A router problem+json body as the Problem it was (same status, code and extra members). */
-export function problemFromRouter(status: number, json: Record<string, unknown>): Problem {
-  const extra = Object.fromEntries(Object.entries(json).filter(([k]) => !STANDARD.has(k)));
-  const code = typeof json.code === 'string' ? json.code : `HTTP_${status}`;
-  const title = typeof json.title === 'string' ? json.title : 'Needlecast refused';
-  return new Problem(status, code, title, typeof json.detail === 'string' ? json.detail : undefined, extra);
-}
+export const problemFromRouter = (status: number, json: Record<string, unknown>): Problem => problemFromJson(status, json, 'Needlecast refused');
