@@ -4,8 +4,9 @@
 // dashboard test reads `metricNames()`). Labels are bounded sets: services, route templates,
 // statuses, kinds, passes, sources; never an id, a key or anything a client chooses freely.
 //
-// Gauges that need the database are read at scrape time by one small query, cached for
-// COG_METRICS_CACHE_MS, so a scrape costs at most one query however often it comes.
+// Gauges that need the database are read by one small query at most once per COG_METRICS_CACHE_MS,
+// started by a scrape but not waited for (the scrape answers from the last read), so a scrape costs
+// at most one query however often it comes, and a busy database never makes it slow.
 import client from 'prom-client';
 import type { Platform } from './platform.ts';
 
@@ -119,7 +120,8 @@ export function observePlatform(p: Platform): () => void {
   s.stopEpochs = p.epochs.onAdvance(() => void (s.tipSeenAt = Date.now()));
   cacheMs = p.config.metricsCacheMs;
   sources = s;
-  snapshot = undefined;
+  snapshot.reset();
+  lag.reset();
   return () => {
     s.stopEpochs();
     if (sources === s) sources = undefined;
@@ -141,17 +143,39 @@ UNION ALL SELECT 'chain_outbox', status, count(*)::float8 FROM "ChainOutbox" WHE
 UNION ALL SELECT 'saga', status, count(*)::float8 FROM "Saga" GROUP BY status
 UNION ALL SELECT 'residue', kind, count(*)::float8 FROM "Residue" WHERE status = 'open' GROUP BY kind`;
 
-let snapshot: { at: number; rows: Promise<Row[]> } | undefined;
-/** The database's state, read once per cache period (concurrent scrapes share the read). */
-function state(): Promise<Row[]> {
-  const s = sources;
-  if (!s) return Promise.resolve([]);
-  if (!snapshot || Date.now() - snapshot.at > cacheMs) {
-    const rows = s.p.db.prisma.$queryRawUnsafe<Row[]>(STATE_SQL).then((r) => r.map((x) => ({ k: x.k, label: x.label, v: Number(x.v) })));
-    snapshot = { at: Date.now(), rows: rows.catch(() => []) };
-  }
-  return snapshot.rows;
+/**
+ * A value read at most once per cache period, and never waited for once known: a scrape answers
+ * from the last read and starts the next one in the background, so a busy database (PGlite's one
+ * connection under load) or a slow bus never makes a scrape slow. Only the first read is awaited.
+ */
+function staleWhileRevalidate<T>(read: () => Promise<T>, fallback: T) {
+  let value: { at: number; v: T } | undefined;
+  let reading: Promise<T> | undefined;
+  const refresh = () => (reading ??= read().catch(() => fallback).then((v) => {
+    value = { at: Date.now(), v };
+    reading = undefined;
+    return v;
+  }));
+  return {
+    get(): Promise<T> | T {
+      if (!value || cacheMs === 0) return refresh(); // 0: every scrape reads anew
+      if (Date.now() - value.at > cacheMs) void refresh();
+      return value.v;
+    },
+    reset() {
+      value = undefined;
+    },
+  };
 }
+
+const snapshot = staleWhileRevalidate<Row[]>(async () => {
+  const s = sources;
+  if (!s) return [];
+  const rows = await s.p.db.prisma.$queryRawUnsafe<Row[]>(STATE_SQL);
+  return rows.map((x) => ({ k: x.k, label: x.label, v: Number(x.v) }));
+}, []);
+/** The database's state (one query per cache period, shared by every gauge and scrape). */
+const state = async (): Promise<Row[]> => (sources ? snapshot.get() : []);
 
 /** A gauge set from the state rows of kind `k`, under label `label` when the rows carry one. */
 function stateGauge(name: string, help: string, k: string, label?: string, known: string[] = []): void {
@@ -209,7 +233,7 @@ new client.Gauge({
   },
 });
 
-let lag: { at: number; rows: Promise<Array<{ consumer: string; pending: number }>> } | undefined;
+const lag = staleWhileRevalidate<Array<{ consumer: string; pending: number }>>(async () => (await sources?.p.bus.consumerLag?.()) ?? [], []);
 new client.Gauge({
   name: 'cog_bus_consumer_pending_messages', help: 'Messages a durable bus consumer of this process has not acknowledged yet (its lag), by consumer',
   labelNames: ['consumer'] as const, registers: [registry],
@@ -217,8 +241,7 @@ new client.Gauge({
     const bus = sources?.p.bus;
     this.reset();
     if (!bus?.consumerLag) return;
-    if (!lag || Date.now() - lag.at > cacheMs) lag = { at: Date.now(), rows: bus.consumerLag().catch(() => []) };
-    for (const r of await lag.rows) this.set({ consumer: r.consumer }, r.pending);
+    for (const r of await lag.get()) this.set({ consumer: r.consumer }, r.pending);
   },
 });
 
