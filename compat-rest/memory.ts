@@ -4,8 +4,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Platform } from '../lib/platform.ts';
-import { perceive, recall, remember, type RecallResult } from '../flows/memory.ts';
-import { IdParams, PerceiveBody, PerceiveSleeveBody, RecallBody, RecallQuery, RememberBody } from './schemas.ts';
+import { perceive, pinNode, recall, remember, type RecallResult } from '../flows/memory.ts';
+import { IdParams, PerceiveBody, PerceiveSleeveBody, PinBody, RecallBody, RecallQuery, RememberBody } from './schemas.ts';
 
 export const recallShapeA = (r: RecallResult) => ({ fragments: r.fragments.map((f) => f.node), broken: r.broken, fidelity: r.fidelity });
 export const recallShapeB = (r: RecallResult) => ({
@@ -32,6 +32,9 @@ export default async function memoryRest(fastify: FastifyInstance, opts: { platf
   app.post('/v1/sleeves/:id/remember', { schema: { params: IdParams, body: RememberBody } }, async (req) => {
     return { cid: (await remember(p, { sleeveId: req.params.id, text: req.body.text, pin: req.body.pin })).cid };
   });
+  // The spec's pin that costs memory tokens: 1 from this sleeve (0 when already pinned). The
+  // Hippocampus's own POST /dag/:cid/pin stays the uncharged storage primitive (docs/decisions.md).
+  app.post('/v1/sleeves/:id/pin', { schema: { params: IdParams, body: PinBody } }, async (req) => pinNode(p, req.body.cid, req.params.id));
   app.get('/v1/stacks/:id/recall', { schema: { params: IdParams, querystring: RecallQuery } }, async (req) => {
     return recallShapeA(await recall(p, { stackId: req.params.id, depth: req.query.depth, memoryToken: req.query.memoryToken }));
   });

@@ -292,6 +292,10 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   },
   'POST /v1/stacks/:id/remember': { operationId: 'rememberStack', tags: ['memory'], summary: 'Remember with the richest sleeve of the stack (pin costs 1 memory)', ok: { 200: Cid }, errors: [402, 404, 409] },
   'POST /v1/sleeves/:id/remember': { operationId: 'rememberSleeve', tags: ['memory'], summary: 'Remember with this sleeve (pin costs 1 memory)', ok: { 200: Cid }, errors: [402, 404, 409] },
+  'POST /v1/sleeves/:id/pin': {
+    operationId: 'pinSleeve', tags: ['memory'], summary: "Pin a node of the sleeve's stack ({cid}): 1 memory from this sleeve, 0 when already pinned",
+    ok: { 200: Type.Object({ cid: Str(), pinned: Type.Literal(true), cost: Type.Object({ memory: Num() }) }) }, errors: [402, 403, 404, 409],
+  },
   'GET /v1/stacks/:id/recall': {
     operationId: 'recallStack', tags: ['memory'], summary: 'Recall (Shape A): fragments are Memory nodes, broken the unreadable CIDs; spends memory tokens',
     ok: { 200: Type.Object({ fragments: Type.Array(ref(MemoryNode)), broken: Type.Array(Str()), fidelity: Num() }) },

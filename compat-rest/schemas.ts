@@ -54,6 +54,7 @@ export const SpawnSleeveBodyB = Type.Object({
 // Memory
 export const PerceiveSleeveBody = Type.Object({ input: Type.String() });
 export const PerceiveBody = Type.Object({ stackId: Id, sleeveId: Id, text: Type.String() });
+export const PinBody = Type.Object({ cid: Type.String({ minLength: 1, maxLength: 300 }) });
 export const RememberBody = Type.Object({ text: Type.String(), pin: Type.Optional(Type.Boolean()) });
 export const RecallQuery = Type.Object({ depth: Type.Integer(), memoryToken: Type.Optional(Type.Number()) });
 export const RecallBody = Type.Object({ stackId: Id, depth: Type.Integer(), sleeveId: Type.Optional(Id) });

@@ -300,5 +300,14 @@ describe('shadow branches and pins', () => {
     t.p.setEpoch(80);
     const r = await inject('POST', '/v1/recall', { stackId: s.stackId, sleeveId: s.id, depth: 1 });
     expect(r.body.fragments).toEqual([{ cid, text: 'pin me', epoch: 70 }]);
+    // The same over REST: POST /v1/sleeves/:id/pin charges the sleeve (the spec's pin costs memory).
+    const cid2 = (await inject('POST', `/v1/sleeves/${enc(s.id)}/perceive`, { input: 'pin me too' })).body.cid;
+    const before = (await readSleeve(s.id)).tokens.memory;
+    const pinned = await inject('POST', `/v1/sleeves/${enc(s.id)}/pin`, { cid: cid2 });
+    expect([pinned.status, pinned.body]).toEqual([200, { cid: cid2, pinned: true, cost: { memory: 1 } }]);
+    expect((await readSleeve(s.id)).tokens.memory).toBe(before - 1);
+    expect((await inject('POST', `/v1/sleeves/${enc(other.sleeves[0].id)}/pin`, { cid: cid2 })).status).toBe(403);
+    expect((await inject('POST', `/v1/sleeves/${enc(s.id)}/pin`, {})).status).toBe(400);
+    expect((await readSleeve(s.id)).tokens.memory).toBe(before - 1);
   });
 });

@@ -202,6 +202,9 @@ describe('every route answers what the document says', () => {
     await check('POST', '/v1/stacks/stack:none/remember', { text: 'x' }, { status: 404 });
     await check('POST', `/v1/sleeves/${enc(ai.id)}/remember`, { text: 'kept too' }, { status: 200 });
     await check('POST', `/v1/sleeves/${enc(ai.id)}/remember`, { text: 'x', pin: 'yes' }, { status: 400 });
+    await check('POST', `/v1/sleeves/${enc(ai.id)}/pin`, { cid }, { status: 200 });
+    await check('POST', `/v1/sleeves/${enc(ai.id)}/pin`, { cid: 'cog://' + '0'.repeat(64) + '@1' }, { status: 404 });
+    await check('POST', `/v1/sleeves/${enc(foreign.id)}/pin`, { cid }, { status: 403 });
     const recallA = (await check('GET', `/v1/stacks/${enc(stack.id)}/recall?depth=5`, undefined, { status: 200 })).body;
     expect(recallA.fragments.map((f: { cid: string }) => f.cid)).toContain(cid);
     await check('GET', `/v1/stacks/${enc(stack.id)}/recall?depth=deep`, undefined, { status: 400 });
