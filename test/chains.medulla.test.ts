@@ -149,6 +149,8 @@ describe('medulla rpc', () => {
     await medullaRpc(m.url, 'submitcoherenceroot', plain(u1));
     expect(await medullaRpc(m.url, 'submitcoherenceroot', plain(u2))).toMatchObject({ operator: 'anonymous', equivocation: true });
     const anon = await p.db.prisma.residue.findUniqueOrThrow({ where: { dedupeKey: `routing-equivocation:anonymous:${e2}` } });
+    // ...but no slash request: the Treasury would drop it (an anonymous operator holds no stake).
+    expect((await p.db.prisma.eventOutbox.findMany({ where: { subject: 'cog.treasury.slash' } })).map((r) => (r.data as { operator: string }).operator)).not.toContain('anonymous');
     const finder = await createStack(p, { name: 'equivocation-finder' });
     const u3 = { epoch: e2, ...computeRoots({ evmTxHashes: [], cids: ['cog://u3@1'], sleeves: [] }) };
     for (const tuples of [[u1, u3], [u1, u1], [u1, { ...u2, crossRoot: u1.crossRoot }], [u1]]) {

@@ -238,7 +238,9 @@ export class MedullaNode {
         dedupeKey: `routing-equivocation:${op}:${t.epoch}`,
         expiryEpochs: this.p.config.residueExpiryEpochs,
       });
-      if (created) {
+      // An unsigned submitter ('anonymous') is nobody: no key, no stake, nothing to slash. Its
+      // residue still opens (claimable with the two tuples); no slash request goes out for it.
+      if (created && op !== 'anonymous') {
         await recordEvent(tx, {
           subject: 'cog.treasury.slash', type: 'treasury.slash',
           data: { operator: op, epoch: t.epoch, reason: 'routing-equivocation', residueId: residue.id },
