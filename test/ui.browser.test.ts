@@ -154,7 +154,12 @@ describe('the inspector in a browser', () => {
     await page.goto(`${base}/ui/${stackHash(stackId)}`);
     await expect.poll(() => page.getByTestId('memory-timeline').locator('.node').count(), { timeout: 10_000 }).toBe(1);
     await expect.poll(() => page.getByTestId('sleeves').locator('tbody tr').count(), { timeout: 10_000 }).toBe(1);
-    // The page is subscribed; the write happens elsewhere and arrives without a reload.
+    // The page has subscribed to `perceived` (a subscription with no cursor yet starts live, so a
+    // write before it reaches the server would not be announced); a moment for the router to
+    // register it on a loaded machine.
+    await expect.poll(() => sent.some((m) => m.includes('"subscribe"') && m.includes('perceived(')), { timeout: 10_000 }).toBe(true);
+    await new Promise((r) => setTimeout(r, 500));
+    // The write happens elsewhere and arrives without a reload.
     const r = await rest('POST', `/v1/sleeves/${encodeURIComponent(sleeveId)}/perceive`, { input: 'a second thought' });
     cid = r.cid;
     const t0 = Date.now();
