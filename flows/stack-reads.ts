@@ -4,7 +4,7 @@
 import type { Db, Tx } from '../lib/db/index.ts';
 import type { Platform } from '../lib/platform.ts';
 import { anchorsOfEpochs, ANCHOR_EPOCHS_WANTED, type StackAnchor } from '../subgraphs/chains/index.ts';
-import { balancesOf, sleeveAccount, zeroAmounts, TOKENS, type TokenAmounts } from '../subgraphs/economy/index.ts';
+import { addAmounts, balancesOf, sleeveAccount, zeroAmounts, type TokenAmounts } from '../subgraphs/economy/index.ts';
 import { writeEpochsOf } from '../subgraphs/memory/index.ts';
 import { sleevesOfStacks, sleeveView, type SleeveRow, type SleeveView } from '../subgraphs/sleeves/index.ts';
 import { listStackRows, stackCore, type StackCore, type StackRow } from '../subgraphs/stacks/index.ts';
@@ -32,11 +32,7 @@ async function views(db: Db | Tx, rows: StackRow[]): Promise<StackView[]> {
   return rows.map((r) => {
     const own: SleeveRow[] = sleeves.get(r.id) ?? [];
     const total = zeroAmounts();
-    for (const s of own) {
-      if (!s.alive) continue;
-      const b = balances.get(sleeveAccount(s.id))!;
-      for (const k of TOKENS) total[k] = (Math.round(total[k] * 1000) + Math.round(b[k] * 1000)) / 1000;
-    }
+    for (const s of own) if (s.alive) addAmounts(total, balances.get(sleeveAccount(s.id))!);
     return {
       ...stackCore(r),
       sleeves: own.map((s) => sleeveView(s, s.alive ? balances.get(sleeveAccount(s.id))! : zeroAmounts())),

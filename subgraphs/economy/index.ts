@@ -2,7 +2,7 @@
 // claims, slashing) and the Bandwidth Faucet. Everything outside subgraphs/economy/ imports the
 // context from here and nowhere else.
 export {
-  TOKENS, CORE_TOKENS, SYSTEM, sleeveAccount, poolAccount, claimableAccount, toMilli, fromMilli, zeroAmounts,
+  TOKENS, CORE_TOKENS, SYSTEM, sleeveAccount, poolAccount, claimableAccount, toMilli, fromMilli, zeroAmounts, addAmounts,
   post, transfer, mint, burn, sweep, balanceOf, balancesOf, systemBalance,
   type Token, type TokenAmounts, type Move, type Leg, type Posting,
 } from './ledger.ts';

@@ -25,6 +25,12 @@ export const toMilli = (units: number): bigint => BigInt(Math.round(units * 1000
 export const fromMilli = (milli: bigint | number): number => Number(milli) / 1000;
 export const zeroAmounts = (): TokenAmounts => ({ compute: 0, memory: 0, sync: 0, routing: 0, residue: 0 });
 
+/** Adds `b` into `total`, exact to the milli-unit (a sum of balances read as units). */
+export function addAmounts(total: TokenAmounts, b: TokenAmounts): TokenAmounts {
+  for (const k of TOKENS) total[k] = (Math.round(total[k] * 1000) + Math.round(b[k] * 1000)) / 1000;
+  return total;
+}
+
 export interface Leg {
   account: string;
   token: Token;

@@ -7,7 +7,7 @@ import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
 import { enqueueChainTx } from '../chains/index.ts';
-import { balanceOf, balancesOf, burn, mint, poolAccount, sleeveAccount, sweep, toMilli, zeroAmounts, TOKENS, type Move, type Token, type TokenAmounts } from '../economy/index.ts';
+import { addAmounts, balanceOf, balancesOf, burn, mint, poolAccount, sleeveAccount, sweep, toMilli, zeroAmounts, TOKENS, type Move, type Token, type TokenAmounts } from '../economy/index.ts';
 import { getStackRow, markStackActive } from '../stacks/index.ts';
 import { sleeveView, type SleeveRow, type SleeveView } from './view.ts';
 
@@ -130,9 +130,7 @@ export async function aliveSleeveTotals(db: Db | Tx, stackIds: readonly string[]
   const alive = await db.sleeve.findMany({ where: { alive: true, stackId: { in: [...stackIds] } }, select: { id: true, stackId: true } });
   const balances = await balancesOf(db, alive.map((s) => sleeveAccount(s.id)));
   for (const s of alive) {
-    const total = out.get(s.stackId)!;
-    const b = balances.get(sleeveAccount(s.id))!;
-    for (const k of TOKENS) total[k] = (Math.round(total[k] * 1000) + Math.round(b[k] * 1000)) / 1000;
+    addAmounts(out.get(s.stackId)!, balances.get(sleeveAccount(s.id))!);
   }
   return out;
 }
