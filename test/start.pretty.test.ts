@@ -34,7 +34,9 @@ describe('cog start on a terminal', () => {
   it('shows progress while contracts deploy and services come up, logs pretty, stops on Ctrl-C', async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-pretty-'));
     const env = { ...baseEnv(), ...shiftedPortsEnv(32400), COG_DATA_DIR: dataDir, LOG_LEVEL: 'info', TERM: 'xterm' };
-    const child = spawn('script', ['-qfec', `${process.execPath} bin/cog.mjs start`, '/dev/null'], { cwd: root, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    // `script` runs the command through $SHELL; `exec` puts the platform itself on the terminal, so
+    // the exit code is its own (dash, as /bin/sh, re-raises a SIGINT its child handled: 130).
+    const child = spawn('script', ['-qfec', `exec ${process.execPath} bin/cog.mjs start`, '/dev/null'], { cwd: root, env: { ...env, SHELL: '/bin/sh' }, stdio: ['pipe', 'pipe', 'pipe'] });
     let raw = '';
     child.stdout.on('data', (d) => (raw += d));
     child.stderr.on('data', (d) => (raw += d));
