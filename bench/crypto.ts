@@ -89,11 +89,7 @@ export function runCryptoBench(options: CryptoBenchOptions = {}): CryptoBenchRes
         return out.length;
       },
     ],
-    [
-      'epochKey',
-      () => epochKey(master, 'stack-bench', epoch++)[0],
-      () => new Uint8Array(hkdfSync('sha512', master, salt, info, 32))[0],
-    ],
+    ['epochKey', () => epochKey(master, 'stack-bench', epoch++)[0], () => new Uint8Array(hkdfSync('sha512', master, salt, info, 32))[0]],
   ];
 
   const rows = cases.map(([name, lib, raw]) => {

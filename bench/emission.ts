@@ -43,7 +43,15 @@ export async function runEmissionBench(opts: { stacks?: number } = {}): Promise<
     const t1 = performance.now();
     await emitEpoch(p, epoch); // idempotent replay: nothing new
     const replayMs = performance.now() - t1;
-    return { stacks, emitMs, epochMs: p.config.epochIntervalMs, fractionOfEpoch: emitMs / p.config.epochIntervalMs, replayMs, firstMs, computed: r.computed ?? 0 };
+    return {
+      stacks,
+      emitMs,
+      epochMs: p.config.epochIntervalMs,
+      fractionOfEpoch: emitMs / p.config.epochIntervalMs,
+      replayMs,
+      firstMs,
+      computed: r.computed ?? 0,
+    };
   } finally {
     await p.cleanup();
   }
@@ -51,5 +59,7 @@ export async function runEmissionBench(opts: { stacks?: number } = {}): Promise<
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const r = await runEmissionBench({ stacks: Number(process.argv[2] ?? 10_000) });
-  console.log(`emission: ${r.stacks} stacks in ${r.emitMs.toFixed(0)} ms = ${(r.fractionOfEpoch * 100).toFixed(1)}% of a ${r.epochMs} ms epoch (${r.computed} computed one by one; replay ${r.replayMs.toFixed(0)} ms; first epoch, every stack joining the sums: ${r.firstMs.toFixed(0)} ms)`);
+  console.log(
+    `emission: ${r.stacks} stacks in ${r.emitMs.toFixed(0)} ms = ${(r.fractionOfEpoch * 100).toFixed(1)}% of a ${r.epochMs} ms epoch (${r.computed} computed one by one; replay ${r.replayMs.toFixed(0)} ms; first epoch, every stack joining the sums: ${r.firstMs.toFixed(0)} ms)`,
+  );
 }

@@ -15,8 +15,23 @@ import type { Block } from '../subgraphs/chains/medulla/header.ts';
 const DUTY = 0.25;
 const WARMUP = 12;
 
-export interface Cadence { blocks: number; meanMs: number; stdevMs: number; p5Ms: number; p50Ms: number; p95Ms: number; maxMs: number; minMs: number }
-export interface EpochsBenchResult { intervalMs: number; genesisDifficulty: number; paced: Cadence; unpaced: Cadence; spreadRatio: number }
+export interface Cadence {
+  blocks: number;
+  meanMs: number;
+  stdevMs: number;
+  p5Ms: number;
+  p50Ms: number;
+  p95Ms: number;
+  maxMs: number;
+  minMs: number;
+}
+export interface EpochsBenchResult {
+  intervalMs: number;
+  genesisDifficulty: number;
+  paced: Cadence;
+  unpaced: Cadence;
+  spreadRatio: number;
+}
 
 function cadence(intervals: number[]): Cadence {
   const s = [...intervals].sort((a, b) => a - b);
@@ -72,11 +87,14 @@ export function formatEpochsBench(x: EpochsBenchResult): string {
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const blocks = Number(process.argv[2] ?? 30);
   const intervalMs = Number(process.argv[3] ?? 1000);
-  runEpochsBench({ blocks, intervalMs }).then((x) => {
-    console.log(formatEpochsBench(x));
-    process.exit(0);
-  }, (e) => {
-    console.error(e);
-    process.exit(1);
-  });
+  runEpochsBench({ blocks, intervalMs }).then(
+    (x) => {
+      console.log(formatEpochsBench(x));
+      process.exit(0);
+    },
+    (e) => {
+      console.error(e);
+      process.exit(1);
+    },
+  );
 }

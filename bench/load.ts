@@ -61,8 +61,19 @@ function percentile(sorted: number[], q: number): number {
 export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   const timeoutMs = o.timeoutMs ?? 15_000;
   const r: LoadResult = {
-    requests: 0, ok: 0, errors: 0, byClass: { retryable: 0, hang: 0, other: 0 }, byStatus: {}, samples: [],
-    seconds: 0, rps: 0, p50: 0, p99: 0, maxErrorMs: 0, acked: new Map(), stacks: [],
+    requests: 0,
+    ok: 0,
+    errors: 0,
+    byClass: { retryable: 0, hang: 0, other: 0 },
+    byStatus: {},
+    samples: [],
+    seconds: 0,
+    rps: 0,
+    p50: 0,
+    p99: 0,
+    maxErrorMs: 0,
+    acked: new Map(),
+    stacks: [],
   };
   const lat: number[] = [];
   let stop = false;
@@ -85,7 +96,8 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
       r.byStatus[res.status] = (r.byStatus[res.status] ?? 0) + 1;
       const cls: ErrorClass = RETRYABLE.has(res.status) ? 'retryable' : 'other';
       r.byClass[cls]++;
-      if (cls === 'other' && r.samples.length < 10) r.samples.push(`${method} ${new URL(url).pathname} -> ${res.status} ${JSON.stringify(res.body).slice(0, 200)}`);
+      if (cls === 'other' && r.samples.length < 10)
+        r.samples.push(`${method} ${new URL(url).pathname} -> ${res.status} ${JSON.stringify(res.body).slice(0, 200)}`);
       r.maxErrorMs = Math.max(r.maxErrorMs, Date.now() - t0);
       return null;
     } catch (e) {
@@ -263,10 +275,11 @@ export async function privateNats(): Promise<{ url: string; start(): Promise<voi
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-nats-'));
   let proc: ChildProcess | undefined;
   const bin = fs.existsSync('/usr/sbin/nats-server') ? '/usr/sbin/nats-server' : 'nats-server';
-  const up = () => new Promise<boolean>((resolve) => {
-    const s = net.connect(port, '127.0.0.1', () => (s.end(), resolve(true)));
-    s.once('error', () => resolve(false));
-  });
+  const up = () =>
+    new Promise<boolean>((resolve) => {
+      const s = net.connect(port, '127.0.0.1', () => (s.end(), resolve(true)));
+      s.once('error', () => resolve(false));
+    });
   const api = {
     url: `nats://127.0.0.1:${port}`,
     async start() {
@@ -296,7 +309,11 @@ export async function privateNats(): Promise<{ url: string; start(): Promise<voi
  * buffered in the event outbox or refused cleanly, and every acknowledged perceive's event is on the
  * stream after the gap.
  */
-export async function runNatsFault(c: Cluster, nats: Awaited<ReturnType<typeof privateNats>>, opts: { loadMs: number; outageMs: number; concurrency?: number }): Promise<FaultReport & { eventsMissing: number; outboxLeft: number }> {
+export async function runNatsFault(
+  c: Cluster,
+  nats: Awaited<ReturnType<typeof privateNats>>,
+  opts: { loadMs: number; outageMs: number; concurrency?: number },
+): Promise<FaultReport & { eventsMissing: number; outboxLeft: number }> {
   const notes: string[] = [];
   let recoveredInMs = 0;
   const fault = (async () => {
@@ -341,7 +358,14 @@ export async function runNatsFault(c: Cluster, nats: Awaited<ReturnType<typeof p
 }
 
 /** What a client saw from one probe request during an outage (status, problem type, Retry-After). */
-export interface Probe { route: string; status: number; contentType: string; retryAfter: string | null; ms: number; code?: string }
+export interface Probe {
+  route: string;
+  status: number;
+  contentType: string;
+  retryAfter: string | null;
+  ms: number;
+  code?: string;
+}
 
 /** One request whose headers matter (the fault probes check problem+json and Retry-After). */
 export async function probe(method: string, url: string, body?: unknown, timeoutMs = 15_000): Promise<Probe> {
@@ -361,7 +385,14 @@ export async function probe(method: string, url: string, body?: unknown, timeout
     } catch {
       /* not JSON */
     }
-    return { route, status: res.status, contentType: res.headers.get('content-type') ?? '', retryAfter: res.headers.get('retry-after'), ms: Date.now() - t0, code };
+    return {
+      route,
+      status: res.status,
+      contentType: res.headers.get('content-type') ?? '',
+      retryAfter: res.headers.get('retry-after'),
+      ms: Date.now() - t0,
+      code,
+    };
   } catch (e) {
     return { route, status: (e as Error).name === 'TimeoutError' ? -1 : 0, contentType: '', retryAfter: null, ms: Date.now() - t0 };
   }
@@ -391,7 +422,16 @@ export async function privatePostgres(): Promise<{ url: string; port: number; st
     url: `postgresql://postgres@127.0.0.1:${port}/postgres`,
     port,
     async start() {
-      run('pg_ctl', ['-D', data, '-o', `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`, '-l', path.join(dir, 'log'), '-w', 'start']);
+      run('pg_ctl', [
+        '-D',
+        data,
+        '-o',
+        `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`,
+        '-l',
+        path.join(dir, 'log'),
+        '-w',
+        'start',
+      ]);
     },
     async stop() {
       try {
@@ -424,10 +464,11 @@ export async function privatePostgres(): Promise<{ url: string; port: number; st
 export async function privateRedis(): Promise<{ url: string; start(): Promise<void>; stop(): Promise<void>; cleanup(): Promise<void> }> {
   const port = await freePort();
   let proc: ChildProcess | undefined;
-  const up = () => new Promise<boolean>((resolve) => {
-    const s = net.connect(port, '127.0.0.1', () => (s.end(), resolve(true)));
-    s.once('error', () => resolve(false));
-  });
+  const up = () =>
+    new Promise<boolean>((resolve) => {
+      const s = net.connect(port, '127.0.0.1', () => (s.end(), resolve(true)));
+      s.once('error', () => resolve(false));
+    });
   const api = {
     url: `redis://127.0.0.1:${port}`,
     async start() {
@@ -451,7 +492,11 @@ export async function privateRedis(): Promise<{ url: string; start(): Promise<vo
 }
 
 /** A server stopped for `outageMs` in the middle of a load run, with probes sent during the gap. */
-async function outageUnderLoad(c: Cluster, srv: { stop(): Promise<void>; start(): Promise<void> }, opts: { loadMs: number; outageMs: number; concurrency?: number; probes: () => Promise<Probe[]>; after?: (startedAt: number) => Promise<void> }) {
+async function outageUnderLoad(
+  c: Cluster,
+  srv: { stop(): Promise<void>; start(): Promise<void> },
+  opts: { loadMs: number; outageMs: number; concurrency?: number; probes: () => Promise<Probe[]>; after?: (startedAt: number) => Promise<void> },
+) {
   const notes: string[] = [];
   const probes: Probe[] = [];
   let recoveredInMs = 0;
@@ -504,7 +549,11 @@ export type OutageReport = FaultReport & { probes: Probe[]; halfApplied: number 
  * (every stored memory node's stack exists and every acknowledged CID is intact), and writes flow
  * again without restarting the platform.
  */
-export async function runPostgresFault(c: Cluster, pgs: Awaited<ReturnType<typeof privatePostgres>>, opts: { loadMs: number; outageMs: number; concurrency?: number }): Promise<OutageReport> {
+export async function runPostgresFault(
+  c: Cluster,
+  pgs: Awaited<ReturnType<typeof privatePostgres>>,
+  opts: { loadMs: number; outageMs: number; concurrency?: number },
+): Promise<OutageReport> {
   let sleeve = '';
   const s = await call('POST', `${c.gateway}/v1/stacks`, { name: 'pg-probe' });
   const sl = await call('POST', `${c.gateway}/v1/sleeves`, { stackId: s.body.id, embodimentType: 'ai' });
@@ -522,7 +571,9 @@ export async function runPostgresFault(c: Cluster, pgs: Awaited<ReturnType<typeo
   const pg = (await import('pg')).default;
   const db = new pg.Client({ connectionString: c.env.DATABASE_URL });
   await db.connect();
-  const orphan = Number((await db.query('SELECT count(*)::int AS n FROM "MemoryNode" m WHERE NOT EXISTS (SELECT 1 FROM "Stack" s WHERE s.id = m."stackId")')).rows[0].n);
+  const orphan = Number(
+    (await db.query('SELECT count(*)::int AS n FROM "MemoryNode" m WHERE NOT EXISTS (SELECT 1 FROM "Stack" s WHERE s.id = m."stackId")')).rows[0].n,
+  );
   await db.end();
   return { name: `PostgreSQL stopped ${opts.outageMs / 1000} s`, load: o.load, recoveredInMs, notes: o.notes, probes: o.probes, halfApplied: orphan, ...v };
 }
@@ -532,7 +583,11 @@ export async function runPostgresFault(c: Cluster, pgs: Awaited<ReturnType<typeo
  * gateway keeps answering (its rate limit lets requests through while the cache is down), the faucet
  * refuses cleanly (503: its cooldown cannot be checked) and both work again when Redis returns.
  */
-export async function runRedisFault(c: Cluster, redis: Awaited<ReturnType<typeof privateRedis>>, opts: { loadMs: number; outageMs: number; concurrency?: number }): Promise<OutageReport & { faucetAfter: number }> {
+export async function runRedisFault(
+  c: Cluster,
+  redis: Awaited<ReturnType<typeof privateRedis>>,
+  opts: { loadMs: number; outageMs: number; concurrency?: number },
+): Promise<OutageReport & { faucetAfter: number }> {
   const stacks: string[] = [];
   for (let i = 0; i < 12; i++) stacks.push((await call('POST', `${c.gateway}/v1/stacks`, { name: `redis-probe-${i}` })).body.id);
   let k = 0;
@@ -583,7 +638,15 @@ export function anvilPid(port: number): number | undefined {
 }
 
 export type CortexFaultReport = FaultReport & {
-  anvilBefore: number; anvilAfter?: number; blocksDuring: number; blocksSince: number; medullaDown: number; foldsDuring: number; outboxLeft: number; outboxRows: number; chainBack: number;
+  anvilBefore: number;
+  anvilAfter?: number;
+  blocksDuring: number;
+  blocksSince: number;
+  medullaDown: number;
+  foldsDuring: number;
+  outboxLeft: number;
+  outboxRows: number;
+  chainBack: number;
 };
 
 /**
@@ -627,7 +690,9 @@ export async function runCortexFault(c: Cluster, opts: { loadMs: number; concurr
     backAt = Date.now();
     blocksDuring = (await height()) - h0;
     foldsDuring = (await lastFold()) - f0;
-    notes.push(`anvil back as pid ${anvilPid(port)} after ${backAt - stoppedAt} ms; meanwhile Medulla mined ${blocksDuring} blocks and Thalamus folded and submitted ${foldsDuring} epochs`);
+    notes.push(
+      `anvil back as pid ${anvilPid(port)} after ${backAt - stoppedAt} ms; meanwhile Medulla mined ${blocksDuring} blocks and Thalamus folded and submitted ${foldsDuring} epochs`,
+    );
   })();
   const load = await runLoad({ gateways: [c.gateway], durationMs: opts.loadMs, concurrency: opts.concurrency ?? 3 });
   await fault;
@@ -645,8 +710,20 @@ export async function runCortexFault(c: Cluster, opts: { loadMs: number; concurr
   notes.push(`Medulla unanswered ${medullaDown} times during the outage, +${blocksSince} blocks from the stop until the outbox drained`);
   notes.push(`outbox drained ${Date.now() - backAt} ms after the restart (${outboxRows} confirmed, ${outboxLeft} left)`);
   return {
-    name: 'Cortex (anvil) stopped', load, recoveredInMs: backAt - stoppedAt, notes, ...v,
-    anvilBefore: before, anvilAfter: anvilPid(port), blocksDuring, blocksSince, medullaDown, foldsDuring, outboxLeft, outboxRows, chainBack: backAt - stoppedAt,
+    name: 'Cortex (anvil) stopped',
+    load,
+    recoveredInMs: backAt - stoppedAt,
+    notes,
+    ...v,
+    anvilBefore: before,
+    anvilAfter: anvilPid(port),
+    blocksDuring,
+    blocksSince,
+    medullaDown,
+    foldsDuring,
+    outboxLeft,
+    outboxRows,
+    chainBack: backAt - stoppedAt,
   };
 }
 
@@ -694,7 +771,9 @@ export async function runHippocampusFault(c: Cluster, opts: { loadMs: number; st
   await db.connect();
   const lastFold = async () => Number((await db.query('SELECT coalesce(max(epoch), -1)::int AS e FROM "EpochAnchor"')).rows[0].e);
   const gapEpochs = async (after: number, upTo = 1e9) =>
-    (await db.query(`SELECT epoch FROM "EpochAnchor" WHERE 'ipfs' = ANY(gaps) AND epoch > $1 AND epoch <= $2 ORDER BY epoch`, [after, upTo])).rows.map((r) => Number(r.epoch));
+    (await db.query(`SELECT epoch FROM "EpochAnchor" WHERE 'ipfs' = ANY(gaps) AND epoch > $1 AND epoch <= $2 ORDER BY epoch`, [after, upTo])).rows.map((r) =>
+      Number(r.epoch),
+    );
   // A probe stack with a sleeve on each gateway, made before the stop.
   const gateways = [c.gateway, c.gateway2];
   const probeSleeves: Array<{ g: string; stackId: string; sleeveId: string }> = [];
@@ -763,17 +842,36 @@ export async function runHippocampusFault(c: Cluster, opts: { loadMs: number; st
   await fault;
   const v = await verifyAcked(load.acked, [c.urls.hippocampus!, c.urls.hippocampus2!]);
   const keys = ipfsGapEpochs.map((e) => `shard-loss:thalamus:${e}`);
-  const residueEpochs = (await db.query(`SELECT epoch FROM "Residue" WHERE kind = 'shard-loss' AND status = 'open' AND "dedupeKey" = ANY($1) ORDER BY epoch`, [keys])).rows.map((r) => Number(r.epoch));
+  const residueEpochs = (
+    await db.query(`SELECT epoch FROM "Residue" WHERE kind = 'shard-loss' AND status = 'open' AND "dedupeKey" = ANY($1) ORDER BY epoch`, [keys])
+  ).rows.map((r) => Number(r.epoch));
   await db.end();
   const medullaBlocksDuring = after.m.height - before.m.height;
   const epochsDuring = after.m.epoch - before.m.epoch;
   const cortexBlocksDuring = after.b - before.b;
   const refused = probes.filter((x) => x.status === 503 && /problem\+json/.test(x.contentType) && x.retryAfter).length;
-  notes.push(`during the stop: Medulla +${medullaBlocksDuring} blocks, epoch +${epochsDuring}, Cortex +${cortexBlocksDuring} blocks, chains unanswered ${chainsDown}; ${foldsDuring} folds, ipfs gaps at epochs [${ipfsGapEpochs.join(', ')}], shard-loss residues open for [${residueEpochs.join(', ')}]`);
-  notes.push(`probes: ${refused}/${probes.length} were 503 problem+json with Retry-After, slowest ${Math.max(0, ...probes.map((x) => x.ms))} ms; perceive and recall flow again ${flowsAgainInMs} ms after SIGCONT`);
+  notes.push(
+    `during the stop: Medulla +${medullaBlocksDuring} blocks, epoch +${epochsDuring}, Cortex +${cortexBlocksDuring} blocks, chains unanswered ${chainsDown}; ${foldsDuring} folds, ipfs gaps at epochs [${ipfsGapEpochs.join(', ')}], shard-loss residues open for [${residueEpochs.join(', ')}]`,
+  );
+  notes.push(
+    `probes: ${refused}/${probes.length} were 503 problem+json with Retry-After, slowest ${Math.max(0, ...probes.map((x) => x.ms))} ms; perceive and recall flow again ${flowsAgainInMs} ms after SIGCONT`,
+  );
   return {
-    name: `Hippocampus (both nodes) stopped ${(stoppedMs / 1000).toFixed(0)} s`, load, recoveredInMs: flowsAgainInMs, notes, ...v,
-    stoppedMs, medullaBlocksDuring, epochsDuring, cortexBlocksDuring, chainsDown, foldsDuring, ipfsGapEpochs, residueEpochs, probes, flowsAgainInMs,
+    name: `Hippocampus (both nodes) stopped ${(stoppedMs / 1000).toFixed(0)} s`,
+    load,
+    recoveredInMs: flowsAgainInMs,
+    notes,
+    ...v,
+    stoppedMs,
+    medullaBlocksDuring,
+    epochsDuring,
+    cortexBlocksDuring,
+    chainsDown,
+    foldsDuring,
+    ipfsGapEpochs,
+    residueEpochs,
+    probes,
+    flowsAgainInMs,
   };
 }
 
@@ -802,7 +900,11 @@ export async function runSagaCrash(c: Cluster, steps: string[]): Promise<SagaCra
     const sagaId = `needle:${Buffer.from(`${step}${Date.now()}`).toString('hex').slice(0, 32).padEnd(32, '0')}`;
     const before = c.pidOf('needlecast');
     // The router dies during this request: the client sees a connection error, not a hang.
-    const first = await call('POST', `${c.urls.needlecast}/needlecast`, { from, to, sagaId }, 30_000).catch((e: Error) => ({ status: 0, body: e.message, ms: 0 }));
+    const first = await call('POST', `${c.urls.needlecast}/needlecast`, { from, to, sagaId }, 30_000).catch((e: Error) => ({
+      status: 0,
+      body: e.message,
+      ms: 0,
+    }));
     // Restarted by the supervisor; recovery runs before it listens again.
     await c.waitHealthy(120_000, ['needlecast']);
     let view: { status: string } | undefined;
@@ -814,11 +916,25 @@ export async function runSagaCrash(c: Cluster, steps: string[]): Promise<SagaCra
     }
     const stack = (await call('GET', `${c.gateway}/v1/stacks/${stackId}`)).body as { sleeves: Array<{ id: string; alive: boolean }> };
     const alive = (id: string) => !!stack.sleeves.find((x) => x.id === id)?.alive;
-    sagas.push({ sagaId, crashedAfter: step, status: `${view?.status ?? 'unknown'} (first answer ${first.status}, router pid ${before} -> ${c.pidOf('needlecast')})`, sourceAlive: alive(from), targetAlive: alive(to) });
+    sagas.push({
+      sagaId,
+      crashedAfter: step,
+      status: `${view?.status ?? 'unknown'} (first answer ${first.status}, router pid ${before} -> ${c.pidOf('needlecast')})`,
+      sourceAlive: alive(from),
+      targetAlive: alive(to),
+    });
   }
   // Finished: completed moves the stack (source gone, target alive); compensated leaves the source.
-  const good = sagas.filter((x) => (x.status.startsWith('completed') && !x.sourceAlive && x.targetAlive) || (x.status.startsWith('compensated') && x.sourceAlive));
-  return { name: `needlecast router killed after ${steps.join(', ')}`, sagas, acknowledged: sagas.length, recovered: good.length, lost: sagas.length - good.length };
+  const good = sagas.filter(
+    (x) => (x.status.startsWith('completed') && !x.sourceAlive && x.targetAlive) || (x.status.startsWith('compensated') && x.sourceAlive),
+  );
+  return {
+    name: `needlecast router killed after ${steps.join(', ')}`,
+    sagas,
+    acknowledged: sagas.length,
+    recovered: good.length,
+    lost: sagas.length - good.length,
+  };
 }
 
 // ---- CLI ----
@@ -831,7 +947,13 @@ function table(rows: Array<Record<string, string | number>>): string {
 }
 
 const loadRow = (mode: string, r: LoadResult) => ({
-  mode, seconds: r.seconds.toFixed(0), requests: r.requests, errors: r.errors, 'ok req/s': r.rps.toFixed(1), 'p50 ms': r.p50, 'p99 ms': r.p99,
+  mode,
+  seconds: r.seconds.toFixed(0),
+  requests: r.requests,
+  errors: r.errors,
+  'ok req/s': r.rps.toFixed(1),
+  'p50 ms': r.p50,
+  'p99 ms': r.p99,
 });
 
 async function main(argv: string[]): Promise<void> {
@@ -843,7 +965,11 @@ async function main(argv: string[]): Promise<void> {
   const faultRows: Array<Record<string, string | number>> = [];
   const modes = mode === 'both' ? (['embedded', 'distributed'] as const) : [mode];
   for (const m of modes) {
-    const c = await startCluster({ mode: m, shift: m === 'embedded' ? 23000 : 24000, needlecastFaults: faults && m === 'distributed' ? { crashAfter: STEP_NAMES } : undefined });
+    const c = await startCluster({
+      mode: m,
+      shift: m === 'embedded' ? 23000 : 24000,
+      needlecastFaults: faults && m === 'distributed' ? { crashAfter: STEP_NAMES } : undefined,
+    });
     try {
       await c.waitHealthy(180_000);
       const gateways = m === 'distributed' ? [c.gateway, c.gateway2] : [c.gateway];
@@ -852,11 +978,23 @@ async function main(argv: string[]): Promise<void> {
       if (r.samples.length) console.error(`${m} errors:`, r.samples.join('\n'));
       if (faults && m === 'distributed') {
         // Every process of the topology, one at a time (Cortex last: its anvil restarts with it).
-        const victims = topology(loadConfig(c.env)).map((x) => x.name).sort((a, b) => Number(a === 'cortex') - Number(b === 'cortex'));
+        const victims = topology(loadConfig(c.env))
+          .map((x) => x.name)
+          .sort((a, b) => Number(a === 'cortex') - Number(b === 'cortex'));
         const k = await runKillFault(c, { victims, loadMs: 60 * 60_000, gapMs: 3000 });
-        faultRows.push({ fault: k.name, result: `acknowledged ${k.acknowledged}, recovered ${k.recovered}, lost ${k.lost}`, 'client errors': `${k.load.errors} (retryable ${k.load.byClass.retryable}, hangs ${k.load.byClass.hang}, other ${k.load.byClass.other})`, 'back in': `${(k.recoveredInMs / 1000).toFixed(1)} s` });
+        faultRows.push({
+          fault: k.name,
+          result: `acknowledged ${k.acknowledged}, recovered ${k.recovered}, lost ${k.lost}`,
+          'client errors': `${k.load.errors} (retryable ${k.load.byClass.retryable}, hangs ${k.load.byClass.hang}, other ${k.load.byClass.other})`,
+          'back in': `${(k.recoveredInMs / 1000).toFixed(1)} s`,
+        });
         const s = await runSagaCrash(c, [...STEP_NAMES]);
-        faultRows.push({ fault: s.name, result: `acknowledged ${s.acknowledged}, recovered ${s.recovered}, lost ${s.lost}`, 'client errors': '-', 'back in': s.sagas.map((x) => x.status.split(' ')[0]).join(', ') });
+        faultRows.push({
+          fault: s.name,
+          result: `acknowledged ${s.acknowledged}, recovered ${s.recovered}, lost ${s.lost}`,
+          'client errors': '-',
+          'back in': s.sagas.map((x) => x.status.split(' ')[0]).join(', '),
+        });
         const h = await runHippocampusFault(c, { loadMs: 40_000, stopMs: 10_000 });
         faultRows.push({
           fault: h.name,
@@ -875,7 +1013,12 @@ async function main(argv: string[]): Promise<void> {
     try {
       await c.waitHealthy(180_000);
       const f = await runNatsFault(c, nats, { loadMs: 40_000, outageMs: 10_000 });
-      faultRows.push({ fault: f.name, result: `acknowledged ${f.acknowledged}, recovered ${f.recovered}, lost ${f.lost}; events missing ${f.eventsMissing}`, 'client errors': `${f.load.errors} (retryable ${f.load.byClass.retryable}, hangs ${f.load.byClass.hang}, other ${f.load.byClass.other})`, 'back in': `${(f.recoveredInMs / 1000).toFixed(1)} s` });
+      faultRows.push({
+        fault: f.name,
+        result: `acknowledged ${f.acknowledged}, recovered ${f.recovered}, lost ${f.lost}; events missing ${f.eventsMissing}`,
+        'client errors': `${f.load.errors} (retryable ${f.load.byClass.retryable}, hangs ${f.load.byClass.hang}, other ${f.load.byClass.other})`,
+        'back in': `${(f.recoveredInMs / 1000).toFixed(1)} s`,
+      });
     } finally {
       await c.stop();
       await nats.cleanup();
@@ -887,7 +1030,12 @@ async function main(argv: string[]): Promise<void> {
       await cp.waitHealthy(180_000);
       const f = await runPostgresFault(cp, pgs, { loadMs: 40_000, outageMs: 10_000 });
       const refused = f.probes.filter((x) => x.status === 503 && x.retryAfter).length;
-      faultRows.push({ fault: f.name, result: `acknowledged ${f.acknowledged}, recovered ${f.recovered}, lost ${f.lost}; half-applied ${f.halfApplied}; gap writes 503 + Retry-After ${refused}/${f.probes.length}`, 'client errors': errs(f.load), 'back in': `${(f.recoveredInMs / 1000).toFixed(1)} s` });
+      faultRows.push({
+        fault: f.name,
+        result: `acknowledged ${f.acknowledged}, recovered ${f.recovered}, lost ${f.lost}; half-applied ${f.halfApplied}; gap writes 503 + Retry-After ${refused}/${f.probes.length}`,
+        'client errors': errs(f.load),
+        'back in': `${(f.recoveredInMs / 1000).toFixed(1)} s`,
+      });
     } finally {
       await cp.stop();
       await pgs.cleanup();
@@ -898,7 +1046,12 @@ async function main(argv: string[]): Promise<void> {
       await cr.waitHealthy(180_000);
       const f = await runRedisFault(cr, redis, { loadMs: 40_000, outageMs: 10_000 });
       const faucet503 = f.probes.filter((x) => x.route.includes('faucet') && x.status === 503).length;
-      faultRows.push({ fault: f.name, result: `acknowledged ${f.acknowledged}, recovered ${f.recovered}, lost ${f.lost}; faucet 503 ${faucet503}, drips again after ${(f.faucetAfter / 1000).toFixed(1)} s`, 'client errors': errs(f.load), 'back in': `${(f.recoveredInMs / 1000).toFixed(1)} s` });
+      faultRows.push({
+        fault: f.name,
+        result: `acknowledged ${f.acknowledged}, recovered ${f.recovered}, lost ${f.lost}; faucet 503 ${faucet503}, drips again after ${(f.faucetAfter / 1000).toFixed(1)} s`,
+        'client errors': errs(f.load),
+        'back in': `${(f.recoveredInMs / 1000).toFixed(1)} s`,
+      });
     } finally {
       await cr.stop();
       await redis.cleanup();
@@ -907,7 +1060,12 @@ async function main(argv: string[]): Promise<void> {
     try {
       await cc.waitHealthy(180_000);
       const f = await runCortexFault(cc, { loadMs: 30_000, concurrency: 2 });
-      faultRows.push({ fault: f.name, result: `acknowledged ${f.acknowledged}, recovered ${f.recovered}, lost ${f.lost}; Medulla +${f.blocksDuring} blocks, Thalamus +${f.foldsDuring} folds meanwhile; outbox left ${f.outboxLeft}`, 'client errors': errs(f.load), 'back in': `${(f.recoveredInMs / 1000).toFixed(1)} s` });
+      faultRows.push({
+        fault: f.name,
+        result: `acknowledged ${f.acknowledged}, recovered ${f.recovered}, lost ${f.lost}; Medulla +${f.blocksDuring} blocks, Thalamus +${f.foldsDuring} folds meanwhile; outbox left ${f.outboxLeft}`,
+        'client errors': errs(f.load),
+        'back in': `${(f.recoveredInMs / 1000).toFixed(1)} s`,
+      });
     } finally {
       await cc.stop();
     }
@@ -917,8 +1075,11 @@ async function main(argv: string[]): Promise<void> {
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  main(process.argv.slice(2)).then(() => process.exit(0), (e) => {
-    console.error(e);
-    process.exit(1);
-  });
+  main(process.argv.slice(2)).then(
+    () => process.exit(0),
+    (e) => {
+      console.error(e);
+      process.exit(1);
+    },
+  );
 }

@@ -37,7 +37,14 @@ export async function runOutboxBench(opts: { count?: number; blockTime?: number 
     let t = performance.now();
     const sent = [];
     for (let i = 1; i <= count; i++) {
-      sent.push(await identity.mint(chain.operator.address, i, CPV, stackId(i), '', { nonce: nonce++, gasLimit, maxFeePerGas: fee.maxFeePerGas, maxPriorityFeePerGas: fee.maxPriorityFeePerGas }));
+      sent.push(
+        await identity.mint(chain.operator.address, i, CPV, stackId(i), '', {
+          nonce: nonce++,
+          gasLimit,
+          maxFeePerGas: fee.maxFeePerGas,
+          maxPriorityFeePerGas: fee.maxPriorityFeePerGas,
+        }),
+      );
     }
     const rawReceipts = await Promise.all(sent.map((s) => s.wait()));
     const rawSec = (performance.now() - t) / 1000;
@@ -46,7 +53,8 @@ export async function runOutboxBench(opts: { count?: number; blockTime?: number 
     // Outbox: the same intents as rows (one DB transaction), drained by the submitter.
     const ob = await chain.freshSuite();
     await p.db.prisma.$transaction(async (tx) => {
-      for (let i = 1; i <= count; i++) await enqueueChainTx(tx, { kind: 'mintIdentity', ref: stackId(i), payload: { stackId: stackId(i), tokenId: i, owner: null, cpv: [1, 1, 1, 1, 1] } });
+      for (let i = 1; i <= count; i++)
+        await enqueueChainTx(tx, { kind: 'mintIdentity', ref: stackId(i), payload: { stackId: stackId(i), tokenId: i, owner: null, cpv: [1, 1, 1, 1, 1] } });
     });
     t = performance.now();
     const submitter = startSubmitter(p.db.prisma, ob, p.log, { pollMs: 20 });

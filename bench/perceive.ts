@@ -37,13 +37,15 @@ export async function measure(total: number, concurrency: number, fn: (i: number
   const lat: number[] = [];
   let next = 0;
   const start = performance.now();
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    for (let i = next++; i < total; i = next++) {
-      const t0 = performance.now();
-      await fn(i);
-      lat.push(performance.now() - t0);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < total; i = next++) {
+        const t0 = performance.now();
+        await fn(i);
+        lat.push(performance.now() - t0);
+      }
+    }),
+  );
   const secs = (performance.now() - start) / 1000;
   lat.sort((a, b) => a - b);
   const r = (x: number) => Math.round(x * 100) / 100;
@@ -55,7 +57,14 @@ async function withBaseline(t: MemoryTestApp, stackId: string, rest: LatencyStat
   const sample = await t.p.db.prisma.memoryNode.findFirstOrThrow({ where: { stackId } });
   const baseline = await measure(requests, concurrency, async () => {
     await t.p.db.prisma.memoryNode.create({
-      data: { cid: `cog://${randomBytes(32).toString('hex')}@0`, stackId: 'stack:baseline', epoch: 0, links: sample.links, kind: 'perceive', size: sample.size },
+      data: {
+        cid: `cog://${randomBytes(32).toString('hex')}@0`,
+        stackId: 'stack:baseline',
+        epoch: 0,
+        links: sample.links,
+        kind: 'perceive',
+        size: sample.size,
+      },
     });
   });
   return { concurrency, rest, baseline, ratio: Math.round((baseline.reqPerSec / rest.reqPerSec) * 100) / 100 };
@@ -69,10 +78,13 @@ export async function runPerceiveBench(opts: { requests?: number; concurrency?: 
     const url = await t.app.listen({ host: '127.0.0.1', port: 0 });
     const stack = await createStack(t.p, { name: 'bench' });
     // Shape B sleeves hold 1000 compute: 2000 perceives each.
-    const sleeves = await Promise.all(Array.from({ length: Math.ceil(requests / 2000) + 1 }, () => spawnSleeve(t.p, { stackId: stack.id, kind: 'ai', shape: 'B' })));
+    const sleeves = await Promise.all(
+      Array.from({ length: Math.ceil(requests / 2000) + 1 }, () => spawnSleeve(t.p, { stackId: stack.id, kind: 'ai', shape: 'B' })),
+    );
     const rest = await measure(requests, concurrency, async (i) => {
       const res = await fetch(`${url}/v1/perceive`, {
-        method: 'POST', headers: { 'content-type': 'application/json' },
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ stackId: stack.id, sleeveId: sleeves[i % sleeves.length].id, text: `observation ${i}` }),
       });
       if (res.status !== 200) throw new Error(`perceive ${res.status}: ${await res.text()}`);
@@ -85,7 +97,8 @@ export async function runPerceiveBench(opts: { requests?: number; concurrency?: 
 }
 
 export function formatPerceiveBench(r: PerceiveBenchResult): string {
-  const row = (n: string, s: LatencyStats) => `${n.padEnd(22)} ${String(s.reqPerSec).padStart(9)} req/s  p50 ${String(s.p50Ms).padStart(7)} ms  p99 ${String(s.p99Ms).padStart(7)} ms`;
+  const row = (n: string, s: LatencyStats) =>
+    `${n.padEnd(22)} ${String(s.reqPerSec).padStart(9)} req/s  p50 ${String(s.p50Ms).padStart(7)} ms  p99 ${String(s.p99Ms).padStart(7)} ms`;
   return [row('REST perceive', r.rest), row('raw DB insert', r.baseline), `ratio (raw / REST): ${r.ratio}`].join('\n');
 }
 
@@ -104,7 +117,8 @@ export async function runPerceivePostgresBench(opts: { requests?: number; concur
     }
     const perceive = async (i: number) => {
       const res = await fetch(`${url}/v1/perceive`, {
-        method: 'POST', headers: { 'content-type': 'application/json' },
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ ...writers[i % writers.length], text: `observation ${i}` }),
       });
       if (res.status !== 200) throw new Error(`perceive ${res.status}: ${await res.text()}`);

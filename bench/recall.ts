@@ -46,7 +46,9 @@ export async function runRecallBench(opts: { depths?: number[]; runs?: number[] 
     const created = await createStack(t.p, { name: 'recall-bench' });
     const sleeve = await spawnSleeve(t.p, { stackId: created.id, kind: 'memory', shape: 'B' });
     const need = depths.reduce((s, d, i) => s + d * (runs[i] + 1), 0);
-    await t.p.db.prisma.$transaction((tx) => mint(tx, sleeveAccount(sleeve.id), [{ token: 'memory', milli: BigInt(need) * 1000n }], { reason: 'bench', epoch: 1, stackId: created.id }));
+    await t.p.db.prisma.$transaction((tx) =>
+      mint(tx, sleeveAccount(sleeve.id), [{ token: 'memory', milli: BigInt(need) * 1000n }], { reason: 'bench', epoch: 1, stackId: created.id }),
+    );
     // A chain of maxDepth nodes written straight to the store (perceiving them one by one would
     // only slow the setup), encrypted exactly as perceive does.
     const stack = await getStackRow(t.p.db.prisma, created.id);
@@ -67,7 +69,11 @@ export async function runRecallBench(opts: { depths?: number[]; runs?: number[] 
     const rows: RecallBenchRow[] = [];
     for (const [i, depth] of depths.entries()) {
       const call = async () => {
-        const res = await fetch(`${url}/v1/recall`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ stackId: stack.id, sleeveId: sleeve.id, depth }) });
+        const res = await fetch(`${url}/v1/recall`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ stackId: stack.id, sleeveId: sleeve.id, depth }),
+        });
         const body = (await res.json()) as { fragments: unknown[] };
         if (res.status !== 200 || body.fragments.length !== depth) throw new Error(`recall depth ${depth}: ${res.status}`);
       };
@@ -80,7 +86,14 @@ export async function runRecallBench(opts: { depths?: number[]; runs?: number[] 
       });
       const p50 = percentile(rec, 0.5);
       const rawP50 = percentile(raw, 0.5);
-      rows.push({ depth, runs: runs[i], recallP50Ms: r2(p50), recallP99Ms: r2(percentile(rec, 0.99)), rawDecryptP50Ms: r2(rawP50), ratio: Math.round((p50 / rawP50) * 10) / 10 });
+      rows.push({
+        depth,
+        runs: runs[i],
+        recallP50Ms: r2(p50),
+        recallP99Ms: r2(percentile(rec, 0.99)),
+        rawDecryptP50Ms: r2(rawP50),
+        ratio: Math.round((p50 / rawP50) * 10) / 10,
+      });
     }
     return rows;
   } finally {
@@ -89,8 +102,13 @@ export async function runRecallBench(opts: { depths?: number[]; runs?: number[] 
 }
 
 export function formatRecallBench(rows: RecallBenchRow[]): string {
-  return ['depth   recall p50   recall p99   raw decrypt p50   ratio', ...rows.map((r) =>
-    `${String(r.depth).padStart(5)} ${String(r.recallP50Ms).padStart(9)} ms ${String(r.recallP99Ms).padStart(9)} ms ${String(r.rawDecryptP50Ms).padStart(13)} ms ${String(r.ratio).padStart(8)}`)].join('\n');
+  return [
+    'depth   recall p50   recall p99   raw decrypt p50   ratio',
+    ...rows.map(
+      (r) =>
+        `${String(r.depth).padStart(5)} ${String(r.recallP50Ms).padStart(9)} ms ${String(r.recallP99Ms).padStart(9)} ms ${String(r.rawDecryptP50Ms).padStart(13)} ms ${String(r.ratio).padStart(8)}`,
+    ),
+  ].join('\n');
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -33,7 +33,13 @@ import { newContext } from '../lib/graphql.ts';
 export const QUERY = '{ stacks(first: 20) { id name sleeves { id embodimentType drift } balances { compute memory } memory(first: 3) { cid epoch } } }';
 const SMALL = '{ stacks(first: 20) { id name } }';
 
-interface Run { name: string; rps: number; p50: number; p99: number; errors: number }
+interface Run {
+  name: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+}
 type Setup = 'ours' | 'off' | 'stock' | 'hive' | 'hiveOff' | 'small' | 'direct';
 
 const SETUPS: Record<Setup, string> = {
@@ -51,7 +57,21 @@ const autocannonBin = createRequire(import.meta.url).resolve('autocannon/autocan
 /** 50 clients for `seconds`, from a separate autocannon process. */
 export function load(name: string, url: string, seconds: number, query = QUERY): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const args = [autocannonBin, '-c', '50', '-d', String(seconds), '-m', 'POST', '-H', 'content-type=application/json', '-b', JSON.stringify({ query }), '--json', url];
+    const args = [
+      autocannonBin,
+      '-c',
+      '50',
+      '-d',
+      String(seconds),
+      '-m',
+      'POST',
+      '-H',
+      'content-type=application/json',
+      '-b',
+      JSON.stringify({ query }),
+      '--json',
+      url,
+    ];
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
@@ -79,14 +99,30 @@ async function answer(url: string, query: string): Promise<string> {
 export async function seed(p: TestPlatform): Promise<void> {
   for (let i = 0; i < 20; i++) {
     const id = `stack:human:${i + 1}:${i.toString(16).padStart(12, '0')}`;
-    await p.db.prisma.stack.create({ data: { id, name: `s${i}`, kind: 'human', shape: 'A', pubKey: i.toString(16).padStart(64, '0'), syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1, residueCoeff: 1, routingCoeff: 1, masterSecret: 'x' } });
+    await p.db.prisma.stack.create({
+      data: {
+        id,
+        name: `s${i}`,
+        kind: 'human',
+        shape: 'A',
+        pubKey: i.toString(16).padStart(64, '0'),
+        syncCoeff: 1,
+        memoryCoeff: 1,
+        computeCoeff: 1,
+        residueCoeff: 1,
+        routingCoeff: 1,
+        masterSecret: 'x',
+      },
+    });
     for (let j = 0; j < 3; j++) {
       const sleeve = `sleeve:ai:${i * 3 + j + 1}:${(i * 3 + j).toString(16).padStart(8, '0')}`;
       await p.db.prisma.sleeve.create({ data: { id: sleeve, stackId: id, embodimentType: 'ai', shape: 'A', tickRate: 2000 } });
       await p.db.prisma.balance.create({ data: { account: `sleeve:${sleeve}`, token: 'compute', milli: 1000n } });
     }
     for (let k = 0; k < 3; k++) {
-      await p.db.prisma.memoryNode.create({ data: { cid: `cog://${(i * 3 + k).toString(16).padStart(64, '0')}@0`, stackId: id, epoch: 0, links: [], size: 10 } });
+      await p.db.prisma.memoryNode.create({
+        data: { cid: `cog://${(i * 3 + k).toString(16).padStart(64, '0')}@0`, stackId: id, epoch: 0, links: [], size: 10 },
+      });
     }
   }
 }
@@ -96,7 +132,9 @@ async function runOn(p: TestPlatform, label: string, seconds: number): Promise<R
   const ours = await startGateway(p);
   const uncoalesced = await startGateway({ ...p, config: { ...p.config, graphqlCoalesce: false } });
   const subgraphs = readSupergraphConfig();
-  const services = await Promise.all(subgraphs.map((s) => subgraphService(s.name)({ ...p, config: { ...p.config, subgraphPorts: { ...p.config.subgraphPorts, [s.name]: 0 } } })));
+  const services = await Promise.all(
+    subgraphs.map((s) => subgraphService(s.name)({ ...p, config: { ...p.config, subgraphPorts: { ...p.config.subgraphPorts, [s.name]: 0 } } })),
+  );
   const urlOf = new Map(subgraphs.map((s, i) => [s.name, `${services[i].url}/graphql`]));
   const stockGateway = new ApolloGateway({
     supergraphSdl: fs.readFileSync(supergraphFile, 'utf8'),
@@ -105,12 +143,16 @@ async function runOn(p: TestPlatform, label: string, seconds: number): Promise<R
   const stock = new ApolloServer({ gateway: stockGateway });
   const { url: stockUrl } = await startStandaloneServer(stock, { listen: { port: 0, host: '127.0.0.1' }, context: async () => newContext(p) });
   // Hive Gateway over the same subgraphs: the checked-in supergraph with its URLs pointed at them.
-  const sdl = fs.readFileSync(supergraphFile, 'utf8').replace(/@join__graph\(name: "(\w+)", url: "[^"]*"\)/g, (_m, name: string) => `@join__graph(name: "${name}", url: "${urlOf.get(name)}")`);
+  const sdl = fs
+    .readFileSync(supergraphFile, 'utf8')
+    .replace(/@join__graph\(name: "(\w+)", url: "[^"]*"\)/g, (_m, name: string) => `@join__graph(name: "${name}", url: "${urlOf.get(name)}")`);
   // As shipped it shares identical in-flight subgraph requests (deduplicateInflightRequests); the
   // second instance has that off, to compare the engines alone.
   const startHive = async (dedupe: boolean) => {
     const runtime = createGatewayRuntime({
-      supergraph: sdl, logging: false, graphqlEndpoint: '/graphql',
+      supergraph: sdl,
+      logging: false,
+      graphqlEndpoint: '/graphql',
       transportEntries: { '*.http': { options: { deduplicateInflightRequests: dedupe } } },
     });
     const server = http.createServer(runtime);
@@ -128,7 +170,8 @@ async function runOn(p: TestPlatform, label: string, seconds: number): Promise<R
   for (const url of [`${uncoalesced.url}/graphql`, stockUrl, hive.url, hiveOff.url]) {
     if ((await answer(url, QUERY)) !== expected) throw new Error(`${url} gave a different answer from the platform gateway`);
   }
-  if ((await answer(urlOf.get('stacks')!, SMALL)) !== (await answer(`${ours.url}/graphql`, SMALL))) throw new Error('the stacks subgraph and the gateway disagree');
+  if ((await answer(urlOf.get('stacks')!, SMALL)) !== (await answer(`${ours.url}/graphql`, SMALL)))
+    throw new Error('the stacks subgraph and the gateway disagree');
 
   const runs: Run[] = [];
   await load('warmup', `${ours.url}/graphql`, 2);
@@ -186,10 +229,17 @@ export function formatRouterBench({ runs, notes }: { runs: Run[]; notes: string[
   for (const label of new Set(runs.map((r) => r.name.split(':')[0]))) {
     const of = (setup: Setup) => runs.find((r) => r.name === `${label}: ${SETUPS[setup]}`)!;
     const x = (a: Setup, b: Setup) => `${(of(a).rps / of(b).rps).toFixed(2)}x`;
-    summary.push(`${label}: four-subgraph query ours / stock = ${x('ours', 'stock')}, ours / Hive = ${x('ours', 'hive')}; coalescing off / stock = ${x('off', 'stock')}, off / Hive dedupe off = ${x('off', 'hiveOff')}; one-subgraph query ours / direct = ${x('small', 'direct')}`);
+    summary.push(
+      `${label}: four-subgraph query ours / stock = ${x('ours', 'stock')}, ours / Hive = ${x('ours', 'hive')}; coalescing off / stock = ${x('off', 'stock')}, off / Hive dedupe off = ${x('off', 'hiveOff')}; one-subgraph query ours / direct = ${x('small', 'direct')}`,
+    );
   }
   return [
-    '| setup | req/s | p50 ms | p99 ms | errors |', '|---|---|---|---|---|', ...rows, '', ...summary, ...notes,
+    '| setup | req/s | p50 ms | p99 ms | errors |',
+    '|---|---|---|---|---|',
+    ...rows,
+    '',
+    ...summary,
+    ...notes,
     'reference (public graphql-gateways-benchmark, other hardware, static subgraphs): stock @apollo/gateway 115 req/s, Hive Gateway 297 req/s',
   ].join('\n');
 }

@@ -39,18 +39,28 @@ export async function runSagaBench(opts: { sagas?: number; concurrency?: number;
     let completed = 0;
     let next = 0;
     const t0 = performance.now();
-    await Promise.all(Array.from({ length: concurrency }, async () => {
-      while (next < sources.length) {
-        const from = sources[next++]!;
-        const s = performance.now();
-        const v = await runNeedlecast(p, { from, to: 'human' });
-        latencies.push(performance.now() - s);
-        if (v.status === 'completed') completed++;
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (next < sources.length) {
+          const from = sources[next++]!;
+          const s = performance.now();
+          const v = await runNeedlecast(p, { from, to: 'human' });
+          latencies.push(performance.now() - s);
+          if (v.status === 'completed') completed++;
+        }
+      }),
+    );
     const total = performance.now() - t0;
     latencies.sort((a, b) => a - b);
-    return { sagas, concurrency, completed, sagasPerSec: (sagas / total) * 1000, p50Ms: quantile(latencies, 0.5), p99Ms: quantile(latencies, 0.99), maxMs: latencies.at(-1) ?? 0 };
+    return {
+      sagas,
+      concurrency,
+      completed,
+      sagasPerSec: (sagas / total) * 1000,
+      p50Ms: quantile(latencies, 0.5),
+      p99Ms: quantile(latencies, 0.99),
+      maxMs: latencies.at(-1) ?? 0,
+    };
   } finally {
     await p.cleanup();
   }
@@ -58,5 +68,7 @@ export async function runSagaBench(opts: { sagas?: number; concurrency?: number;
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const r = await runSagaBench({ sagas: Number(process.argv[2] ?? 32), concurrency: Number(process.argv[3] ?? 8) });
-  console.log(`needlecast: ${r.completed}/${r.sagas} completed at ${r.concurrency} concurrent: ${r.sagasPerSec.toFixed(1)} sagas/s, p50 ${r.p50Ms.toFixed(0)} ms, p99 ${r.p99Ms.toFixed(0)} ms, max ${r.maxMs.toFixed(0)} ms`);
+  console.log(
+    `needlecast: ${r.completed}/${r.sagas} completed at ${r.concurrency} concurrent: ${r.sagasPerSec.toFixed(1)} sagas/s, p50 ${r.p50Ms.toFixed(0)} ms, p99 ${r.p99Ms.toFixed(0)} ms, max ${r.maxMs.toFixed(0)} ms`,
+  );
 }

@@ -7,7 +7,16 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createClient, CogError, CogInputError, SLEEVE_KINDS, SUBSCRIPTION_NAMES, type CogClient, type StackKey, type SubscriptionName } from '../sdk/src/node.ts';
+import {
+  createClient,
+  CogError,
+  CogInputError,
+  SLEEVE_KINDS,
+  SUBSCRIPTION_NAMES,
+  type CogClient,
+  type StackKey,
+  type SubscriptionName,
+} from '../sdk/src/node.ts';
 
 /** Exit codes: what went wrong, for scripts. */
 export const EXIT = {
@@ -180,7 +189,8 @@ function clientFor(a: Args, stackId?: string): CogClient {
   const base = createClient({
     url: gatewayUrl(a),
     onRetry: ({ delayMs, problem }) => {
-      if (!a.flags.json && !retried.has(problem.code)) process.stderr.write(`cog: ${problem.code === 'NETWORK' ? 'no answer' : problem.code}: retrying in ${(delayMs / 1000).toFixed(1)} s\n`);
+      if (!a.flags.json && !retried.has(problem.code))
+        process.stderr.write(`cog: ${problem.code === 'NETWORK' ? 'no answer' : problem.code}: retrying in ${(delayMs / 1000).toFixed(1)} s\n`);
       retried.add(problem.code);
     },
   });
@@ -221,16 +231,41 @@ async function stack(a: Args): Promise<number> {
     const file = created.key ? saveKey(created.key) : null;
     if (a.flags.json) out(JSON.stringify({ ...created, keyFile: file }, null, 2));
     else {
-      out(kv([['stack', created.stack.id], ['name', created.stack.name], ['kind', created.stack.kind], ['pubKey', created.stack.pubKey], ['tokenId', created.stack.tokenId], ['key file', file]]));
-      out(`\nThe key (identityPriv) is shown only once by the platform; it is kept in ${file} (0600) and signs this stack's requests. Next: cog sleeve spawn ai`);
+      out(
+        kv([
+          ['stack', created.stack.id],
+          ['name', created.stack.name],
+          ['kind', created.stack.kind],
+          ['pubKey', created.stack.pubKey],
+          ['tokenId', created.stack.tokenId],
+          ['key file', file],
+        ]),
+      );
+      out(
+        `\nThe key (identityPriv) is shown only once by the platform; it is kept in ${file} (0600) and signs this stack's requests. Next: cog sleeve spawn ai`,
+      );
     }
     return EXIT.OK;
   }
   if (sub === 'show') {
     const id = rest[0] ?? requireStack(a);
     const s = await clientFor(a).stacks.get(id);
-    if (a.flags.json) return out(JSON.stringify(s, null, 2)), EXIT.OK;
-    out(kv([['stack', s.id], ['name', s.name], ['kind', s.kind], ['tokenId', s.tokenId], ['epoch', s.epoch], ['episodic head', s.episodicHead], ['pubKey', s.pubKey], ['chain', s.chainStatus], ['created', s.createdAt], ['tokens', tokens(s.balances)], ['signing key', loadKey(s.id) ? keyFile(s.id) : 'not in the key directory']]));
+    if (a.flags.json) return (out(JSON.stringify(s, null, 2)), EXIT.OK);
+    out(
+      kv([
+        ['stack', s.id],
+        ['name', s.name],
+        ['kind', s.kind],
+        ['tokenId', s.tokenId],
+        ['epoch', s.epoch],
+        ['episodic head', s.episodicHead],
+        ['pubKey', s.pubKey],
+        ['chain', s.chainStatus],
+        ['created', s.createdAt],
+        ['tokens', tokens(s.balances)],
+        ['signing key', loadKey(s.id) ? keyFile(s.id) : 'not in the key directory'],
+      ]),
+    );
     out('');
     out(s.sleeves.length ? sleeveTable(s.sleeves) : 'no sleeves yet: cog sleeve spawn <kind>');
     return EXIT.OK;
@@ -238,16 +273,42 @@ async function stack(a: Args): Promise<number> {
   throw new UsageError(HELP.stack!);
 }
 
-type SleeveRow = { id: string; embodimentType: string; alive: boolean; frozen: boolean; drift: number; hostname: string | null; tokens: { compute: number; memory: number; sync: number; routing: number } };
+type SleeveRow = {
+  id: string;
+  embodimentType: string;
+  alive: boolean;
+  frozen: boolean;
+  drift: number;
+  hostname: string | null;
+  tokens: { compute: number; memory: number; sync: number; routing: number };
+};
 const sleeveTable = (list: SleeveRow[]) =>
-  table(['SLEEVE', 'KIND', 'STATE', 'DRIFT', 'COMPUTE', 'MEMORY', 'SYNC', 'ROUTING', 'HOST'], list.map((s) => [s.id, s.embodimentType, s.alive ? (s.frozen ? 'frozen' : 'alive') : 'gone', fmt(s.drift), fmt(s.tokens.compute), fmt(s.tokens.memory), fmt(s.tokens.sync), fmt(s.tokens.routing), s.hostname]));
+  table(
+    ['SLEEVE', 'KIND', 'STATE', 'DRIFT', 'COMPUTE', 'MEMORY', 'SYNC', 'ROUTING', 'HOST'],
+    list.map((s) => [
+      s.id,
+      s.embodimentType,
+      s.alive ? (s.frozen ? 'frozen' : 'alive') : 'gone',
+      fmt(s.drift),
+      fmt(s.tokens.compute),
+      fmt(s.tokens.memory),
+      fmt(s.tokens.sync),
+      fmt(s.tokens.routing),
+      s.hostname,
+    ]),
+  );
 
 async function sleeve(a: Args): Promise<number> {
   const [, sub, arg] = a.positional;
   if (sub === 'spawn') {
     if (!arg) throw new UsageError(`missing <kind> (${SLEEVE_KINDS.join(', ')}): cog sleeve spawn <kind>`);
     const stackId = requireStack(a);
-    const s = await clientFor(a, stackId).sleeves.spawn({ stackId, kind: arg as never, hostname: typeof a.flags.hostname === 'string' ? a.flags.hostname : undefined, tickRate: intFlag(a, 'tick-rate') });
+    const s = await clientFor(a, stackId).sleeves.spawn({
+      stackId,
+      kind: arg as never,
+      hostname: typeof a.flags.hostname === 'string' ? a.flags.hostname : undefined,
+      tickRate: intFlag(a, 'tick-rate'),
+    });
     if (a.flags.json) out(JSON.stringify(s, null, 2));
     else out(`${sleeveTable([s])}\n\nNext: cog perceive ${s.id} "hello"`);
     return EXIT.OK;
@@ -275,7 +336,15 @@ async function perceive(a: Args): Promise<number> {
   const text = textArg(a, 2);
   const r = await clientFor(a, await stackOfSleeve(a, sleeveId)).memory.perceive({ sleeveId, text });
   if (a.flags.json) out(JSON.stringify(r, null, 2));
-  else out(kv([['cid', r.cid], ['epoch', r.epoch], ['thought', r.thought], ['cost', `${fmt(r.cost.compute)} compute`]]));
+  else
+    out(
+      kv([
+        ['cid', r.cid],
+        ['epoch', r.epoch],
+        ['thought', r.thought],
+        ['cost', `${fmt(r.cost.compute)} compute`],
+      ]),
+    );
   return EXIT.OK;
 }
 
@@ -287,16 +356,37 @@ async function remember(a: Args): Promise<number> {
   const pin = a.flags.pin === true;
   const r = sleeveId ? await c.memory.remember({ sleeveId, text, pin }) : await c.memory.remember({ stackId, text, pin });
   if (a.flags.json) out(JSON.stringify(r, null, 2));
-  else out(kv([['cid', r.cid], ['epoch', r.epoch], ['sleeve', r.sleeveId], ['pinned', r.node.pinned]]));
+  else
+    out(
+      kv([
+        ['cid', r.cid],
+        ['epoch', r.epoch],
+        ['sleeve', r.sleeveId],
+        ['pinned', r.node.pinned],
+      ]),
+    );
   return EXIT.OK;
 }
 
 async function recall(a: Args): Promise<number> {
   const stackId = requireStack(a);
-  const r = await clientFor(a, stackId).memory.recall({ stackId, depth: intFlag(a, 'depth') ?? 10, sleeveId: typeof a.flags.sleeve === 'string' ? a.flags.sleeve : undefined });
-  if (a.flags.json) return out(JSON.stringify(r, null, 2)), EXIT.OK;
-  out(r.fragments.length ? table(['EPOCH', 'CID', 'TEXT'], r.fragments.map((f) => [f.epoch, f.cid.replace(/^cog:\/\/(.{12}).*(@\d+)$/, 'cog://$1…$2'), f.text])) : 'nothing to recall yet: cog perceive <sleeveId> <text>');
-  out(`\nfidelity ${fmt(r.fidelity)}  broken ${r.brokenCount}  depth ${r.effectiveDepth}  cost ${fmt(r.cost.memory)} memory${r.residue ? `  residue opened: ${r.residue.id}` : ''}`);
+  const r = await clientFor(a, stackId).memory.recall({
+    stackId,
+    depth: intFlag(a, 'depth') ?? 10,
+    sleeveId: typeof a.flags.sleeve === 'string' ? a.flags.sleeve : undefined,
+  });
+  if (a.flags.json) return (out(JSON.stringify(r, null, 2)), EXIT.OK);
+  out(
+    r.fragments.length
+      ? table(
+          ['EPOCH', 'CID', 'TEXT'],
+          r.fragments.map((f) => [f.epoch, f.cid.replace(/^cog:\/\/(.{12}).*(@\d+)$/, 'cog://$1…$2'), f.text]),
+        )
+      : 'nothing to recall yet: cog perceive <sleeveId> <text>',
+  );
+  out(
+    `\nfidelity ${fmt(r.fidelity)}  broken ${r.brokenCount}  depth ${r.effectiveDepth}  cost ${fmt(r.cost.memory)} memory${r.residue ? `  residue opened: ${r.residue.id}` : ''}`,
+  );
   return EXIT.OK;
 }
 
@@ -349,7 +439,8 @@ async function watch(a: Args): Promise<number> {
     await stream.close();
     return EXIT.OK;
   }
-  if (!(SUBSCRIPTION_NAMES as string[]).includes(name)) throw new UsageError(`unknown subscription "${name}"; one of: ${SUBSCRIPTION_NAMES.join(', ')}, events`);
+  if (!(SUBSCRIPTION_NAMES as string[]).includes(name))
+    throw new UsageError(`unknown subscription "${name}"; one of: ${SUBSCRIPTION_NAMES.join(', ')}, events`);
   const vars: Record<string, unknown> = {};
   if (['perceived', 'sleeveChanged', 'emission'].includes(name)) vars.stackId = requireStack(a);
   if (name === 'needlecastProgress') {
@@ -357,12 +448,22 @@ async function watch(a: Args): Promise<number> {
     vars.sagaId = a.flags.saga;
   }
   if (name === 'residueChanged' && typeof a.flags.residue === 'string') vars.id = a.flags.residue;
-  const sub = c.subscribe(name as SubscriptionName, vars as never, { after: typeof a.flags.after === 'string' ? a.flags.after : undefined, onReconnect: reconnect });
-  if (!a.flags.json) process.stderr.write(`cog: watching ${name}${vars.stackId ? ` for ${vars.stackId}` : ''} (Ctrl-C stops; resume later with --after <cursor>)\n`);
+  const sub = c.subscribe(name as SubscriptionName, vars as never, {
+    after: typeof a.flags.after === 'string' ? a.flags.after : undefined,
+    onReconnect: reconnect,
+  });
+  if (!a.flags.json)
+    process.stderr.write(`cog: watching ${name}${vars.stackId ? ` for ${vars.stackId}` : ''} (Ctrl-C stops; resume later with --after <cursor>)\n`);
   void stop.then(() => sub.close());
   for await (const e of sub) {
     const { cursor, ...rest } = e as Record<string, unknown>;
-    print(a.flags.json ? JSON.stringify(e) : `${new Date().toISOString()}  ${String(cursor).padStart(6)}  ${Object.entries(rest).map(([k, v]) => `${k}=${v}`).join('  ')}`);
+    print(
+      a.flags.json
+        ? JSON.stringify(e)
+        : `${new Date().toISOString()}  ${String(cursor).padStart(6)}  ${Object.entries(rest)
+            .map(([k, v]) => `${k}=${v}`)
+            .join('  ')}`,
+    );
     if (count !== undefined && ++n >= count) break;
   }
   await sub.close();
@@ -389,19 +490,37 @@ async function status(a: Args): Promise<number> {
       ['medulla', `http://127.0.0.1:${port('MEDULLA_PORT', 8332)}/health`],
       ['hippocampus', `http://127.0.0.1:${port('HIPPOCAMPUS_PORT', 5001)}/health`],
     ];
-    const results = await Promise.all(internal.map(async ([name, url]) => {
-      const ok = await fetch(url, { signal: AbortSignal.timeout(2000) }).then((r) => (r.body?.cancel(), r.ok), () => false);
-      return { name, ok, url: url.replace(/\/health$/, '') };
-    }));
+    const results = await Promise.all(
+      internal.map(async ([name, url]) => {
+        const ok = await fetch(url, { signal: AbortSignal.timeout(2000) }).then(
+          (r) => (r.body?.cancel(), r.ok),
+          () => false,
+        );
+        return { name, ok, url: url.replace(/\/health$/, '') };
+      }),
+    );
     services.push(...results);
   }
   const tipAgeS = epoch.block ? Math.max(0, Date.now() / 1000 - epoch.block.ts) : null;
   const down = services.filter((s) => !s.ok);
   if (a.flags.json) {
-    out(JSON.stringify({ ok: down.length === 0, services, epoch: epoch.epoch, height: epoch.height, tip: epoch.tip, difficulty: epoch.difficulty, tipAgeSeconds: tipAgeS }, null, 2));
+    out(
+      JSON.stringify(
+        { ok: down.length === 0, services, epoch: epoch.epoch, height: epoch.height, tip: epoch.tip, difficulty: epoch.difficulty, tipAgeSeconds: tipAgeS },
+        null,
+        2,
+      ),
+    );
   } else {
-    out(table(['SERVICE', 'STATE', 'URL'], services.map((s) => [s.name, s.ok ? 'up' : 'DOWN', s.url])));
-    out(`\nepoch ${epoch.epoch}  height ${epoch.height}  tip ${epoch.tip.slice(0, 16)}…  tip age ${tipAgeS === null ? '-' : `${tipAgeS.toFixed(1)} s`}  difficulty ${epoch.difficulty ?? '-'}`);
+    out(
+      table(
+        ['SERVICE', 'STATE', 'URL'],
+        services.map((s) => [s.name, s.ok ? 'up' : 'DOWN', s.url]),
+      ),
+    );
+    out(
+      `\nepoch ${epoch.epoch}  height ${epoch.height}  tip ${epoch.tip.slice(0, 16)}…  tip age ${tipAgeS === null ? '-' : `${tipAgeS.toFixed(1)} s`}  difficulty ${epoch.difficulty ?? '-'}`,
+    );
     if (down.length) out(`\n${down.length} service(s) down: ${down.map((s) => s.name).join(', ')}`);
   }
   await c.close();
@@ -476,4 +595,3 @@ export async function clientMain(argv: string[]): Promise<number> {
     throw e;
   }
 }
-

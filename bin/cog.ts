@@ -56,7 +56,13 @@ function portFree(host: string, port: number, name: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.once('error', (e: NodeJS.ErrnoException) =>
-      reject(new Error(e.code === 'EADDRINUSE' ? `${name}: port ${port} is already in use (set its *_PORT variable or stop the other process)` : `${name}: cannot listen on ${host}:${port}: ${e.message}`)),
+      reject(
+        new Error(
+          e.code === 'EADDRINUSE'
+            ? `${name}: port ${port} is already in use (set its *_PORT variable or stop the other process)`
+            : `${name}: cannot listen on ${host}:${port}: ${e.message}`,
+        ),
+      ),
     );
     srv.listen({ host, port, exclusive: true }, () => srv.close(() => resolve()));
   });
@@ -170,7 +176,10 @@ export async function main(args: string[]): Promise<void> {
   const [cmd, ...rest] = args;
   switch (cmd ?? 'help') {
     case 'start':
-      return run(SERVICES.filter((s) => !s.distributedOnly).map((s) => s.name), true);
+      return run(
+        SERVICES.filter((s) => !s.distributedOnly).map((s) => s.name),
+        true,
+      );
     case 'service': {
       const name = rest[0];
       if (!name || !SERVICES.some((s) => s.name === name)) fail(`unknown service "${name ?? ''}"; one of: ${SERVICES.map((s) => s.name).join(', ')}`);

@@ -15,11 +15,14 @@ import { mountHealth } from '../router/service.ts';
 export const openapiFile = path.resolve(import.meta.dirname, '../openapi.json');
 
 /** Any use of the platform while describing the routes is a bug: they must not run. */
-const notRunning = new Proxy({}, {
-  get(_t, key) {
-    throw new Error(`openapi: the routes are described, not run (platform.${String(key)} was read)`);
+const notRunning = new Proxy(
+  {},
+  {
+    get(_t, key) {
+      throw new Error(`openapi: the routes are described, not run (platform.${String(key)} was read)`);
+    },
   },
-}) as Platform;
+) as Platform;
 
 /** The document, as the gateway serves it at /v1/openapi.json. */
 export async function buildOpenapi(): Promise<Record<string, unknown>> {

@@ -29,15 +29,54 @@ export interface ServiceEntry {
 }
 
 export const SERVICES: ServiceEntry[] = [
-  { name: 'cortex', port: (c) => c.ports.cortex, describe: 'Cortex EVM (anvil child, contract deploy, transaction submitter)', load: async () => (await import('../subgraphs/chains/index.ts')).services.cortex() },
-  { name: 'medulla', port: (c) => c.ports.medulla, describe: 'Medulla proof-of-work chain :8332', load: async () => (await import('../subgraphs/chains/index.ts')).services.medulla() },
-  { name: 'hippocampus', port: (c) => c.ports.hippocampus, describe: 'Hippocampus DAG store :5001', load: async () => (await import('../subgraphs/memory/index.ts')).services.hippocampus() },
-  { name: 'thalamus', port: (c) => c.ports.thalamus, describe: 'Thalamus router (coherence root) :7072', load: async () => (await import('../subgraphs/chains/index.ts')).services.thalamus() },
+  {
+    name: 'cortex',
+    port: (c) => c.ports.cortex,
+    describe: 'Cortex EVM (anvil child, contract deploy, transaction submitter)',
+    load: async () => (await import('../subgraphs/chains/index.ts')).services.cortex(),
+  },
+  {
+    name: 'medulla',
+    port: (c) => c.ports.medulla,
+    describe: 'Medulla proof-of-work chain :8332',
+    load: async () => (await import('../subgraphs/chains/index.ts')).services.medulla(),
+  },
+  {
+    name: 'hippocampus',
+    port: (c) => c.ports.hippocampus,
+    describe: 'Hippocampus DAG store :5001',
+    load: async () => (await import('../subgraphs/memory/index.ts')).services.hippocampus(),
+  },
+  {
+    name: 'thalamus',
+    port: (c) => c.ports.thalamus,
+    describe: 'Thalamus router (coherence root) :7072',
+    load: async () => (await import('../subgraphs/chains/index.ts')).services.thalamus(),
+  },
   { name: 'dhf', port: (c) => c.ports.dhf, describe: 'DHF compositor :7073', load: async () => (await import('../subgraphs/memory/index.ts')).services.dhf() },
-  { name: 'treasury', port: (c) => c.ports.treasury, describe: 'Treasury :7074', load: async () => (await import('../subgraphs/economy/index.ts')).services.treasury() },
-  { name: 'faucet', port: (c) => c.ports.faucet, describe: 'Bandwidth faucet :7075', load: async () => (await import('../subgraphs/economy/index.ts')).services.faucet() },
-  { name: 'needlecast', port: (c) => c.ports.needlecast, describe: 'Needlecast router :7071', load: async () => (await import('../subgraphs/sleeves/index.ts')).services.needlecast(serviceOptions.needlecast) },
-  { name: 'sleeve-runtime', describe: 'Sleeve runtime (tick loops, /identity per sleeve)', load: async () => (await import('../subgraphs/sleeves/index.ts')).services.sleeveRuntime() },
+  {
+    name: 'treasury',
+    port: (c) => c.ports.treasury,
+    describe: 'Treasury :7074',
+    load: async () => (await import('../subgraphs/economy/index.ts')).services.treasury(),
+  },
+  {
+    name: 'faucet',
+    port: (c) => c.ports.faucet,
+    describe: 'Bandwidth faucet :7075',
+    load: async () => (await import('../subgraphs/economy/index.ts')).services.faucet(),
+  },
+  {
+    name: 'needlecast',
+    port: (c) => c.ports.needlecast,
+    describe: 'Needlecast router :7071',
+    load: async () => (await import('../subgraphs/sleeves/index.ts')).services.needlecast(serviceOptions.needlecast),
+  },
+  {
+    name: 'sleeve-runtime',
+    describe: 'Sleeve runtime (tick loops, /identity per sleeve)',
+    load: async () => (await import('../subgraphs/sleeves/index.ts')).services.sleeveRuntime(),
+  },
   { name: 'worker', describe: 'Worker runner (six passes per epoch)', load: async () => (await import('../subgraphs/residues/index.ts')).services.worker() },
   ...['stacks', 'sleeves', 'memory', 'chains', 'economy', 'residues'].map((sg) => ({
     name: `subgraph-${sg}`,
@@ -45,5 +84,10 @@ export const SERVICES: ServiceEntry[] = [
     distributedOnly: true,
     load: async () => (await import('../router/subgraph-service.ts')).subgraphService(sg),
   })),
-  { name: 'gateway', port: (c) => c.ports.gateway, describe: 'Gateway :7070 (GraphQL router, /v1 REST, events)', load: async () => (await import('../router/service.ts')).startGateway },
+  {
+    name: 'gateway',
+    port: (c) => c.ports.gateway,
+    describe: 'Gateway :7070 (GraphQL router, /v1 REST, events)',
+    load: async () => (await import('../router/service.ts')).startGateway,
+  },
 ];

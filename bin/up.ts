@@ -31,9 +31,17 @@ export function topology(cfg: Config): ProcessSpec[] {
   const specs: ProcessSpec[] = [
     { name: 'cortex', service: 'cortex', env: { COG_OPS_PORT: String(ops.cortex) } },
     { name: 'medulla-1', service: 'medulla', env: { MEDULLA_NODE_ID: 'medulla-1', MEDULLA_PEERS: local(m2) } },
-    { name: 'medulla-2', service: 'medulla', env: { MEDULLA_NODE_ID: 'medulla-2', MEDULLA_PORT: String(m2), MEDULLA_PEERS: local(p.medulla), MEDULLA_AUTOMINE: 'off' } },
+    {
+      name: 'medulla-2',
+      service: 'medulla',
+      env: { MEDULLA_NODE_ID: 'medulla-2', MEDULLA_PORT: String(m2), MEDULLA_PEERS: local(p.medulla), MEDULLA_AUTOMINE: 'off' },
+    },
     { name: 'hippocampus-1', service: 'hippocampus', env: { HIPPOCAMPUS_NODE_ID: 'hippocampus-1', HIPPOCAMPUS_PEERS: local(h2) } },
-    { name: 'hippocampus-2', service: 'hippocampus', env: { HIPPOCAMPUS_NODE_ID: 'hippocampus-2', HIPPOCAMPUS_PORT: String(h2), HIPPOCAMPUS_PEERS: local(p.hippocampus) } },
+    {
+      name: 'hippocampus-2',
+      service: 'hippocampus',
+      env: { HIPPOCAMPUS_NODE_ID: 'hippocampus-2', HIPPOCAMPUS_PORT: String(h2), HIPPOCAMPUS_PEERS: local(p.hippocampus) },
+    },
     { name: 'thalamus', service: 'thalamus', env: { ...via1 } },
     { name: 'dhf', service: 'dhf', env: { ...via1 } },
     { name: 'treasury', service: 'treasury', env: {} },
@@ -44,7 +52,9 @@ export function topology(cfg: Config): ProcessSpec[] {
     { name: 'worker-1', service: 'worker', env: { COG_RUNNER_ID: 'worker-1', COG_OPS_PORT: String(ops['worker-1']), ...via1 } },
     { name: 'worker-2', service: 'worker', env: { COG_RUNNER_ID: 'worker-2', COG_OPS_PORT: String(ops['worker-2']), ...via2 } },
     ...['stacks', 'sleeves', 'memory', 'chains', 'economy', 'residues'].map((sg) => ({
-      name: `subgraph-${sg}`, service: `subgraph-${sg}`, env: sg === 'memory' || sg === 'residues' ? { ...via1 } : {},
+      name: `subgraph-${sg}`,
+      service: `subgraph-${sg}`,
+      env: sg === 'memory' || sg === 'residues' ? { ...via1 } : {},
     })),
     { name: 'gateway-1', service: 'gateway', env: { COG_SUBGRAPHS: 'remote', ...via1 } },
     { name: 'gateway-2', service: 'gateway', env: { COG_SUBGRAPHS: 'remote', GATEWAY_PORT: String(p.gateway + 100), ...via2 } },
@@ -65,15 +75,36 @@ export function opsPorts(cfg: Config): Record<'cortex' | 'sleeve-runtime' | 'wor
 
 /** Connections per process (DATABASE_POOL_SIZE); an operator's DATABASE_POOL_SIZE overrides them all. */
 export const POOL_SIZES: Record<string, number> = {
-  gateway: 8, medulla: 3, hippocampus: 3, thalamus: 3, needlecast: 3, worker: 3,
-  'subgraph-stacks': 3, 'subgraph-sleeves': 3, 'subgraph-memory': 3, 'subgraph-chains': 3, 'subgraph-economy': 3, 'subgraph-residues': 3,
-  cortex: 2, dhf: 2, treasury: 2, faucet: 2, 'sleeve-runtime': 2,
+  gateway: 8,
+  medulla: 3,
+  hippocampus: 3,
+  thalamus: 3,
+  needlecast: 3,
+  worker: 3,
+  'subgraph-stacks': 3,
+  'subgraph-sleeves': 3,
+  'subgraph-memory': 3,
+  'subgraph-chains': 3,
+  'subgraph-economy': 3,
+  'subgraph-residues': 3,
+  cortex: 2,
+  dhf: 2,
+  treasury: 2,
+  faucet: 2,
+  'sleeve-runtime': 2,
 };
 
 /** Spec ports and subgraph ports of the topology; the second nodes sit at +1 and +100 of these. */
 export const BASE_PORTS = {
-  GATEWAY_PORT: 7070, NEEDLECAST_PORT: 7071, THALAMUS_PORT: 7072, DHF_PORT: 7073, TREASURY_PORT: 7074, FAUCET_PORT: 7075,
-  MEDULLA_PORT: 8332, HIPPOCAMPUS_PORT: 5001, CORTEX_PORT: 8545,
+  GATEWAY_PORT: 7070,
+  NEEDLECAST_PORT: 7071,
+  THALAMUS_PORT: 7072,
+  DHF_PORT: 7073,
+  TREASURY_PORT: 7074,
+  FAUCET_PORT: 7075,
+  MEDULLA_PORT: 8332,
+  HIPPOCAMPUS_PORT: 5001,
+  CORTEX_PORT: 8545,
 } as const;
 export const SUBGRAPH_PORTS = { stacks: 7081, sleeves: 7082, memory: 7083, chains: 7084, economy: 7085, residues: 7086 } as const;
 
@@ -95,9 +126,14 @@ export function shiftedPortsEnv(shift: number): Record<string, string> {
 export function readinessUrls(cfg: Config, env: Record<string, string | undefined> = process.env): Array<{ name: string; url: string }> {
   return topology(cfg).map((s) => {
     const e = s.env;
-    const sg = s.service.startsWith('subgraph-') ? s.service.slice('subgraph-'.length) as keyof typeof SUBGRAPH_PORTS : undefined;
-    const port = e.COG_OPS_PORT ?? e.MEDULLA_PORT ?? e.HIPPOCAMPUS_PORT ?? e.FAUCET_PORT ?? e.GATEWAY_PORT ??
-      (sg ? env[`SUBGRAPH_${sg.toUpperCase()}_PORT`] ?? String(SUBGRAPH_PORTS[sg]) : String(cfg.ports[s.service as keyof Config['ports']]));
+    const sg = s.service.startsWith('subgraph-') ? (s.service.slice('subgraph-'.length) as keyof typeof SUBGRAPH_PORTS) : undefined;
+    const port =
+      e.COG_OPS_PORT ??
+      e.MEDULLA_PORT ??
+      e.HIPPOCAMPUS_PORT ??
+      e.FAUCET_PORT ??
+      e.GATEWAY_PORT ??
+      (sg ? (env[`SUBGRAPH_${sg.toUpperCase()}_PORT`] ?? String(SUBGRAPH_PORTS[sg])) : String(cfg.ports[s.service as keyof Config['ports']]));
     return { name: s.name, url: `http://127.0.0.1:${port}/readyz` };
   });
 }
@@ -105,19 +141,21 @@ export function readinessUrls(cfg: Config, env: Record<string, string | undefine
 /** Each process's readiness: undefined when ready, else what is down (or why it did not answer). */
 export async function readiness(cfg: Config): Promise<Array<{ name: string; down?: string }>> {
   const headers: Record<string, string> = cfg.internalToken ? { authorization: `Bearer ${cfg.internalToken}` } : {};
-  return Promise.all(readinessUrls(cfg).map(async ({ name, url }) => {
-    try {
-      const res = await fetch(url, { headers, signal: AbortSignal.timeout(3000) });
-      if (res.ok) {
-        await res.body?.cancel();
-        return { name };
+  return Promise.all(
+    readinessUrls(cfg).map(async ({ name, url }) => {
+      try {
+        const res = await fetch(url, { headers, signal: AbortSignal.timeout(3000) });
+        if (res.ok) {
+          await res.body?.cancel();
+          return { name };
+        }
+        const body = (await res.json().catch(() => ({}))) as { detail?: string };
+        return { name, down: body.detail ?? `status ${res.status}` };
+      } catch (e) {
+        return { name, down: `no answer (${(e as Error).name === 'TimeoutError' ? 'timeout' : 'not listening'})` };
       }
-      const body = (await res.json().catch(() => ({}))) as { detail?: string };
-      return { name, down: body.detail ?? `status ${res.status}` };
-    } catch (e) {
-      return { name, down: `no answer (${(e as Error).name === 'TimeoutError' ? 'timeout' : 'not listening'})` };
-    }
-  }));
+    }),
+  );
 }
 
 /**
@@ -140,7 +178,9 @@ async function ensureDatabase(databaseUrl: string, connections: number): Promise
     }
     const max = Number((await admin.query('SHOW max_connections')).rows[0]?.max_connections);
     if (max && connections > max - 5) {
-      process.stderr.write(`[up] the processes' pools may open ${connections} connections but the server allows ${max}: raise max_connections or lower DATABASE_POOL_SIZE\n`);
+      process.stderr.write(
+        `[up] the processes' pools may open ${connections} connections but the server allows ${max}: raise max_connections or lower DATABASE_POOL_SIZE\n`,
+      );
     }
   } catch (e) {
     process.stderr.write(`[up] could not check database ${name}: ${(e as Error).message}\n`);
@@ -152,27 +192,44 @@ async function ensureDatabase(databaseUrl: string, connections: number): Promise
 export async function upDistributed(cfg: Config): Promise<void> {
   const missing = (['DATABASE_URL', 'NATS_URL', 'REDIS_URL'] as const).filter((v) => !process.env[v]);
   if (missing.length) {
-    process.stderr.write(`cog up --distributed needs real infrastructure: set ${missing.join(', ')} (for example DATABASE_URL=postgresql://postgres@127.0.0.1:5432/cog NATS_URL=nats://127.0.0.1:4222 REDIS_URL=redis://127.0.0.1:6379)\n`);
+    process.stderr.write(
+      `cog up --distributed needs real infrastructure: set ${missing.join(', ')} (for example DATABASE_URL=postgresql://postgres@127.0.0.1:5432/cog NATS_URL=nats://127.0.0.1:4222 REDIS_URL=redis://127.0.0.1:6379)\n`,
+    );
     process.exit(1);
   }
   if (!process.env.COG_MASTER_KEY) {
-    process.stderr.write('cog up --distributed: COG_MASTER_KEY unset; every process reads the key file under COG_DATA_DIR, so they must share that directory\n');
+    process.stderr.write(
+      'cog up --distributed: COG_MASTER_KEY unset; every process reads the key file under COG_DATA_DIR, so they must share that directory\n',
+    );
   }
   const specs = topology(cfg);
   const override = process.env.DATABASE_POOL_SIZE ? cfg.databasePoolSize : undefined;
-  await ensureDatabase(process.env.DATABASE_URL!, specs.reduce((n, s) => n + (override ?? Number(s.env.DATABASE_POOL_SIZE)), 0));
+  await ensureDatabase(
+    process.env.DATABASE_URL!,
+    specs.reduce((n, s) => n + (override ?? Number(s.env.DATABASE_POOL_SIZE)), 0),
+  );
   const children = new Map<string, ChildProcess>();
   let stopping = false;
   const start = (spec: ProcessSpec, attempt = 0) => {
     const child = spawn(process.execPath, [path.join(root, 'bin', 'cog.mjs'), 'service', spec.service], {
       cwd: root,
-      env: { ...process.env, ...spec.env, ...(process.env.DATABASE_POOL_SIZE ? { DATABASE_POOL_SIZE: process.env.DATABASE_POOL_SIZE } : {}), COG_DATA_DIR: cfg.dataDir },
+      env: {
+        ...process.env,
+        ...spec.env,
+        ...(process.env.DATABASE_POOL_SIZE ? { DATABASE_POOL_SIZE: process.env.DATABASE_POOL_SIZE } : {}),
+        COG_DATA_DIR: cfg.dataDir,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     children.set(spec.name, child);
     process.stdout.write(`[up] ${spec.name} pid ${child.pid}\n`);
     const prefix = (chunk: Buffer) =>
-      chunk.toString().split('\n').filter(Boolean).map((l) => `[${spec.name}] ${l}\n`).join('');
+      chunk
+        .toString()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => `[${spec.name}] ${l}\n`)
+        .join('');
     child.stdout!.on('data', (c: Buffer) => process.stdout.write(prefix(c)));
     child.stderr!.on('data', (c: Buffer) => process.stderr.write(prefix(c)));
     const startedAt = Date.now();

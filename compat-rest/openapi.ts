@@ -20,7 +20,7 @@ export const DOCS_URL = '/v1/docs';
 const DESCRIPTION = [
   'The /v1 REST API of the Cognitive Agent Platform gateway (both spec shapes). Errors are',
   'application/problem+json (the Problem schema). With COG_AUTH=required every stack-scoped write is',
-  'signed with the stack\'s ed25519 key (docs/security.md). GraphQL is served at /graphql (its',
+  "signed with the stack's ed25519 key (docs/security.md). GraphQL is served at /graphql (its",
   'schema: supergraph.graphql) and the event stream at ws://…/v1/events.',
 ].join(' ');
 
@@ -42,7 +42,7 @@ const page = `<!doctype html>
 </body></html>`;
 
 /** Routes the document leaves out: GraphQL and its IDE, the reference page and its assets. */
-const undocumented = (url: string) => !url.startsWith('/v1/') && url !== '/healthz' || url.startsWith(DOCS_URL);
+const undocumented = (url: string) => (!url.startsWith('/v1/') && url !== '/healthz') || url.startsWith(DOCS_URL);
 
 /**
  * Installs the document on an app before its routes are added: each documented route gets its
@@ -59,7 +59,11 @@ export async function installOpenapi(app: FastifyInstance): Promise<void> {
     const doc = ROUTE_DOCS[`${method} ${r.url}`];
     if (!doc) return; // shows in the document without responses: test/openapi.test.ts fails on it
     r.schema = {
-      ...r.schema, operationId: doc.operationId, tags: doc.tags, summary: doc.summary, ...(doc.description ? { description: doc.description } : {}),
+      ...r.schema,
+      operationId: doc.operationId,
+      tags: doc.tags,
+      summary: doc.summary,
+      ...(doc.description ? { description: doc.description } : {}),
       response: responsesOf(method, r.url, doc, !!(r.schema?.params || r.schema?.querystring || r.schema?.body)),
     };
   });

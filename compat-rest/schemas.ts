@@ -28,8 +28,11 @@ export { StackIdBody, StackIdParams, StackIdSchema };
 // Stacks
 const Coeff = Type.Number();
 export const Cpv = Type.Object({
-  syncCoeff: Type.Optional(Coeff), memoryCoeff: Type.Optional(Coeff), computeCoeff: Type.Optional(Coeff),
-  residueCoeff: Type.Optional(Coeff), routingCoeff: Type.Optional(Coeff),
+  syncCoeff: Type.Optional(Coeff),
+  memoryCoeff: Type.Optional(Coeff),
+  computeCoeff: Type.Optional(Coeff),
+  residueCoeff: Type.Optional(Coeff),
+  routingCoeff: Type.Optional(Coeff),
 });
 /** Shape A `{name, kind?, cpv?}` or Shape B `{pubkey, cpv, name?, kind?}` (the domain tells them apart). */
 export const CreateStackBody = Type.Object({
@@ -76,8 +79,12 @@ export const ProofBody = Type.Object({
 // Needlecast
 /** Shape A `{from, to, sagaId?}` or Shape B `{stackId, fromSleeveId, toSleeveKind, toTickRate?}`. */
 export const NeedlecastBody = Type.Object({
-  from: Type.Optional(Id256), to: Type.Optional(Id256), sagaId: Type.Optional(Id256),
-  stackId: Type.Optional(Id256), fromSleeveId: Type.Optional(Id256), toSleeveKind: Type.Optional(Id256),
+  from: Type.Optional(Id256),
+  to: Type.Optional(Id256),
+  sagaId: Type.Optional(Id256),
+  stackId: Type.Optional(Id256),
+  fromSleeveId: Type.Optional(Id256),
+  toSleeveKind: Type.Optional(Id256),
   toTickRate: Type.Optional(Type.Integer({ minimum: 0, maximum: 86_400_000 })),
 });
 export const SagaIdParams = Type.Object({ sagaId: Id256 });

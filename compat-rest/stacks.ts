@@ -15,5 +15,6 @@ export default async function stacksRest(fastify: FastifyInstance, opts: { platf
   app.get('/v1/stacks/:id', { schema: { params: IdParams } }, async (req) => stackView(p, await getStackRow(p.db.prisma, req.params.id)));
   // The ERC-8004 registration file the stack's identity NFT (tokenURI / agentURI) names.
   app.get('/v1/stacks/:id/registration.json', { schema: { params: IdParams } }, async (req) =>
-    registrationFile(p, req.params.id, { mcp: app.hasRoute({ method: 'POST', url: '/mcp' }) }));
+    registrationFile(p, req.params.id, { mcp: app.hasRoute({ method: 'POST', url: '/mcp' }) }),
+  );
 }

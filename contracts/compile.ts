@@ -14,7 +14,16 @@ export const BUILD_DIR = path.join(CONTRACTS_DIR, 'build');
 const ROOT = path.resolve(CONTRACTS_DIR, '..');
 
 /** The suite (the seven contracts of the spec and the ERC-8004 Validation Registry) plus the ERC-20 that BandwidthToken creates. */
-export const SUITE = ['StackIdentity', 'BandwidthToken', 'QuellistTreasury', 'NeedlecastRouter', 'SleeveRegistry', 'ResidueRegistry', 'EpochAnchor', 'ValidationRegistry'] as const;
+export const SUITE = [
+  'StackIdentity',
+  'BandwidthToken',
+  'QuellistTreasury',
+  'NeedlecastRouter',
+  'SleeveRegistry',
+  'ResidueRegistry',
+  'EpochAnchor',
+  'ValidationRegistry',
+] as const;
 export type SuiteName = (typeof SUITE)[number];
 const EXTRA = ['CortexToken'];
 
@@ -33,7 +42,10 @@ function resolveImport(p: string): string {
 /** Every source file reachable from contracts/*.sol, by import path, read from disk. */
 export function collectSources(): Record<string, { content: string }> {
   const sources: Record<string, { content: string }> = {};
-  const queue = fs.readdirSync(CONTRACTS_DIR).filter((f) => f.endsWith('.sol')).sort();
+  const queue = fs
+    .readdirSync(CONTRACTS_DIR)
+    .filter((f) => f.endsWith('.sol'))
+    .sort();
   const importRe = /import\s+(?:\{[^}]*\}\s+from\s+)?"([^"]+)"/g;
   while (queue.length) {
     const id = queue.shift()!;
@@ -79,7 +91,10 @@ export function compile(): { written: string[]; hash: string } {
     written.push(name);
   }
   const hash = inputHash(sources);
-  fs.writeFileSync(path.join(BUILD_DIR, 'manifest.json'), JSON.stringify({ compiler: solcVersion(), settings: SETTINGS, inputHash: hash, contracts: written }, null, 2) + '\n');
+  fs.writeFileSync(
+    path.join(BUILD_DIR, 'manifest.json'),
+    JSON.stringify({ compiler: solcVersion(), settings: SETTINGS, inputHash: hash, contracts: written }, null, 2) + '\n',
+  );
   return { written, hash };
 }
 

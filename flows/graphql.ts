@@ -24,8 +24,13 @@ export const flowResolvers: Record<string, Record<string, Record<string, unknown
         const r = await recall(ctx.platform, { stackId: a.stackId, depth: a.depth, sleeveId: opt(a.sleeveId), memoryToken: opt(a.memoryToken) });
         return {
           fragments: r.fragments.map((f) => ({ cid: f.node.cid, text: f.text, epoch: f.node.epoch })),
-          broken: r.broken, brokenCount: r.broken.length, fidelity: r.fidelity, cost: r.cost,
-          effectiveDepth: r.effectiveDepth, sleeveId: r.sleeveId, residue: ref('Residue', 'id', r.residueId),
+          broken: r.broken,
+          brokenCount: r.broken.length,
+          fidelity: r.fidelity,
+          cost: r.cost,
+          effectiveDepth: r.effectiveDepth,
+          sleeveId: r.sleeveId,
+          residue: ref('Residue', 'id', r.residueId),
         };
       }),
     },
@@ -37,7 +42,8 @@ export const flowResolvers: Record<string, Record<string, Record<string, unknown
         loader<string, StackAnchor[]>(ctx, 'stack-anchors', async (ids) => {
           const m = await anchorsOfStacks(ctx.platform.db.prisma, ids);
           return ids.map((id) => m.get(id) ?? []);
-        }).load(s.id)),
+        }).load(s.id),
+      ),
     },
   },
 };

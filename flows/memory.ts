@@ -12,12 +12,30 @@ import { badRequest, conflict, notFound } from '../lib/errors.ts';
 import { recordEvent } from '../lib/events.ts';
 import { balanceOf, sleeveAccount } from '../subgraphs/economy/index.ts';
 import {
-  checkDepth, checkText, hippocampusClient, reconstruct, recordShadowBranch, sealNode, writeEpoch,
-  PERCEIVE_COST_MILLI, PERCEIVE_DRIFT_MILLI, PIN_COST_MILLI, RECALL_DRIFT_MILLI, RECALL_LEVEL_COST_MILLI, type ReconstructResult,
+  checkDepth,
+  checkText,
+  hippocampusClient,
+  reconstruct,
+  recordShadowBranch,
+  sealNode,
+  writeEpoch,
+  PERCEIVE_COST_MILLI,
+  PERCEIVE_DRIFT_MILLI,
+  PIN_COST_MILLI,
+  RECALL_DRIFT_MILLI,
+  RECALL_LEVEL_COST_MILLI,
+  type ReconstructResult,
 } from '../subgraphs/memory/index.ts';
 import { openResidue } from '../subgraphs/residues/index.ts';
 import {
-  recordSleeveRead, recordSleeveWrite, requireActiveSleeve, requireKeyLease, requireSleeveOfStack, richestMemorySleeve, spendFromSleeve, type SleeveRow,
+  recordSleeveRead,
+  recordSleeveWrite,
+  requireActiveSleeve,
+  requireKeyLease,
+  requireSleeveOfStack,
+  richestMemorySleeve,
+  spendFromSleeve,
+  type SleeveRow,
 } from '../subgraphs/sleeves/index.ts';
 import { getStackRow, lockStackForWrite, setEpisodicHead } from '../subgraphs/stacks/index.ts';
 
@@ -153,7 +171,18 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
     payer = await richestMemorySleeve(p.db.prisma, stack.id);
   }
   const epoch = p.epochs.current();
-  const empty = { stackId: stack.id, sleeveId: payer?.id ?? null, head: stack.episodicHead, fragments: [], broken: [], fidelity: 1, levels: 0, effectiveDepth: 0, cost: { memory: 0 }, residueId: null };
+  const empty = {
+    stackId: stack.id,
+    sleeveId: payer?.id ?? null,
+    head: stack.episodicHead,
+    fragments: [],
+    broken: [],
+    fidelity: 1,
+    levels: 0,
+    effectiveDepth: 0,
+    cost: { memory: 0 },
+    residueId: null,
+  };
   if (!payer) return empty;
   const balance = Math.floor((await balanceOf(p.db.prisma, sleeveAccount(payer.id))).memory);
   const effectiveDepth = Math.max(0, Math.min(depth, input.memoryToken === undefined ? Infinity : Math.floor(input.memoryToken as number), balance));
@@ -162,14 +191,20 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
   const residueId = await p.db.prisma.$transaction(async (tx) => {
     const reader = await requireActiveSleeve(tx, payerId);
     if (result.levels > 0) {
-      await spendFromSleeve(tx, reader, [{ token: 'memory', milli: BigInt(result.levels) * RECALL_LEVEL_COST_MILLI }], { reason: 'recall', ref: payerId, epoch });
+      await spendFromSleeve(tx, reader, [{ token: 'memory', milli: BigInt(result.levels) * RECALL_LEVEL_COST_MILLI }], {
+        reason: 'recall',
+        ref: payerId,
+        epoch,
+      });
     }
     await recordSleeveRead(tx, payerId, result.head, RECALL_DRIFT_MILLI);
     if (result.fidelity >= p.config.fidelityMin) return null;
     const { residue } = await openResidue(tx, {
       kind: 'historical-non-canonical',
       trigger: `recall fidelity ${result.fidelity.toFixed(3)} below ${p.config.fidelityMin}`,
-      stackId: stack.id, sleeveId: payerId, epoch,
+      stackId: stack.id,
+      sleeveId: payerId,
+      epoch,
       evidence: { head: result.head, fidelity: result.fidelity, depth: effectiveDepth, broken: result.broken.slice(0, 64), ok: result.fragments.length },
       dedupeKey: `historical-non-canonical:${stack.id}:${result.head}:${epoch}`,
       expiryEpochs: p.config.residueExpiryEpochs,
@@ -178,4 +213,3 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
   }, TX);
   return { ...result, stackId: stack.id, sleeveId: payerId, effectiveDepth, cost: { memory: result.levels }, residueId };
 }
-

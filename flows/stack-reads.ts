@@ -27,7 +27,10 @@ async function views(db: Db | Tx, rows: StackRow[]): Promise<StackView[]> {
   const sleeves = await sleevesOfStacks(db, ids);
   const all = [...sleeves.values()].flat();
   const alive = all.filter((s) => s.alive);
-  const balances = await balancesOf(db, alive.map((s) => sleeveAccount(s.id)));
+  const balances = await balancesOf(
+    db,
+    alive.map((s) => sleeveAccount(s.id)),
+  );
   const anchors = await anchorsOfStacks(db, ids);
   return rows.map((r) => {
     const own: SleeveRow[] = sleeves.get(r.id) ?? [];

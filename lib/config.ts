@@ -3,7 +3,10 @@
 import path from 'node:path';
 
 export class ConfigError extends Error {
-  constructor(public readonly variable: string, message: string) {
+  constructor(
+    public readonly variable: string,
+    message: string,
+  ) {
     super(`${variable}: ${message}`);
     this.name = 'ConfigError';
   }
@@ -43,7 +46,10 @@ function url(env: Env, name: string, def?: string): string | undefined {
 function list(env: Env, name: string): string[] {
   const raw = env[name];
   if (!raw) return [];
-  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const items = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const item of items) {
     try {
       new URL(item);

@@ -3,15 +3,7 @@
 // No function here logs or puts key material into an error message.
 
 import * as ed from '@noble/ed25519';
-import {
-  createCipheriv,
-  createDecipheriv,
-  createHash,
-  hash as oneShotHash,
-  hkdfSync,
-  randomFillSync,
-  timingSafeEqual,
-} from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hash as oneShotHash, hkdfSync, randomFillSync, timingSafeEqual } from 'node:crypto';
 
 export type Bytes = Uint8Array;
 export type BytesLike = Uint8Array | string;
@@ -72,12 +64,7 @@ const HEX_RE = /^[0-9a-fA-F]*$/;
 
 /** True when s is hex of exactly `bytes` bytes (any case). */
 export function isHex(s: unknown, bytes?: number): s is string {
-  return (
-    typeof s === 'string' &&
-    s.length % 2 === 0 &&
-    (bytes === undefined || s.length === bytes * 2) &&
-    HEX_RE.test(s)
-  );
+  return typeof s === 'string' && s.length % 2 === 0 && (bytes === undefined || s.length === bytes * 2) && HEX_RE.test(s);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -65,12 +65,14 @@ export async function followEpochs(bus: Bus, seed: () => Promise<EpochInfo>): Pr
     observe: apply,
     refresh() {
       // One read at a time: a burst of requests ahead of this view shares it.
-      refreshing ??= seed().then(apply, () => {
-        /* Medulla not reachable: keep what the bus said */
-      }).then(() => {
-        refreshing = null;
-        return info;
-      });
+      refreshing ??= seed()
+        .then(apply, () => {
+          /* Medulla not reachable: keep what the bus said */
+        })
+        .then(() => {
+          refreshing = null;
+          return info;
+        });
       return refreshing;
     },
     onAdvance(cb) {

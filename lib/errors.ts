@@ -32,8 +32,7 @@ export class Problem extends Error {
   }
 }
 
-export const badRequest = (detail: string, errors?: FieldProblem[]) =>
-  new Problem(400, 'BAD_REQUEST', 'Bad request', detail, errors ? { errors } : {});
+export const badRequest = (detail: string, errors?: FieldProblem[]) => new Problem(400, 'BAD_REQUEST', 'Bad request', detail, errors ? { errors } : {});
 
 export const notFound = (what: string, id: string) =>
   new Problem(404, 'NOT_FOUND', `${what} not found`, `No ${what.toLowerCase()} with id ${JSON.stringify(id)}`);
@@ -48,9 +47,16 @@ export const insufficientTokens = (token: string, required: number, available: n
   });
 
 export const tooManyRequests = (detail: string, retryAfterSeconds: number) =>
-  new Problem(429, 'RATE_LIMITED', 'Too many requests', detail, { retryAfter: retryAfterSeconds }, {
-    'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),
-  });
+  new Problem(
+    429,
+    'RATE_LIMITED',
+    'Too many requests',
+    detail,
+    { retryAfter: retryAfterSeconds },
+    {
+      'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),
+    },
+  );
 
 /** The two ways in (RFC 9110 §11.6.1: a 401 names its challenge): a stack's ed25519 signature, an internal service's bearer token. */
 export const CHALLENGE_SIGNED = 'Cog-Ed25519 realm="cog", headers="x-cog-stack x-cog-timestamp x-cog-signature"';
@@ -58,8 +64,7 @@ export const CHALLENGE_INTERNAL = 'Bearer realm="cog-internal"';
 export const unauthorized = (detail: string, challenge = CHALLENGE_SIGNED) =>
   new Problem(401, 'UNAUTHORIZED', 'Unauthorized', detail, {}, { 'www-authenticate': challenge });
 
-export const payloadTooLarge = (limit: number) =>
-  new Problem(413, 'PAYLOAD_TOO_LARGE', 'Payload too large', `Request bodies are limited to ${limit} bytes`);
+export const payloadTooLarge = (limit: number) => new Problem(413, 'PAYLOAD_TOO_LARGE', 'Payload too large', `Request bodies are limited to ${limit} bytes`);
 
 /** A dependency (database, bus, chain) is down: retryable, and the only 5xx we send. */
 export const unavailable = (detail: string, retryAfterSeconds = 1) =>
@@ -92,7 +97,8 @@ export function transientTransactionError(e: unknown): boolean {
  * node-postgres errors of a connection that broke mid-query (the server stopped or restarted) carry
  * no SQLSTATE; through the Prisma adapter they arrive as a plain Error with `clientVersion`.
  */
-const PG_CONNECTION_LOST = /Connection terminated|connection error and is not queryable|Client was closed and is not queryable|timeout exceeded when trying to connect|Can't reach database server/;
+const PG_CONNECTION_LOST =
+  /Connection terminated|connection error and is not queryable|Client was closed and is not queryable|timeout exceeded when trying to connect|Can't reach database server/;
 function lostConnection(e: unknown): boolean {
   const x = e as { message?: unknown; clientVersion?: unknown; cause?: { message?: unknown } } | null;
   if (!x || typeof x !== 'object') return false;

@@ -47,7 +47,10 @@ const internalApps = new WeakMap<FastifyInstance, { token: boolean }>();
 
 /** Loopback addresses: 127.0.0.0/8, ::1, localhost (and their IPv4-mapped forms). */
 export function isLoopback(host: string): boolean {
-  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  const h = host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '');
   return h === 'localhost' || h === '::1' || /^(::ffff:)?127(\.\d{1,3}){3}$/.test(h);
 }
 
@@ -66,8 +69,12 @@ export function sendProblem(reply: FastifyReply, p: Problem): FastifyReply {
 /** Answers a refused WebSocket upgrade (no reply object yet, only the socket) with the problem. */
 export function refuseUpgrade(socket: Duplex, p: Problem): void {
   const body = JSON.stringify(p.toJSON());
-  const headers = Object.entries(p.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-  socket.end(`HTTP/1.1 ${p.status} ${STATUS_CODES[p.status] ?? ''}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${headers}connection: close\r\n\r\n${body}`);
+  const headers = Object.entries(p.headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
+  socket.end(
+    `HTTP/1.1 ${p.status} ${STATUS_CODES[p.status] ?? ''}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${headers}connection: close\r\n\r\n${body}`,
+  );
 }
 
 function validationProblem(err: FastifyError): Problem {
@@ -88,7 +95,8 @@ export function toProblem(err: unknown): Problem {
   const e = err as FastifyError & { type?: string };
   if (e?.validation) return validationProblem(e);
   if (e?.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || e?.statusCode === 413 || e?.type === 'entity.too.large') return payloadTooLarge(BODY_LIMIT);
-  if (e?.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return new Problem(415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported media type', 'Send JSON bodies as application/json');
+  if (e?.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
+    return new Problem(415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported media type', 'Send JSON bodies as application/json');
   if (e?.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') return badRequest('Content-Length does not match the body');
   if (e instanceof SyntaxError || e?.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return badRequest(`Malformed JSON body: ${e.message}`);
   if (typeof e?.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
@@ -165,7 +173,10 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
       httpRequests.inc(labels);
       httpDuration.observe(labels, reply.elapsedTime / 1000);
     }
-    req.log.info({ method: req.method, path: req.routeOptions.url ?? req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+    req.log.info(
+      { method: req.method, path: req.routeOptions.url ?? req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) },
+      'request',
+    );
   });
 
   app.setErrorHandler((err, req, reply) => {
@@ -196,7 +207,10 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
     const allow = METHODS.filter((m) => m !== req.method && paths.find(m, path) !== null);
     if (allow.length) {
       const list = allow.join(', ');
-      return sendProblem(reply, new Problem(405, 'METHOD_NOT_ALLOWED', 'Method not allowed', `${req.method} is not allowed on ${path}; use ${list}`, {}, { allow: list }));
+      return sendProblem(
+        reply,
+        new Problem(405, 'METHOD_NOT_ALLOWED', 'Method not allowed', `${req.method} is not allowed on ${path}; use ${list}`, {}, { allow: list }),
+      );
     }
     return sendProblem(reply, new Problem(404, 'ROUTE_NOT_FOUND', 'Not found', `No route ${req.method} ${path}`));
   });
@@ -235,7 +249,9 @@ export function opsGuard(internal: boolean, token: string | undefined) {
 export async function listen(app: FastifyInstance, name: string, host: string, port: number): Promise<number> {
   const internal = internalApps.get(app);
   if (internal && !internal.token && !isLoopback(host)) {
-    throw new Error(`${name}: refusing to listen on ${host} without COG_INTERNAL_TOKEN: internal services bind to loopback (127.0.0.1) unless the internal token is set`);
+    throw new Error(
+      `${name}: refusing to listen on ${host} without COG_INTERNAL_TOKEN: internal services bind to loopback (127.0.0.1) unless the internal token is set`,
+    );
   }
   try {
     await app.listen({ host, port });

@@ -29,7 +29,11 @@ export interface Answer {
 
 /** A JSON-RPC 2.0 error answer (the service understood the call and refused it). */
 export class RpcError extends Error {
-  constructor(public readonly code: number, message: string, public readonly data?: unknown) {
+  constructor(
+    public readonly code: number,
+    message: string,
+    public readonly data?: unknown,
+  ) {
     super(message);
     this.name = 'RpcError';
   }
@@ -83,7 +87,13 @@ export function internalClient(o: InternalClientOptions): InternalClient {
    * Tries the nodes in turn. `answers(status, json)` says whether a 5xx reply still is the answer
    * (a JSON-RPC error body); otherwise a 5xx counts as the node failing.
    */
-  const attempt = async (method: string, path: string, body: unknown, opts: RequestOptions, answers?: (status: number, json: unknown) => boolean): Promise<Answer> => {
+  const attempt = async (
+    method: string,
+    path: string,
+    body: unknown,
+    opts: RequestOptions,
+    answers?: (status: number, json: unknown) => boolean,
+  ): Promise<Answer> => {
     const failures: string[] = [];
     const timeoutMs = opts.timeoutMs ?? o.timeoutMs ?? 5000;
     for (const { base, down } of attemptOrder(nodes)) {

@@ -188,12 +188,7 @@ export interface LeafHashRef {
  * RFC 9162 2.1.3.2: the root implied by an inclusion proof, or null when the proof cannot be for
  * (index, treeSize) (wrong length, non-32-byte hashes, index >= treeSize). Never throws.
  */
-export function rootFromInclusionProof(
-  leaf: Uint8Array | LeafHashRef,
-  index: number,
-  treeSize: number,
-  proof: readonly Uint8Array[],
-): Uint8Array | null {
+export function rootFromInclusionProof(leaf: Uint8Array | LeafHashRef, index: number, treeSize: number, proof: readonly Uint8Array[]): Uint8Array | null {
   try {
     if (!Number.isSafeInteger(index) || !Number.isSafeInteger(treeSize) || index < 0 || index >= treeSize) return null;
     if (!Array.isArray(proof)) return null;
@@ -231,13 +226,7 @@ export function rootFromInclusionProof(
  * As in RFC 6962 the root does not commit to treeSize by itself: take the size from a trusted
  * source (a signed tree head, a block header) alongside the root.
  */
-export function verifyInclusion(
-  leaf: Uint8Array | LeafHashRef,
-  index: number,
-  treeSize: number,
-  proof: readonly Uint8Array[],
-  root: Uint8Array,
-): boolean {
+export function verifyInclusion(leaf: Uint8Array | LeafHashRef, index: number, treeSize: number, proof: readonly Uint8Array[], root: Uint8Array): boolean {
   if (!(root instanceof Uint8Array) || root.byteLength !== HASH_BYTES) return false;
   const computed = rootFromInclusionProof(leaf, index, treeSize, proof);
   return computed !== null && constantTimeEqual(computed, root);

@@ -17,29 +17,43 @@ const seconds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 // ------------------------------------------------------------------ HTTP (lib/http.ts)
 export const httpRequests = new client.Counter({
-  name: 'cog_http_requests_total', help: 'HTTP requests answered, by service, method, route template and status',
-  labelNames: ['service', 'method', 'route', 'status'] as const, registers: [registry],
+  name: 'cog_http_requests_total',
+  help: 'HTTP requests answered, by service, method, route template and status',
+  labelNames: ['service', 'method', 'route', 'status'] as const,
+  registers: [registry],
 });
 export const httpDuration = new client.Histogram({
-  name: 'cog_http_request_duration_seconds', help: 'HTTP request latency, by service, method, route template and status',
-  labelNames: ['service', 'method', 'route', 'status'] as const, buckets: seconds, registers: [registry],
+  name: 'cog_http_request_duration_seconds',
+  help: 'HTTP request latency, by service, method, route template and status',
+  labelNames: ['service', 'method', 'route', 'status'] as const,
+  buckets: seconds,
+  registers: [registry],
 });
 
 // ------------------------------------------------------------------ GraphQL (router/)
 export const graphqlOperations = new client.Counter({
-  name: 'cog_graphql_operations_total', help: 'GraphQL operations, by operation name, type and outcome (ok, error, invalid)',
-  labelNames: ['service', 'operation', 'type', 'outcome'] as const, registers: [registry],
+  name: 'cog_graphql_operations_total',
+  help: 'GraphQL operations, by operation name, type and outcome (ok, error, invalid)',
+  labelNames: ['service', 'operation', 'type', 'outcome'] as const,
+  registers: [registry],
 });
 export const graphqlDuration = new client.Histogram({
-  name: 'cog_graphql_operation_duration_seconds', help: 'GraphQL operation latency, by operation name, type and outcome',
-  labelNames: ['service', 'operation', 'type', 'outcome'] as const, buckets: seconds, registers: [registry],
+  name: 'cog_graphql_operation_duration_seconds',
+  help: 'GraphQL operation latency, by operation name, type and outcome',
+  labelNames: ['service', 'operation', 'type', 'outcome'] as const,
+  buckets: seconds,
+  registers: [registry],
 });
 export const coalescedFetches = new client.Counter({
-  name: 'cog_graphql_subgraph_fetches_total', help: 'Subgraph fetches of the router, by subgraph and result (executed, or joined an identical one: coalescing hits)',
-  labelNames: ['subgraph', 'result'] as const, registers: [registry],
+  name: 'cog_graphql_subgraph_fetches_total',
+  help: 'Subgraph fetches of the router, by subgraph and result (executed, or joined an identical one: coalescing hits)',
+  labelNames: ['subgraph', 'result'] as const,
+  registers: [registry],
 });
 export const subscriptionsActive = new client.Gauge({
-  name: 'cog_graphql_subscriptions_active', help: 'GraphQL subscriptions running (each holds one bus consumer)', registers: [registry],
+  name: 'cog_graphql_subscriptions_active',
+  help: 'GraphQL subscriptions running (each holds one bus consumer)',
+  registers: [registry],
 });
 
 /** Open WebSocket connections, by endpoint; each endpoint registers how to count its own. */
@@ -50,8 +64,10 @@ export function countSockets(endpoint: 'graphql' | 'events', count: () => number
   return () => void set.delete(count);
 }
 new client.Gauge({
-  name: 'cog_websocket_connections', help: 'Open WebSocket connections, by endpoint (graphql: graphql-ws subscriptions, events: /v1/events)',
-  labelNames: ['endpoint'] as const, registers: [registry],
+  name: 'cog_websocket_connections',
+  help: 'Open WebSocket connections, by endpoint (graphql: graphql-ws subscriptions, events: /v1/events)',
+  labelNames: ['endpoint'] as const,
+  registers: [registry],
   collect() {
     this.reset();
     for (const endpoint of ['graphql', 'events']) {
@@ -79,26 +95,39 @@ export function operationLabel(name: string | null | undefined): string {
 
 // ------------------------------------------------------------------ chains, memory, worker
 export const foldDuration = new client.Histogram({
-  name: 'cog_thalamus_fold_duration_seconds', help: 'Thalamus fold of one epoch (reading the sources, roots, storing the tuple)',
-  buckets: seconds, registers: [registry],
+  name: 'cog_thalamus_fold_duration_seconds',
+  help: 'Thalamus fold of one epoch (reading the sources, roots, storing the tuple)',
+  buckets: seconds,
+  registers: [registry],
 });
 export const foldGaps = new client.Counter({
-  name: 'cog_thalamus_fold_gaps_total', help: 'Folds that went without a source (evm, ipfs, sleeves) because it did not answer',
-  labelNames: ['source'] as const, registers: [registry],
+  name: 'cog_thalamus_fold_gaps_total',
+  help: 'Folds that went without a source (evm, ipfs, sleeves) because it did not answer',
+  labelNames: ['source'] as const,
+  registers: [registry],
 });
 export const passDuration = new client.Histogram({
-  name: 'cog_worker_pass_duration_seconds', help: 'Worker runner passes, by pass and status (ran, failed; skipped: another runner holds it)',
-  labelNames: ['pass', 'status'] as const, buckets: seconds, registers: [registry],
+  name: 'cog_worker_pass_duration_seconds',
+  help: 'Worker runner passes, by pass and status (ran, failed; skipped: another runner holds it)',
+  labelNames: ['pass', 'status'] as const,
+  buckets: seconds,
+  registers: [registry],
 });
 export const hippocampusFailovers = new client.Counter({
-  name: 'cog_hippocampus_failovers_total', help: 'Hippocampus calls answered by a node after another failed (HIPPOCAMPUS_FALLBACK_URLS)', registers: [registry],
+  name: 'cog_hippocampus_failovers_total',
+  help: 'Hippocampus calls answered by a node after another failed (HIPPOCAMPUS_FALLBACK_URLS)',
+  registers: [registry],
 });
 export const hippocampusNodeFailures = new client.Counter({
-  name: 'cog_hippocampus_node_failures_total', help: 'Hippocampus attempts that failed, by reason (unreachable, timeout, 5xx, skipped: failed recently)',
-  labelNames: ['reason'] as const, registers: [registry],
+  name: 'cog_hippocampus_node_failures_total',
+  help: 'Hippocampus attempts that failed, by reason (unreachable, timeout, 5xx, skipped: failed recently)',
+  labelNames: ['reason'] as const,
+  registers: [registry],
 });
 export const hippocampusUnavailable = new client.Counter({
-  name: 'cog_hippocampus_unavailable_total', help: 'Hippocampus calls no node answered (a 503 to the caller)', registers: [registry],
+  name: 'cog_hippocampus_unavailable_total',
+  help: 'Hippocampus calls no node answered (a 503 to the caller)',
+  registers: [registry],
 });
 
 // ------------------------------------------------------------------ read at scrape time
@@ -133,7 +162,11 @@ export function tipAgeSeconds(): number | undefined {
   return sources ? (Date.now() - sources.tipSeenAt) / 1000 : undefined;
 }
 
-interface Row { k: string; label: string | null; v: number }
+interface Row {
+  k: string;
+  label: string | null;
+  v: number;
+}
 // One statement, every table through an index or a small table: the outbox is drained within a
 // second, residues and chain outbox rows are filtered by their status index.
 const STATE_SQL = `
@@ -151,11 +184,14 @@ UNION ALL SELECT 'residue', kind, count(*)::float8 FROM "Residue" WHERE status =
 function staleWhileRevalidate<T>(read: () => Promise<T>, fallback: T) {
   let value: { at: number; v: T } | undefined;
   let reading: Promise<T> | undefined;
-  const refresh = () => (reading ??= read().catch(() => fallback).then((v) => {
-    value = { at: Date.now(), v };
-    reading = undefined;
-    return v;
-  }));
+  const refresh = () =>
+    (reading ??= read()
+      .catch(() => fallback)
+      .then((v) => {
+        value = { at: Date.now(), v };
+        reading = undefined;
+        return v;
+      }));
   return {
     get(): Promise<T> | T {
       if (!value || cacheMs === 0) return refresh(); // 0: every scrape reads anew
@@ -180,7 +216,10 @@ const state = async (): Promise<Row[]> => (sources ? snapshot.get() : []);
 /** A gauge set from the state rows of kind `k`, under label `label` when the rows carry one. */
 function stateGauge(name: string, help: string, k: string, label?: string, known: string[] = []): void {
   new client.Gauge({
-    name, help, labelNames: label ? [label] : [], registers: [registry],
+    name,
+    help,
+    labelNames: label ? [label] : [],
+    registers: [registry],
     async collect() {
       const rows = (await state()).filter((r) => r.k === k);
       this.reset();
@@ -193,19 +232,27 @@ function stateGauge(name: string, help: string, k: string, label?: string, known
 }
 stateGauge('cog_event_outbox_depth', 'Events recorded and not yet relayed to the bus', 'event_outbox');
 stateGauge('cog_event_outbox_oldest_age_seconds', 'Age of the oldest event waiting in the outbox (0 when empty)', 'event_outbox_age');
-stateGauge('cog_chain_outbox_depth', 'Cortex transactions not yet confirmed, by status (pending, submitted, failed)', 'chain_outbox', 'status', ['pending', 'submitted', 'failed']);
+stateGauge('cog_chain_outbox_depth', 'Cortex transactions not yet confirmed, by status (pending, submitted, failed)', 'chain_outbox', 'status', [
+  'pending',
+  'submitted',
+  'failed',
+]);
 stateGauge('cog_sagas', 'Needlecast sagas, by status', 'saga', 'status', ['running', 'completed', 'compensating', 'compensated', 'failed']);
 stateGauge('cog_residues_open', 'Open residues, by kind', 'residue', 'kind');
 
 new client.Gauge({
-  name: 'cog_epoch', help: 'The current epoch as this process sees it (Medulla height)', registers: [registry],
+  name: 'cog_epoch',
+  help: 'The current epoch as this process sees it (Medulla height)',
+  registers: [registry],
   collect() {
     this.reset();
     if (sources) this.set(sources.p.epochs.current());
   },
 });
 new client.Gauge({
-  name: 'cog_medulla_tip_age_seconds', help: 'Seconds since this process last saw the Medulla tip move', registers: [registry],
+  name: 'cog_medulla_tip_age_seconds',
+  help: 'Seconds since this process last saw the Medulla tip move',
+  registers: [registry],
   collect() {
     this.reset();
     const age = tipAgeSeconds();
@@ -213,8 +260,10 @@ new client.Gauge({
   },
 });
 new client.Gauge({
-  name: 'cog_db_pool_connections', help: 'PostgreSQL pool connections of this process, by state (in_use, idle, max)',
-  labelNames: ['state'] as const, registers: [registry],
+  name: 'cog_db_pool_connections',
+  help: 'PostgreSQL pool connections of this process, by state (in_use, idle, max)',
+  labelNames: ['state'] as const,
+  registers: [registry],
   collect() {
     this.reset();
     const pool = sources?.p.db.pool?.();
@@ -225,7 +274,9 @@ new client.Gauge({
   },
 });
 new client.Gauge({
-  name: 'cog_db_pool_waiting_clients', help: 'Queries of this process waiting for a PostgreSQL pool connection', registers: [registry],
+  name: 'cog_db_pool_waiting_clients',
+  help: 'Queries of this process waiting for a PostgreSQL pool connection',
+  registers: [registry],
   collect() {
     this.reset();
     const pool = sources?.p.db.pool?.();
@@ -235,8 +286,10 @@ new client.Gauge({
 
 const lag = staleWhileRevalidate<Array<{ consumer: string; pending: number }>>(async () => (await sources?.p.bus.consumerLag?.()) ?? [], []);
 new client.Gauge({
-  name: 'cog_bus_consumer_pending_messages', help: 'Messages a durable bus consumer of this process has not acknowledged yet (its lag), by consumer',
-  labelNames: ['consumer'] as const, registers: [registry],
+  name: 'cog_bus_consumer_pending_messages',
+  help: 'Messages a durable bus consumer of this process has not acknowledged yet (its lag), by consumer',
+  labelNames: ['consumer'] as const,
+  registers: [registry],
   async collect() {
     const bus = sources?.p.bus;
     this.reset();

@@ -2,15 +2,7 @@ import { describe, it, expect } from 'vitest';
 import { createHash } from 'node:crypto';
 import { fromHex, toHex } from './crypto.ts';
 import { merkleRoot } from './merkle.ts';
-import {
-  SYNAPTIC_PROOF_HASHES,
-  SYNAPTIC_WINDOW,
-  SynapticField,
-  synapticProofLength,
-  synapticRoot,
-  verifySynapticProof,
-  type SynapticProof,
-} from './mmr.ts';
+import { SYNAPTIC_PROOF_HASHES, SYNAPTIC_WINDOW, SynapticField, synapticProofLength, synapticRoot, verifySynapticProof, type SynapticProof } from './mmr.ts';
 
 const sha = (...parts: Uint8Array[]) => {
   const h = createHash('sha256');

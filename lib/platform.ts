@@ -53,7 +53,11 @@ export function loadMasterKey(config: Config): Uint8Array {
 
 /** Medulla's getinfo over its RPC endpoint (the internal service client); seeds the epoch source. */
 export async function medullaInfo(medullaUrl: string, internalToken?: string): Promise<EpochInfo> {
-  const info = await internalClient({ name: 'Medulla', baseUrls: medullaUrl, token: internalToken, timeoutMs: 2000 }).rpc<{ epoch: number; height: number; tip: string }>('getinfo');
+  const info = await internalClient({ name: 'Medulla', baseUrls: medullaUrl, token: internalToken, timeoutMs: 2000 }).rpc<{
+    epoch: number;
+    height: number;
+    tip: string;
+  }>('getinfo');
   if (!info) throw new Error('medulla getinfo failed');
   return { epoch: info.epoch, height: info.height, tip: info.tip };
 }
@@ -63,9 +67,17 @@ export async function openPlatform(config: Config, opts: { log?: Logger; name?: 
   fs.mkdirSync(config.dataDir, { recursive: true });
   const masterKey = loadMasterKey(config);
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: config.databasePoolSize });
-  const bus = await createBus({ natsUrl: config.natsUrl, stream: config.natsStream, subjectPrefix: config.natsPrefix, memory: { journalDir: path.join(config.dataDir, 'bus') } });
+  const bus = await createBus({
+    natsUrl: config.natsUrl,
+    stream: config.natsStream,
+    subjectPrefix: config.natsPrefix,
+    memory: { journalDir: path.join(config.dataDir, 'bus') },
+  });
   const cache = await createCache({ redisUrl: config.redisUrl, keyPrefix: config.redisPrefix });
-  const objects = await createObjectStore({ s3: config.s3.endpoint ? { ...config.s3, endpoint: config.s3.endpoint } : undefined, dir: path.join(config.dataDir, 'objects') });
+  const objects = await createObjectStore({
+    s3: config.s3.endpoint ? { ...config.s3, endpoint: config.s3.endpoint } : undefined,
+    dir: path.join(config.dataDir, 'objects'),
+  });
   const epochs = await followEpochs(bus, () => medullaInfo(config.urls.medulla, config.internalToken));
   const p: Platform = { config, log, db, bus, cache, objects, epochs, masterKey, local: new Map(), ports: {} };
   observed.set(p, observePlatform(p));

@@ -37,7 +37,8 @@ function within<T>(work: Promise<T>, ms: number): Promise<T> {
 /** Cortex is any Ethereum JSON-RPC node: it is up when it answers eth_chainId. */
 async function cortexAnswers(url: string): Promise<void> {
   const res = await fetch(url, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }),
     signal: AbortSignal.timeout(CHECK_TIMEOUT_MS),
   });
@@ -74,16 +75,21 @@ export function mountReadiness(app: FastifyInstance, p: Platform, opts: Readines
         result: (async () => {
           const states: Record<string, State> = {};
           const reasons: Record<string, string> = {};
-          await Promise.all(needs.map(async (d) => {
-            try {
-              await within(checks[d](), CHECK_TIMEOUT_MS);
-              states[d] = 'up';
-            } catch (e) {
-              states[d] = soft.has(d) ? 'degraded' : 'down';
-              // The error's first line only: never a URL with credentials or a stack.
-              reasons[d] = String((e as Error).message ?? e).split('\n')[0]!.replace(/\w+:\/\/\S+/g, '<url>').slice(0, 200);
-            }
-          }));
+          await Promise.all(
+            needs.map(async (d) => {
+              try {
+                await within(checks[d](), CHECK_TIMEOUT_MS);
+                states[d] = 'up';
+              } catch (e) {
+                states[d] = soft.has(d) ? 'degraded' : 'down';
+                // The error's first line only: never a URL with credentials or a stack.
+                reasons[d] = String((e as Error).message ?? e)
+                  .split('\n')[0]!
+                  .replace(/\w+:\/\/\S+/g, '<url>')
+                  .slice(0, 200);
+              }
+            }),
+          );
           return { states, reasons };
         })(),
       };
@@ -97,8 +103,17 @@ export function mountReadiness(app: FastifyInstance, p: Platform, opts: Readines
     const down = needs.filter((d) => states[d] === 'down');
     const degraded = needs.filter((d) => states[d] === 'degraded');
     if (down.length) {
-      return sendProblem(reply, new Problem(503, 'NOT_READY', 'Not ready', `${opts.name} is not ready: ${down.map((d) => `${d} (${reasons[d]})`).join(', ')}`,
-        { service: opts.name, down, degraded, checks: states }, { 'retry-after': '1' }));
+      return sendProblem(
+        reply,
+        new Problem(
+          503,
+          'NOT_READY',
+          'Not ready',
+          `${opts.name} is not ready: ${down.map((d) => `${d} (${reasons[d]})`).join(', ')}`,
+          { service: opts.name, down, degraded, checks: states },
+          { 'retry-after': '1' },
+        ),
+      );
     }
     return { ok: true, name: opts.name, ts: Date.now(), checks: states, ...(degraded.length ? { degraded } : {}) };
   });

@@ -13,7 +13,9 @@ export const HEADER_SIGNATURE = 'x-cog-signature';
 
 /** The signed text; `body` is the body's exact bytes (a string is taken as UTF-8). */
 export function signingMessage(method: string, path: string, body: string | Uint8Array, timestamp: string): string {
-  const hash = createHash('sha256').update(typeof body === 'string' ? Buffer.from(body, 'utf8') : body).digest('hex');
+  const hash = createHash('sha256')
+    .update(typeof body === 'string' ? Buffer.from(body, 'utf8') : body)
+    .digest('hex');
   return `${method.toUpperCase()}\n${path}\n${hash}\n${timestamp}`;
 }
 

@@ -13,9 +13,19 @@ import type { GatewayCall, ProblemBody } from './tools.ts';
 
 export type { StackKey };
 
-export interface GatewayResponse { status: number; body: unknown; headers: Record<string, string> }
-export interface GatewayEvent { subject: string; data: Record<string, unknown>; seq: number }
-export interface EventSubscription { close(): Promise<void> }
+export interface GatewayResponse {
+  status: number;
+  body: unknown;
+  headers: Record<string, string>;
+}
+export interface GatewayEvent {
+  subject: string;
+  data: Record<string, unknown>;
+  seq: number;
+}
+export interface EventSubscription {
+  close(): Promise<void>;
+}
 
 export interface Gateway {
   /** Where it is, for messages. */
@@ -80,49 +90,53 @@ function wsSubscribe(base: string, subjects: string[], onEvent: (e: GatewayEvent
   let closed = false;
   let ws: WebSocket | undefined;
   let retry: NodeJS.Timeout | undefined;
-  const open = (first: boolean) => new Promise<void>((resolve, reject) => {
-    const sock = new WebSocket(last === undefined ? url : `${url}&since=${last}`);
-    ws = sock;
-    let ready = false;
-    sock.on('message', (raw) => {
-      let m: { subject?: string; data?: Record<string, unknown>; seq?: number };
-      try {
-        m = JSON.parse(String(raw));
-      } catch {
-        return;
-      }
-      if (m.subject === 'cog.stream.ready') {
-        ready = true;
-        return resolve();
-      }
-      if (typeof m.seq === 'number') last = m.seq;
-      if (m.subject) onEvent({ subject: m.subject, data: m.data ?? {}, seq: m.seq ?? 0 });
+  const open = (first: boolean) =>
+    new Promise<void>((resolve, reject) => {
+      const sock = new WebSocket(last === undefined ? url : `${url}&since=${last}`);
+      ws = sock;
+      let ready = false;
+      sock.on('message', (raw) => {
+        let m: { subject?: string; data?: Record<string, unknown>; seq?: number };
+        try {
+          m = JSON.parse(String(raw));
+        } catch {
+          return;
+        }
+        if (m.subject === 'cog.stream.ready') {
+          ready = true;
+          return resolve();
+        }
+        if (typeof m.seq === 'number') last = m.seq;
+        if (m.subject) onEvent({ subject: m.subject, data: m.data ?? {}, seq: m.seq ?? 0 });
+      });
+      sock.on('unexpected-response', (_req, res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c));
+        res.on('end', () => reject(new GatewayUnreachable(`the gateway refused the event stream (${res.statusCode}): ${body.slice(0, 300)}`)));
+      });
+      sock.on('error', (e) => {
+        if (!ready && first) reject(new GatewayUnreachable(`the gateway's event stream at ${base} did not open: ${e.message}`));
+      });
+      sock.on('close', () => {
+        if (closed || (!ready && first)) return;
+        retry = setTimeout(() => void open(false).catch(() => {}), 500);
+        retry.unref();
+      });
     });
-    sock.on('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c));
-      res.on('end', () => reject(new GatewayUnreachable(`the gateway refused the event stream (${res.statusCode}): ${body.slice(0, 300)}`)));
-    });
-    sock.on('error', (e) => {
-      if (!ready && first) reject(new GatewayUnreachable(`the gateway's event stream at ${base} did not open: ${e.message}`));
-    });
-    sock.on('close', () => {
-      if (closed || (!ready && first)) return;
-      retry = setTimeout(() => void open(false).catch(() => {}), 500);
-      retry.unref();
-    });
-  });
-  return open(true).then(() => ({
-    async close() {
+  return open(true).then(
+    () => ({
+      async close() {
+        closed = true;
+        clearTimeout(retry);
+        ws?.close();
+      },
+    }),
+    (e) => {
       closed = true;
-      clearTimeout(retry);
-      ws?.close();
+      ws?.terminate();
+      throw e;
     },
-  }), (e) => {
-    closed = true;
-    ws?.terminate();
-    throw e;
-  });
+  );
 }
 
 export interface InjectGatewayOptions {

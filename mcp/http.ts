@@ -22,11 +22,16 @@ export const MAX_SESSIONS = 256;
 /** A session nobody used for this long is closed (its subscriptions with it). */
 export const SESSION_IDLE_MS = 30 * 60_000;
 
-interface Session { transport: StreamableHTTPServerTransport; mcp: CogMcpServer; lastSeen: number }
+interface Session {
+  transport: StreamableHTTPServerTransport;
+  mcp: CogMcpServer;
+  lastSeen: number;
+}
 
 // Refusals before a session exists are the gateway's problems (the transport spec fixes only the
 // status: 400 without a session, 404 for one that is gone, which makes a client initialize anew).
-const noSession = () => new Problem(400, 'BAD_REQUEST', 'Bad request', `${MCP_PATH} needs an mcp-session-id header, or an initialize request (POST) to start a session`);
+const noSession = () =>
+  new Problem(400, 'BAD_REQUEST', 'Bad request', `${MCP_PATH} needs an mcp-session-id header, or an initialize request (POST) to start a session`);
 const sessionGone = () => new Problem(404, 'SESSION_NOT_FOUND', 'Not found', 'No such MCP session (it closed or idled out): initialize a new one');
 
 /**
@@ -53,14 +58,18 @@ export function mountMcp(app: FastifyInstance, p: Platform): { close(): Promise<
   sweep.unref();
 
   const handle = async (req: FastifyRequest, reply: FastifyReply) => {
-    if (!originAllowed(req)) return sendProblem(reply, new Problem(403, 'FORBIDDEN_ORIGIN', 'Forbidden', `Origin ${req.headers.origin} may not use ${MCP_PATH}`));
+    if (!originAllowed(req))
+      return sendProblem(reply, new Problem(403, 'FORBIDDEN_ORIGIN', 'Forbidden', `Origin ${req.headers.origin} may not use ${MCP_PATH}`));
     const sid = req.headers['mcp-session-id'];
     let session = typeof sid === 'string' ? sessions.get(sid) : undefined;
     if (typeof sid === 'string' && !session) return sendProblem(reply, sessionGone());
     if (!session) {
       if (req.method !== 'POST' || !isInitializeRequest(req.body)) return sendProblem(reply, noSession());
       if (sessions.size >= MAX_SESSIONS) {
-        return sendProblem(reply, new Problem(503, 'UNAVAILABLE', 'Too many MCP sessions', `At most ${MAX_SESSIONS} open MCP sessions; retry later`, {}, { 'retry-after': '30' }));
+        return sendProblem(
+          reply,
+          new Problem(503, 'UNAVAILABLE', 'Too many MCP sessions', `At most ${MAX_SESSIONS} open MCP sessions; retry later`, {}, { 'retry-after': '30' }),
+        );
       }
       const mcp = await createCogMcpServer(injectGateway({ app, bus: p.bus, remoteAddress: req.ip }));
       const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({

@@ -5,9 +5,18 @@
 import { randomBytes } from 'node:crypto';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
-  CallToolRequestSchema, ErrorCode, ListResourcesRequestSchema, ListResourceTemplatesRequestSchema, ListToolsRequestSchema,
-  McpError, ReadResourceRequestSchema, SubscribeRequestSchema, UnsubscribeRequestSchema,
-  type CallToolResult, type ServerNotification, type ServerRequest,
+  CallToolRequestSchema,
+  ErrorCode,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+  type CallToolResult,
+  type ServerNotification,
+  type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { GatewayUnreachable, type EventSubscription, type Gateway, type GatewayResponse } from './gateway.ts';
@@ -76,7 +85,8 @@ const decode = (s: string) => {
 
 /** Problems reading a resource are JSON-RPC errors carrying the problem as data. */
 function resourceError(problem: ProblemBody): McpError {
-  const code = problem.status === 404 ? -32002 /* resource not found, by MCP convention */ : problem.status < 500 ? ErrorCode.InvalidParams : ErrorCode.InternalError;
+  const code =
+    problem.status === 404 ? -32002 /* resource not found, by MCP convention */ : problem.status < 500 ? ErrorCode.InvalidParams : ErrorCode.InternalError;
   return new McpError(code, `${problem.code} (${problem.status})${problem.detail ? `: ${problem.detail}` : ''}`, problem);
 }
 
@@ -118,7 +128,10 @@ const RESOURCES: ResourceKind[] = [
     },
     subjects: (v) => memoryChanges(v.stackId!),
     read: async (gw, v) => {
-      const r = (await ask(gw, 'POST', '/graphql', { query: MEMORY_QUERY, variables: { id: v.stackId } })) as { data?: { stack?: unknown }; errors?: Array<{ message: string; extensions?: { code?: string } }> };
+      const r = (await ask(gw, 'POST', '/graphql', { query: MEMORY_QUERY, variables: { id: v.stackId } })) as {
+        data?: { stack?: unknown };
+        errors?: Array<{ message: string; extensions?: { code?: string } }>;
+      };
       if (r.errors?.length) throw resourceError({ status: 400, code: r.errors[0]!.extensions?.code ?? 'GRAPHQL_ERROR', detail: r.errors[0]!.message });
       const stack = r.data?.stack as { id: string; episodicHead: string | null; memory: unknown[] } | null | undefined;
       if (!stack) throw resourceError({ status: 404, code: 'NOT_FOUND', title: 'Not found', detail: `Stack ${v.stackId} not found` });
@@ -159,15 +172,25 @@ export async function createCogMcpServer(gw: Gateway): Promise<CogMcpServer> {
     { name: SERVER_NAME, version: SERVER_VERSION, title: 'Cognitive Agent Platform' },
     {
       capabilities: { tools: {}, resources: { subscribe: true } },
-      instructions: 'Tools map one to one onto the platform\'s /v1 REST routes. Create a stack (keep its identityPriv), spawn sleeves, perceive through a sleeve, recall from the stack. A refused call is a tool error whose structuredContent.problem carries code, status and detail (errors[] names the argument).',
+      instructions:
+        "Tools map one to one onto the platform's /v1 REST routes. Create a stack (keep its identityPriv), spawn sleeves, perceive through a sleeve, recall from the stack. A refused call is a tool error whose structuredContent.problem carries code, status and detail (errors[] names the argument).",
     },
   );
   const subscriptions = new Map<string, Promise<EventSubscription | null>>();
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: tools.map((t) => ({
-      name: t.name, title: t.title, description: t.description, inputSchema: t.inputSchema,
-      annotations: { title: t.title, readOnlyHint: !!t.readOnly, destructiveHint: !!t.destructive, idempotentHint: !!t.idempotent || !!t.readOnly, openWorldHint: false },
+      name: t.name,
+      title: t.title,
+      description: t.description,
+      inputSchema: t.inputSchema,
+      annotations: {
+        title: t.title,
+        readOnlyHint: !!t.readOnly,
+        destructiveHint: !!t.destructive,
+        idempotentHint: !!t.idempotent || !!t.readOnly,
+        openWorldHint: false,
+      },
     })),
   }));
 
@@ -187,17 +210,38 @@ export async function createCogMcpServer(gw: Gateway): Promise<CogMcpServer> {
 
   server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
     resourceTemplates: [
-      { uriTemplate: 'cog://stacks/{stackId}', name: 'stack', title: 'A stack', description: 'The stack with its sleeves and anchors (GET /v1/stacks/:id). Updated on perceive, remember, sleeve changes, drips and claims.', mimeType: 'application/json' },
-      { uriTemplate: 'cog://stacks/{stackId}/memory', name: 'memory', title: 'A stack\'s recent memory', description: 'The 20 newest memory nodes of the stack: cid, epoch, kind, pinned, links (contents stay sealed: the recall tool decrypts). Updated on every write.', mimeType: 'application/json' },
+      {
+        uriTemplate: 'cog://stacks/{stackId}',
+        name: 'stack',
+        title: 'A stack',
+        description: 'The stack with its sleeves and anchors (GET /v1/stacks/:id). Updated on perceive, remember, sleeve changes, drips and claims.',
+        mimeType: 'application/json',
+      },
+      {
+        uriTemplate: 'cog://stacks/{stackId}/memory',
+        name: 'memory',
+        title: "A stack's recent memory",
+        description:
+          'The 20 newest memory nodes of the stack: cid, epoch, kind, pinned, links (contents stay sealed: the recall tool decrypts). Updated on every write.',
+        mimeType: 'application/json',
+      },
     ],
   }));
 
   server.setRequestHandler(ListResourcesRequestSchema, async () => {
-    const r = (await ask(gw, 'POST', '/graphql', { query: 'query McpStacks { stacks(first: 100) { id name } }' })) as { data?: { stacks?: Array<{ id: string; name: string }> } };
+    const r = (await ask(gw, 'POST', '/graphql', { query: 'query McpStacks { stacks(first: 100) { id name } }' })) as {
+      data?: { stacks?: Array<{ id: string; name: string }> };
+    };
     const stacks = r.data?.stacks ?? [];
     return {
       resources: [
-        { uri: RESIDUES_URI, name: 'open residues', title: 'Open residues', description: 'Residues open for a proof, newest first (GET /v1/coordination/residues?status=open).', mimeType: 'application/json' },
+        {
+          uri: RESIDUES_URI,
+          name: 'open residues',
+          title: 'Open residues',
+          description: 'Residues open for a proof, newest first (GET /v1/coordination/residues?status=open).',
+          mimeType: 'application/json',
+        },
         ...stacks.flatMap((s) => [
           { uri: stackUri(s.id), name: `stack ${s.name}`, mimeType: 'application/json' },
           { uri: memoryUri(s.id), name: `memory of ${s.name}`, mimeType: 'application/json' },
@@ -215,9 +259,11 @@ export async function createCogMcpServer(gw: Gateway): Promise<CogMcpServer> {
   server.setRequestHandler(SubscribeRequestSchema, async (req) => {
     const uri = req.params.uri;
     const { kind, vars } = resourceOf(uri);
-    if (Object.values(vars).some((v) => !SUBJECT_SAFE.test(v))) throw new McpError(ErrorCode.InvalidParams, `Cannot watch ${uri}: the id has characters no stack id has`);
+    if (Object.values(vars).some((v) => !SUBJECT_SAFE.test(v)))
+      throw new McpError(ErrorCode.InvalidParams, `Cannot watch ${uri}: the id has characters no stack id has`);
     if (subscriptions.has(uri)) return {};
-    if (subscriptions.size >= MAX_SUBSCRIPTIONS) throw new McpError(ErrorCode.InvalidParams, `At most ${MAX_SUBSCRIPTIONS} resource subscriptions per session; unsubscribe from one first`);
+    if (subscriptions.size >= MAX_SUBSCRIPTIONS)
+      throw new McpError(ErrorCode.InvalidParams, `At most ${MAX_SUBSCRIPTIONS} resource subscriptions per session; unsubscribe from one first`);
     await kind.read(gw, vars); // an unknown stack is refused now, not watched forever
     let pending: NodeJS.Timeout | undefined;
     const notify = () => {
@@ -228,11 +274,21 @@ export async function createCogMcpServer(gw: Gateway): Promise<CogMcpServer> {
         void server.sendResourceUpdated({ uri }).catch(() => {});
       }, 50);
     };
-    const sub = gw.subscribe(kind.subjects(vars), () => notify()).catch((e) => {
-      subscriptions.delete(uri);
-      throw e instanceof GatewayUnreachable ? resourceError(unreachable(e)) : e;
-    });
-    subscriptions.set(uri, sub.then((s) => ({ close: async () => { clearTimeout(pending); await s.close(); } })));
+    const sub = gw
+      .subscribe(kind.subjects(vars), () => notify())
+      .catch((e) => {
+        subscriptions.delete(uri);
+        throw e instanceof GatewayUnreachable ? resourceError(unreachable(e)) : e;
+      });
+    subscriptions.set(
+      uri,
+      sub.then((s) => ({
+        close: async () => {
+          clearTimeout(pending);
+          await s.close();
+        },
+      })),
+    );
     await sub;
     return {};
   });
@@ -264,7 +320,13 @@ async function callTool(gw: Gateway, tool: CompiledTool, args: Record<string, un
  * into a progress notification. Steps whose events had not arrived when the saga answered are
  * reported from the saga record, so a client sees every step once, in order.
  */
-async function needlecast(gw: Gateway, tool: CompiledTool, args: Record<string, unknown>, progressToken: string | number | undefined, extra: Extra): Promise<CallToolResult> {
+async function needlecast(
+  gw: Gateway,
+  tool: CompiledTool,
+  args: Record<string, unknown>,
+  progressToken: string | number | undefined,
+  extra: Extra,
+): Promise<CallToolResult> {
   const sagaId = (args.sagaId as string | undefined) ?? `needle:${randomBytes(16).toString('hex')}`;
   let sent = 0;
   let finished: () => void = () => {};
@@ -273,15 +335,19 @@ async function needlecast(gw: Gateway, tool: CompiledTool, args: Record<string, 
     const k = SAGA_STEPS.indexOf(step) + 1;
     if (progressToken === undefined || k <= sent) return;
     sent = k;
-    await extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress: k, total: SAGA_STEPS.length, message: `${step} ${status}` } }).catch(() => {});
+    await extra
+      .sendNotification({ method: 'notifications/progress', params: { progressToken, progress: k, total: SAGA_STEPS.length, message: `${step} ${status}` } })
+      .catch(() => {});
   };
   let queue = Promise.resolve();
-  const sub = await gw.subscribe(['cog.needlecast.step', 'cog.needlecast.step.>'], (e) => {
-    if (e.data.sagaId !== sagaId) return;
-    const step = String(e.data.step);
-    if (step === 'saga') return finished();
-    queue = queue.then(() => progress(step, String(e.data.status)));
-  }).catch(() => null); // no live feed: the record below still reports every step
+  const sub = await gw
+    .subscribe(['cog.needlecast.step', 'cog.needlecast.step.>'], (e) => {
+      if (e.data.sagaId !== sagaId) return;
+      const step = String(e.data.step);
+      if (step === 'saga') return finished();
+      queue = queue.then(() => progress(step, String(e.data.status)));
+    })
+    .catch(() => null); // no live feed: the record below still reports every step
   try {
     const res = await gw.request(requestOf(tool, { ...args, sagaId }));
     if (res.status < 400 && sub) await Promise.race([ended, new Promise((r) => setTimeout(r, EVENT_GRACE_MS).unref())]);

@@ -14,7 +14,10 @@ export const MCP_USAGE = `usage: cog mcp [--base-url URL]
 
 export class UsageError extends Error {}
 
-export interface McpStdioOptions { baseUrl: string; key?: StackKey }
+export interface McpStdioOptions {
+  baseUrl: string;
+  key?: StackKey;
+}
 
 /** Options from the arguments and environment; a UsageError says what is wrong. */
 export function mcpOptions(args: string[], env: NodeJS.ProcessEnv): McpStdioOptions | 'help' {
@@ -35,8 +38,9 @@ export function mcpOptions(args: string[], env: NodeJS.ProcessEnv): McpStdioOpti
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`the gateway URL must be http(s), got ${url.protocol}`);
   const stackId = env.COG_STACK_ID;
   const identityPriv = env.COG_STACK_KEY;
-  if (!stackId !== !identityPriv) throw new UsageError('set both COG_STACK_ID and COG_STACK_KEY (the stack\'s identityPriv), or neither');
-  if (identityPriv && !/^[0-9a-f]{64}$/.test(identityPriv)) throw new UsageError('COG_STACK_KEY must be 64 lowercase hex characters (the identityPriv of the stack\'s creation response)');
+  if (!stackId !== !identityPriv) throw new UsageError("set both COG_STACK_ID and COG_STACK_KEY (the stack's identityPriv), or neither");
+  if (identityPriv && !/^[0-9a-f]{64}$/.test(identityPriv))
+    throw new UsageError("COG_STACK_KEY must be 64 lowercase hex characters (the identityPriv of the stack's creation response)");
   return { baseUrl: baseUrl.replace(/\/+$/, ''), key: stackId && identityPriv ? { stackId, identityPriv } : undefined };
 }
 

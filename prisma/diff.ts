@@ -23,8 +23,18 @@ export function pendingSql(): string {
     fs.writeFileSync(path.join(tmp, 'schema.prisma'), schema);
     const out = execFileSync(
       process.execPath,
-      [cli, 'migrate', 'diff', '--config', path.join(here, 'prisma6.config.ts'),
-        '--from-migrations', path.join(here, 'migrations'), '--to-schema-datamodel', path.join(tmp, 'schema.prisma'), '--script'],
+      [
+        cli,
+        'migrate',
+        'diff',
+        '--config',
+        path.join(here, 'prisma6.config.ts'),
+        '--from-migrations',
+        path.join(here, 'migrations'),
+        '--to-schema-datamodel',
+        path.join(tmp, 'schema.prisma'),
+        '--script',
+      ],
       {
         cwd: here,
         encoding: 'utf8',
@@ -32,7 +42,10 @@ export function pendingSql(): string {
         env: { ...process.env, PRISMA_QUERY_ENGINE_LIBRARY: process.execPath, PRISMA_SCHEMA_ENGINE_BINARY: process.execPath, PRISMA_HIDE_UPDATE_MESSAGE: '1' },
       },
     );
-    return out.replace(/^Loaded Prisma config.*$/m, '').replace(/^-- This is an empty migration\.\s*$/m, '').trim();
+    return out
+      .replace(/^Loaded Prisma config.*$/m, '')
+      .replace(/^-- This is an empty migration\.\s*$/m, '')
+      .trim();
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
@@ -50,7 +63,10 @@ function main(): void {
   } else if (cmd === 'new' && name && /^[a-z0-9_]+$/.test(name)) {
     const sql = pendingSql();
     if (!sql) return console.log('nothing to migrate');
-    const stamp = new Date().toISOString().replace(/[-:TZ.]/g, '').slice(0, 14);
+    const stamp = new Date()
+      .toISOString()
+      .replace(/[-:TZ.]/g, '')
+      .slice(0, 14);
     const dir = path.join(here, 'migrations', `${stamp}_${name}`);
     fs.mkdirSync(dir, { recursive: true });
     fs.writeFileSync(path.join(dir, 'migration.sql'), sql + '\n');

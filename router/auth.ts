@@ -50,17 +50,29 @@ function collectIds(value: unknown, out: Set<string>, key = '', depth = 0): void
 /** A GraphQL argument value, with variables substituted, as plain JSON. */
 function valueOf(node: ValueNode, variables: Record<string, unknown>): unknown {
   switch (node.kind) {
-    case Kind.VARIABLE: return variables[node.name.value];
-    case Kind.STRING: case Kind.ENUM: return node.value;
-    case Kind.INT: case Kind.FLOAT: return Number(node.value);
-    case Kind.BOOLEAN: return node.value;
-    case Kind.NULL: return null;
-    case Kind.LIST: return node.values.map((v) => valueOf(v, variables));
-    case Kind.OBJECT: return Object.fromEntries(node.fields.map((f) => [f.name.value, valueOf(f.value, variables)]));
+    case Kind.VARIABLE:
+      return variables[node.name.value];
+    case Kind.STRING:
+    case Kind.ENUM:
+      return node.value;
+    case Kind.INT:
+    case Kind.FLOAT:
+      return Number(node.value);
+    case Kind.BOOLEAN:
+      return node.value;
+    case Kind.NULL:
+      return null;
+    case Kind.LIST:
+      return node.values.map((v) => valueOf(v, variables));
+    case Kind.OBJECT:
+      return Object.fromEntries(node.fields.map((f) => [f.name.value, valueOf(f.value, variables)]));
   }
 }
 
-interface GraphqlWrite { fields: string[]; ids: Set<string> }
+interface GraphqlWrite {
+  fields: string[];
+  ids: Set<string>;
+}
 
 /** The mutation a GraphQL request would run (root field names and the ids its arguments name), or null. */
 function graphqlWrite(body: unknown, maxTokens: number): GraphqlWrite | null {

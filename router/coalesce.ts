@@ -43,7 +43,10 @@ export class CoalescingDataSource implements GraphQLDataSource {
   private readonly hit: { inc(): void };
 
   /** `name`: the subgraph, the label of its fetch counts at /metrics. */
-  constructor(readonly inner: GraphQLDataSource, name = 'unnamed') {
+  constructor(
+    readonly inner: GraphQLDataSource,
+    name = 'unnamed',
+  ) {
     this.ran = coalescedFetches.labels({ subgraph: name, result: 'executed' });
     this.hit = coalescedFetches.labels({ subgraph: name, result: 'joined' });
   }

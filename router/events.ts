@@ -22,13 +22,17 @@ const TOKEN = /^[A-Za-z0-9_:\-]+$/;
  */
 const validFilter = (s: string) => {
   const tokens = s.split('.');
-  return s.length <= 200 && tokens.length >= 2 && tokens[0] === 'cog' &&
-    tokens.every((t, i) => TOKEN.test(t) || t === '*' || (t === '>' && i === tokens.length - 1));
+  return (
+    s.length <= 200 && tokens.length >= 2 && tokens[0] === 'cog' && tokens.every((t, i) => TOKEN.test(t) || t === '*' || (t === '>' && i === tokens.length - 1))
+  );
 };
 
 export function parseSubjects(raw: string | null): string[] | null {
   if (!raw) return ['cog.>'];
-  const list = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const list = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (!list.length || list.length > 32 || !list.every(validFilter)) return null;
   return list;
 }
@@ -62,7 +66,11 @@ export function createEventStream(p: Platform) {
     ws.on('close', () => {
       closed = true;
       void sub?.close();
-      for (const w of watches) void w.then((h) => h.close(), () => {});
+      for (const w of watches)
+        void w.then(
+          (h) => h.close(),
+          () => {},
+        );
     });
     ws.on('error', () => ws.terminate());
     try {
@@ -88,7 +96,10 @@ export function createEventStream(p: Platform) {
       const url = new URL(req.url ?? '/', 'http://localhost');
       if (url.pathname !== '/v1/events') return false;
       if (!parseSubjects(url.searchParams.get('subjects'))) {
-        refuse(socket, 'subjects must be a comma-separated list (at most 32) of subject filters: cog. then dot-separated tokens, each a name, * or (last) >, e.g. cog.perceive.*,cog.epoch.advanced');
+        refuse(
+          socket,
+          'subjects must be a comma-separated list (at most 32) of subject filters: cog. then dot-separated tokens, each a name, * or (last) >, e.g. cog.perceive.*,cog.epoch.advanced',
+        );
         return true;
       }
       if (parseCursor(url.searchParams.get('since')) === null) {
@@ -98,10 +109,11 @@ export function createEventStream(p: Platform) {
       wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
       return true;
     },
-    close: () => new Promise<void>((resolve) => {
-      uncount();
-      for (const c of wss.clients) c.terminate();
-      wss.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        uncount();
+        for (const c of wss.clients) c.terminate();
+        wss.close(() => resolve());
+      }),
   };
 }

@@ -41,12 +41,14 @@ export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Pro
   const gateway = new ApolloGateway({
     supergraphSdl: fs.readFileSync(supergraphFile, 'utf8'),
     buildService: ({ name, url }) => {
-      const source = local.get(name) ?? new RemoteGraphQLDataSource({
-        url: p.config.subgraphUrls[name] ?? url,
-        willSendRequest: ({ request }) => {
-          if (token) request.http?.headers.set('authorization', `Bearer ${token}`);
-        },
-      });
+      const source =
+        local.get(name) ??
+        new RemoteGraphQLDataSource({
+          url: p.config.subgraphUrls[name] ?? url,
+          willSendRequest: ({ request }) => {
+            if (token) request.http?.headers.set('authorization', `Bearer ${token}`);
+          },
+        });
       if (!p.config.graphqlCoalesce) return source;
       const coalescing = new CoalescingDataSource(source, name);
       coalesced.set(name, coalescing.stats);
@@ -73,7 +75,16 @@ export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Pro
 }
 
 /** Error codes that mean the client sent a bad operation, never that the server failed. */
-const CLIENT_CODES = new Set(['INVALID_GRAPHQL', 'GRAPHQL_PARSE_FAILED', 'GRAPHQL_VALIDATION_FAILED', 'BAD_USER_INPUT', 'BAD_REQUEST', 'OPERATION_RESOLUTION_FAILURE', 'PERSISTED_QUERY_NOT_FOUND', 'PERSISTED_QUERY_NOT_SUPPORTED']);
+const CLIENT_CODES = new Set([
+  'INVALID_GRAPHQL',
+  'GRAPHQL_PARSE_FAILED',
+  'GRAPHQL_VALIDATION_FAILED',
+  'BAD_USER_INPUT',
+  'BAD_REQUEST',
+  'OPERATION_RESOLUTION_FAILURE',
+  'PERSISTED_QUERY_NOT_FOUND',
+  'PERSISTED_QUERY_NOT_SUPPORTED',
+]);
 
 /**
  * Apollo answers some client mistakes with a 500 (for example several operations and no
@@ -99,10 +110,10 @@ function clientStatus(status: number, body: string): number {
  */
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-function routerOperation(req: FastifyRequest, maxTokens: number):
-  | { kind: 'subscription' }
-  | { kind: 'introspection'; document: DocumentNode; operationName?: string; variables?: Record<string, unknown> }
-  | undefined {
+function routerOperation(
+  req: FastifyRequest,
+  maxTokens: number,
+): { kind: 'subscription' } | { kind: 'introspection'; document: DocumentNode; operationName?: string; variables?: Record<string, unknown> } | undefined {
   // The route has no schema (Apollo validates the request itself): read it as untrusted JSON.
   const raw: unknown = req.method === 'GET' ? req.query : req.body;
   const src = isRecord(raw) ? raw : undefined;
@@ -138,23 +149,40 @@ function routerOperation(req: FastifyRequest, maxTokens: number):
  * served, and, with introspection on, an introspection-only query is answered from that schema:
  * the gateway's own has no Subscription type, since @apollo/gateway does not run subscriptions.
  */
-export function mountGraphql(app: FastifyInstance, server: ApolloServer<GqlContext>, p: Platform, url = '/graphql', router?: { schema: () => GraphQLSchema; introspection: boolean }): void {
+export function mountGraphql(
+  app: FastifyInstance,
+  server: ApolloServer<GqlContext>,
+  p: Platform,
+  url = '/graphql',
+  router?: { schema: () => GraphQLSchema; introspection: boolean },
+): void {
   const rules = [...specifiedRules, ...limitRules(p.config.graphqlLimits)];
   const handler = async (req: FastifyRequest, reply: FastifyReply) => {
     const own = router && routerOperation(req, p.config.graphqlLimits.maxTokens);
     if (own?.kind === 'subscription') {
-      const error = { message: 'Subscriptions are served over WebSocket on this path (graphql-ws, subprotocol graphql-transport-ws), not over HTTP', extensions: { code: 'BAD_REQUEST', status: 400 } };
-      return reply.code(400).type('application/json; charset=utf-8').send(JSON.stringify({ errors: [error] }));
+      const error = {
+        message: 'Subscriptions are served over WebSocket on this path (graphql-ws, subprotocol graphql-transport-ws), not over HTTP',
+        extensions: { code: 'BAD_REQUEST', status: 400 },
+      };
+      return reply
+        .code(400)
+        .type('application/json; charset=utf-8')
+        .send(JSON.stringify({ errors: [error] }));
     }
     if (own?.kind === 'introspection' && router?.introspection) {
       const t0 = performance.now();
       const schema = router.schema();
       const errors = validate(schema, own.document, rules);
-      const result = errors.length ? { errors: errors.map((e) => formatLimitError(e.toJSON())) } : await execute({ schema, document: own.document, operationName: own.operationName, variableValues: own.variables });
+      const result = errors.length
+        ? { errors: errors.map((e) => formatLimitError(e.toJSON())) }
+        : await execute({ schema, document: own.document, operationName: own.operationName, variableValues: own.variables });
       const outcome = errors.length ? 'invalid' : 'errors' in result && result.errors?.length ? 'error' : 'ok';
       recordOperation('gateway', getOperationAST(own.document, own.operationName)?.name?.value, 'query', outcome, (performance.now() - t0) / 1000);
       const type = /application\/graphql-response\+json/.test(String(req.headers.accept ?? '')) ? 'application/graphql-response+json' : 'application/json';
-      return reply.code(errors.length ? 400 : 200).type(`${type}; charset=utf-8`).send(JSON.stringify(result));
+      return reply
+        .code(errors.length ? 400 : 200)
+        .type(`${type}; charset=utf-8`)
+        .send(JSON.stringify(result));
     }
     const headers = new HeaderMap();
     for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);

@@ -1,7 +1,16 @@
 // Operation limits for /graphql, as validation rules: they run before any subgraph is asked, and
 // each refusal is a GraphQL error with a code in extensions. Token count is enforced by the parser
 // (parseOptions.maxTokens). Every limit has an environment override (lib/config.ts).
-import { GraphQLError, Kind, type ASTVisitor, type FieldNode, type FragmentDefinitionNode, type SelectionSetNode, type ValidationContext, type ValidationRule } from 'graphql';
+import {
+  GraphQLError,
+  Kind,
+  type ASTVisitor,
+  type FieldNode,
+  type FragmentDefinitionNode,
+  type SelectionSetNode,
+  type ValidationContext,
+  type ValidationRule,
+} from 'graphql';
 
 export interface GraphqlLimits {
   maxDepth: number;
@@ -10,7 +19,6 @@ export interface GraphqlLimits {
   maxTokens: number;
   maxCost: number;
 }
-
 
 // Apollo Server re-codes validation errors as GRAPHQL_VALIDATION_FAILED; `limitCode` carries ours
 // through and the router's formatError restores it (formatLimitError). `limit` is the bound, `actual`
@@ -74,7 +82,8 @@ const INTROSPECTION_LISTS = new Set(['types', 'fields', 'inputFields', 'interfac
 export const INTROSPECTION_LIST_DEPTH = 3;
 
 export function limitRules(limits: GraphqlLimits): ValidationRule[] {
-  const perOperation = (check: (set: SelectionSetNode, walk: Walk) => GraphQLError | null): ValidationRule =>
+  const perOperation =
+    (check: (set: SelectionSetNode, walk: Walk) => GraphQLError | null): ValidationRule =>
     (ctx: ValidationContext): ASTVisitor => ({
       OperationDefinition(node) {
         const err = check(node.selectionSet, walker(ctx));
@@ -88,7 +97,9 @@ export function limitRules(limits: GraphqlLimits): ValidationRule[] {
         deepest = Math.max(deepest, d + 1);
         return isIntrospection(f) ? undefined : d + 1;
       });
-      return deepest > limits.maxDepth ? limitError('QUERY_TOO_DEEP', `Query depth ${deepest} exceeds the limit of ${limits.maxDepth}`, limits.maxDepth, deepest) : null;
+      return deepest > limits.maxDepth
+        ? limitError('QUERY_TOO_DEEP', `Query depth ${deepest} exceeds the limit of ${limits.maxDepth}`, limits.maxDepth, deepest)
+        : null;
     }),
     perOperation((set, walk) => {
       // List fields nested under __schema / __type.
@@ -99,7 +110,12 @@ export function limitRules(limits: GraphqlLimits): ValidationRule[] {
         return { inside: inside || f.name.value === '__schema' || f.name.value === '__type', lists: n };
       });
       return deepest > INTROSPECTION_LIST_DEPTH
-        ? limitError('INTROSPECTION_TOO_DEEP', `Introspection nests ${deepest} list fields (types, fields, ...), more than the ${INTROSPECTION_LIST_DEPTH} the standard query needs`, INTROSPECTION_LIST_DEPTH, deepest)
+        ? limitError(
+            'INTROSPECTION_TOO_DEEP',
+            `Introspection nests ${deepest} list fields (types, fields, ...), more than the ${INTROSPECTION_LIST_DEPTH} the standard query needs`,
+            INTROSPECTION_LIST_DEPTH,
+            deepest,
+          )
         : null;
     }),
     perOperation((set, walk) => {
@@ -108,11 +124,15 @@ export function limitRules(limits: GraphqlLimits): ValidationRule[] {
         if (f.alias) aliases++;
         return 0;
       });
-      return aliases > limits.maxAliases ? limitError('TOO_MANY_ALIASES', `${aliases} aliases exceed the limit of ${limits.maxAliases}`, limits.maxAliases, aliases) : null;
+      return aliases > limits.maxAliases
+        ? limitError('TOO_MANY_ALIASES', `${aliases} aliases exceed the limit of ${limits.maxAliases}`, limits.maxAliases, aliases)
+        : null;
     }),
     perOperation((set) => {
       const roots = set.selections.length;
-      return roots > limits.maxRootFields ? limitError('TOO_MANY_ROOT_FIELDS', `${roots} root fields exceed the limit of ${limits.maxRootFields}`, limits.maxRootFields, roots) : null;
+      return roots > limits.maxRootFields
+        ? limitError('TOO_MANY_ROOT_FIELDS', `${roots} root fields exceed the limit of ${limits.maxRootFields}`, limits.maxRootFields, roots)
+        : null;
     }),
     perOperation((set, walk) => {
       let cost = 0;

@@ -17,7 +17,10 @@ import { mountUi } from './ui.ts';
 import { installGuards } from './auth.ts';
 import { mountMcp } from '../mcp/http.ts';
 
-export interface GatewayRoute { method: string; url: string }
+export interface GatewayRoute {
+  method: string;
+  url: string;
+}
 const routeLists = new WeakMap<RunningService, GatewayRoute[]>();
 /** Every route a started gateway registered (the fuzz suite drives them all). */
 export const gatewayRoutes = (gateway: RunningService): GatewayRoute[] => [...(routeLists.get(gateway) ?? [])];

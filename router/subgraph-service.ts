@@ -15,7 +15,14 @@ export function subgraphService(name: string): ServiceStarter {
     const cfg = readSupergraphConfig().find((s) => s.name === name);
     if (!cfg) throw new Error(`unknown subgraph ${name}`);
     // No stack traces in errors: the router passes a subgraph error's extensions on to the client.
-    const server = new ApolloServer<GqlContext>({ schema: await buildSubgraph(cfg), introspection: true, csrfPrevention: false, includeStacktraceInErrorResponses: false, plugins: [ApolloServerPluginInlineTraceDisabled(), graphqlMetricsPlugin(`subgraph-${name}`)], stopOnTerminationSignals: false });
+    const server = new ApolloServer<GqlContext>({
+      schema: await buildSubgraph(cfg),
+      introspection: true,
+      csrfPrevention: false,
+      includeStacktraceInErrorResponses: false,
+      plugins: [ApolloServerPluginInlineTraceDisabled(), graphqlMetricsPlugin(`subgraph-${name}`)],
+      stopOnTerminationSignals: false,
+    });
     await server.start();
     const app = createHttp({ name: `subgraph-${name}`, log: p.log, internalToken: p.config.internalToken });
     app.get('/health', async () => ({ ok: true, name: `subgraph-${name}` }));

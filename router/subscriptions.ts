@@ -8,7 +8,21 @@
 // the next event, without gaps. Slow clients: each subscription buffers at most MAX_QUEUE events;
 // on overflow it ends with a SLOW_CONSUMER error and the client resumes with its last cursor.
 // Closing a subscription closes its bus consumer.
-import { buildASTSchema, extendSchema, printSchema, GraphQLError, GraphQLObjectType, parse, print, type DocumentNode, type FieldNode, type FragmentDefinitionNode, type GraphQLResolveInfo, type GraphQLSchema, type SelectionSetNode } from 'graphql';
+import {
+  buildASTSchema,
+  extendSchema,
+  printSchema,
+  GraphQLError,
+  GraphQLObjectType,
+  parse,
+  print,
+  type DocumentNode,
+  type FieldNode,
+  type FragmentDefinitionNode,
+  type GraphQLResolveInfo,
+  type GraphQLSchema,
+  type SelectionSetNode,
+} from 'graphql';
 import type { ApolloServer } from '@apollo/server';
 import type { Platform } from '../lib/platform.ts';
 import type { Bus, Delivery } from '../lib/bus/port.ts';
@@ -157,7 +171,11 @@ export function busIterator(bus: Bus, feed: Feed, args: Data): AsyncIterableIter
 
 /** The iterator, with the watch held while it runs and closed when it ends, however it ends. */
 function watchedIterator(it: AsyncIterableIterator<Data>, watch: Promise<EmissionWatchHandle>): AsyncIterableIterator<Data> {
-  const end = () => watch.then((w) => w.close(), () => {});
+  const end = () =>
+    watch.then(
+      (w) => w.close(),
+      () => {},
+    );
   return {
     [Symbol.asyncIterator]() {
       return this;
@@ -250,7 +268,10 @@ export function buildSubscriptionSchema(apiSdl: string, p: Platform, gateway: ()
   });
 }
 
-type ResolverMap = Record<string, Record<string, ((...a: never[]) => unknown) | { subscribe: (...a: never[]) => unknown; resolve: (...a: never[]) => unknown }>>;
+type ResolverMap = Record<
+  string,
+  Record<string, ((...a: never[]) => unknown) | { subscribe: (...a: never[]) => unknown; resolve: (...a: never[]) => unknown }>
+>;
 
 /** Attaches resolvers to an SDL-built schema's fields (in place). */
 function makeExecutableSchemaLike(schema: GraphQLSchema, resolvers: ResolverMap): GraphQLSchema {

@@ -11,20 +11,35 @@ import { Problem } from '../lib/errors.ts';
 export const UI_DIST = path.resolve(import.meta.dirname, '..', 'ui', 'dist');
 
 const TYPES: Record<string, string> = {
-  '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8', '.html': 'text/html; charset=utf-8',
-  '.svg': 'image/svg+xml', '.png': 'image/png', '.ico': 'image/x-icon', '.json': 'application/json', '.woff2': 'font/woff2',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.html': 'text/html; charset=utf-8',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.json': 'application/json',
+  '.woff2': 'font/woff2',
 };
 
 // Everything the page loads is its own: scripts and styles from /ui, data from /graphql (HTTP and ws).
-const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'";
+const CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'";
 
 export function mountUi(app: FastifyInstance, dist = UI_DIST): void {
   const index = async (reply: FastifyReply) => {
     const file = path.join(dist, 'index.html');
     if (!fs.existsSync(file)) {
-      return sendProblem(reply, new Problem(503, 'UI_NOT_BUILT', 'Inspector not built', 'ui/dist is missing: run `npm run build:ui` (npm start builds it when vite is installed)'));
+      return sendProblem(
+        reply,
+        new Problem(503, 'UI_NOT_BUILT', 'Inspector not built', 'ui/dist is missing: run `npm run build:ui` (npm start builds it when vite is installed)'),
+      );
     }
-    return reply.type(TYPES['.html']).header('cache-control', 'no-cache').header('content-security-policy', CSP).header('x-content-type-options', 'nosniff').send(fs.createReadStream(file));
+    return reply
+      .type(TYPES['.html'])
+      .header('cache-control', 'no-cache')
+      .header('content-security-policy', CSP)
+      .header('x-content-type-options', 'nosniff')
+      .send(fs.createReadStream(file));
   };
   app.get('/ui', async (_req, reply) => index(reply));
   app.get<{ Params: { '*': string } }>('/ui/assets/*', async (req, reply) => {
@@ -35,6 +50,10 @@ export function mountUi(app: FastifyInstance, dist = UI_DIST): void {
     const file = path.join(dist, 'assets', name);
     const type = TYPES[path.extname(name)];
     if (!type || !fs.existsSync(file)) return missing();
-    return reply.type(type).header('cache-control', 'public, max-age=31536000, immutable').header('x-content-type-options', 'nosniff').send(fs.createReadStream(file));
+    return reply
+      .type(type)
+      .header('cache-control', 'public, max-age=31536000, immutable')
+      .header('x-content-type-options', 'nosniff')
+      .send(fs.createReadStream(file));
   });
 }

@@ -25,9 +25,14 @@ export function createGraphqlWs(p: Platform, server: ApolloServer<GqlContext>, s
         const op = getOperationAST(args.document, args.operationName);
         // A socket carries no per-message signature: with COG_AUTH=required, mutations go signed over
         // HTTP POST /graphql (router/auth.ts); createStack alone needs no key.
-        if (p.config.auth === 'required' && op?.operation === 'mutation' &&
-            op.selectionSet.selections.some((s) => s.kind !== 'Field' || (s.name.value !== 'createStack' && s.name.value !== '__typename'))) {
-          return { errors: [new GraphQLError('Mutations need a signed HTTP request (POST /graphql) when COG_AUTH=required', { extensions: { code: 'UNAUTHORIZED' } })] };
+        if (
+          p.config.auth === 'required' &&
+          op?.operation === 'mutation' &&
+          op.selectionSet.selections.some((s) => s.kind !== 'Field' || (s.name.value !== 'createStack' && s.name.value !== '__typename'))
+        ) {
+          return {
+            errors: [new GraphQLError('Mutations need a signed HTTP request (POST /graphql) when COG_AUTH=required', { extensions: { code: 'UNAUTHORIZED' } })],
+          };
         }
         const res = await server.executeOperation(
           { query: print(args.document), variables: args.variableValues ?? undefined, operationName: args.operationName ?? undefined },

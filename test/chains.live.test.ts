@@ -28,7 +28,7 @@ beforeAll(async () => {
   const probe = new Miner({ duty: 1, sliceMs: 20 });
   const r = await probe.measure(genesisBlock(1), 400);
   await probe.close();
-  GENESIS = Math.max(1, Math.round(((r.hashes / r.elapsedMs) * DUTY * T * 4)));
+  GENESIS = Math.max(1, Math.round((r.hashes / r.elapsedMs) * DUTY * T * 4));
   fixture = await thalamusPlatform(T);
   p = fixture.p;
   relay = startEventRelay(p, { pollMs: 50 });
@@ -38,7 +38,8 @@ beforeAll(async () => {
   });
   m = await createMedulla(p, { port: 0, autoMine: true, duty: DUTY, intervalMs: T, genesisDifficulty: GENESIS, node: 'live' });
   th = await createThalamus(p, {
-    port: 0, medullaUrl: m.url,
+    port: 0,
+    medullaUrl: m.url,
     sources: { ...platformSources(p), evm: { txHashesForEpoch: () => new Promise<string[]>(() => {}) } }, // Cortex stopped
   });
 });

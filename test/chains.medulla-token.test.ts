@@ -24,7 +24,11 @@ afterAll(async () => {
 });
 
 it('refuses RPC without the internal token, and peers converge with it', async () => {
-  const bare = await fetch(`${a.url}/rpc`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getinfo', params: [] }) });
+  const bare = await fetch(`${a.url}/rpc`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getinfo', params: [] }),
+  });
   expect(bare.status).toBe(401);
   for (let i = 0; i < 3; i++) await medullaRpc(a.url, 'mineblock', [], { token, timeoutMs: 30_000 });
   const tipA = (await medullaRpc<{ tip: string; height: number }>(a.url, 'getinfo', [], { token })).tip;

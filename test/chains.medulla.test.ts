@@ -55,7 +55,13 @@ describe('medulla rpc', () => {
     expect(missing.body.error.code).toBe(-32004);
     const plainMissing = await post(m.url, JSON.stringify({ method: 'getblock', params: [999] }));
     expect(plainMissing.status).toBe(404);
-    const batch = await post(m.url, JSON.stringify([{ jsonrpc: '2.0', id: 1, method: 'getinfo' }, { jsonrpc: '2.0', id: 2, method: 'nope' }]));
+    const batch = await post(
+      m.url,
+      JSON.stringify([
+        { jsonrpc: '2.0', id: 1, method: 'getinfo' },
+        { jsonrpc: '2.0', id: 2, method: 'nope' },
+      ]),
+    );
     expect(batch.body.map((r: { id: number }) => r.id)).toEqual([1, 2]);
     expect((await post(m.url, JSON.stringify({ method: 'submitblock', params: [{ height: 'x' }] }))).status).toBe(400);
     const health = await (await fetch(`${m.url}/health`)).json();
@@ -106,7 +112,9 @@ describe('medulla rpc', () => {
     const a = { epoch, ...computeRoots({ evmTxHashes: [], cids: ['cog://a@1'], sleeves: [] }) };
     const b = { epoch, ...computeRoots({ evmTxHashes: [], cids: ['cog://b@1'], sleeves: [] }) };
     const args = (t: typeof a, sig = sign(tupleMessage(t), op.identityPriv)) => [t.epoch, t.crossRoot, t.evmRoot, t.ipfsRoot, t.sleevesRoot, op.pubKey, sig];
-    await expect(medullaRpc(m.url, 'submitcoherenceroot', [epoch, '11'.repeat(32), a.evmRoot, a.ipfsRoot, a.sleevesRoot])).rejects.toMatchObject({ code: -32602 });
+    await expect(medullaRpc(m.url, 'submitcoherenceroot', [epoch, '11'.repeat(32), a.evmRoot, a.ipfsRoot, a.sleevesRoot])).rejects.toMatchObject({
+      code: -32602,
+    });
     await expect(medullaRpc(m.url, 'submitcoherenceroot', args(a, sign(tupleMessage(b), op.identityPriv)))).rejects.toMatchObject({ code: -32602 });
     expect(await p.db.prisma.coherenceSubmission.count()).toBe(0);
 
@@ -127,7 +135,9 @@ describe('medulla rpc', () => {
     const next = await m.node.mineNow();
     expect(next).toMatchObject({ coherenceEpoch: epoch, crossRoot: a.crossRoot, evmRoot: a.evmRoot, ipfsRoot: a.ipfsRoot, sleevesRoot: a.sleevesRoot });
     const c = { epoch: epoch + 5, ...computeRoots({ evmTxHashes: [], cids: [], sleeves: [{ type: 'ai', id: 'sleeve:ai:1:00000000' }] }) };
-    expect(await medullaRpc(m.url, 'submitcoherenceroot', [c.epoch, c.crossRoot, c.evmRoot, c.ipfsRoot, c.sleevesRoot])).toMatchObject({ operator: 'anonymous' });
+    expect(await medullaRpc(m.url, 'submitcoherenceroot', [c.epoch, c.crossRoot, c.evmRoot, c.ipfsRoot, c.sleevesRoot])).toMatchObject({
+      operator: 'anonymous',
+    });
     // A tuple for a future epoch waits for that epoch's block.
     for (let h = next.height + 1; h < c.epoch; h++) expect((await m.node.mineNow()).coherenceEpoch).toBeNull();
     expect((await m.node.mineNow()).coherenceEpoch).toBe(c.epoch);
@@ -150,7 +160,9 @@ describe('medulla rpc', () => {
     expect(await medullaRpc(m.url, 'submitcoherenceroot', plain(u2))).toMatchObject({ operator: 'anonymous', equivocation: true });
     const anon = await p.db.prisma.residue.findUniqueOrThrow({ where: { dedupeKey: `routing-equivocation:anonymous:${e2}` } });
     // ...but no slash request: the Treasury would drop it (an anonymous operator holds no stake).
-    expect((await p.db.prisma.eventOutbox.findMany({ where: { subject: 'cog.treasury.slash' } })).map((r) => (r.data as { operator: string }).operator)).not.toContain('anonymous');
+    expect(
+      (await p.db.prisma.eventOutbox.findMany({ where: { subject: 'cog.treasury.slash' } })).map((r) => (r.data as { operator: string }).operator),
+    ).not.toContain('anonymous');
     const finder = await createStack(p, { name: 'equivocation-finder' });
     const u3 = { epoch: e2, ...computeRoots({ evmTxHashes: [], cids: ['cog://u3@1'], sleeves: [] }) };
     for (const tuples of [[u1, u3], [u1, u1], [u1, { ...u2, crossRoot: u1.crossRoot }], [u1]]) {
@@ -179,4 +191,3 @@ describe('medulla rpc', () => {
     }
   });
 });
-

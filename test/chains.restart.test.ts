@@ -50,7 +50,13 @@ it('a restart during a reorg does not lose the detached tuple', async () => {
   await y.close();
   y = await createMedulla(p, { ...base, node: 'node-y' });
   expect(y.node.chain.tip().blockHash).toBe(fork[3].blockHash);
-  expect(y.node.chain.pendingTuple()).toMatchObject({ epoch: 2, crossRoot: tuple.crossRoot, evmRoot: tuple.evmRoot, ipfsRoot: tuple.ipfsRoot, sleevesRoot: tuple.sleevesRoot });
+  expect(y.node.chain.pendingTuple()).toMatchObject({
+    epoch: 2,
+    crossRoot: tuple.crossRoot,
+    evmRoot: tuple.evmRoot,
+    ipfsRoot: tuple.ipfsRoot,
+    sleevesRoot: tuple.sleevesRoot,
+  });
   const again = await y.node.mineNow();
   expect(again).toMatchObject({ prevHash: fork[3].blockHash, coherenceEpoch: 2, crossRoot: tuple.crossRoot });
   expect(y.node.chain.pendingTuple()).toBeUndefined();

@@ -10,7 +10,6 @@ import { platformSources } from '../flows/thalamus-sources.ts';
 import type { FoldSources } from '../subgraphs/chains/thalamus/sources.ts';
 import { checkProof } from '../subgraphs/residues/proofs.ts';
 
-
 let p: TestPlatform;
 let fixture: Awaited<ReturnType<typeof thalamusPlatform>> | undefined;
 let m: MedullaService;
@@ -59,7 +58,8 @@ it('re-folds the epochs Cortex missed once it answers; a differing re-fold is a 
   expect(await db.residue.count()).toBe(0); // a Cortex gap alone opens nothing yet
 
   // Cortex is back. In truth epoch 1 had two suite transactions, epoch 2 none.
-  const tx1 = '0x' + 'ab'.repeat(32), tx2 = '0x' + '0C'.repeat(32);
+  const tx1 = '0x' + 'ab'.repeat(32),
+    tx2 = '0x' + '0C'.repeat(32);
   cortex.txs.set(1, [tx1, tx2, tx1]);
   cortex.up = true;
   p.setEpoch(4); // epoch 3 folds complete, then 1 and 2 are re-folded
@@ -77,7 +77,8 @@ it('re-folds the epochs Cortex missed once it answers; a differing re-fold is a 
   expect(residues).toHaveLength(1);
   expect(residues[0]).toMatchObject({ id: re1.residueId, epoch: 1, bountyMilli: 8_000, status: 'open', dedupeKey: 'historical-non-canonical:thalamus-evm:1' });
   expect(residues[0].evidence).toMatchObject({
-    source: 'cortex', epoch: 1,
+    source: 'cortex',
+    epoch: 1,
     committed: { crossRoot: gapped1.crossRoot, evmRoot: gapped1.evmRoot },
     canonical: { crossRoot: cross.toString('hex'), evmRoot: evm.toString('hex'), txHashes: [tx2.slice(2).toLowerCase(), tx1.slice(2)] },
   });
@@ -88,11 +89,19 @@ it('re-folds the epochs Cortex missed once it answers; a differing re-fold is a 
   expect(await db.eventOutbox.count({ where: { subject: 'cog.thalamus.refolded' } })).toBe(2);
 
   // The proof that claims it: exactly Cortex's confirmed suite transactions of the epoch.
-  await db.chainOutbox.createMany({ data: [
-    { kind: 'mint', ref: 'g1', payload: {}, status: 'confirmed', txHash: tx1.slice(2), epoch: 1, nonce: 1 },
-    { kind: 'mint', ref: 'g2', payload: {}, status: 'confirmed', txHash: tx2.slice(2).toLowerCase(), epoch: 1, nonce: 2 },
-  ] });
-  const facts = { kind: 'historical-non-canonical' as const, evidence: residues[0].evidence as Record<string, unknown>, stackId: null, sleeveId: null, epoch: 1 };
+  await db.chainOutbox.createMany({
+    data: [
+      { kind: 'mint', ref: 'g1', payload: {}, status: 'confirmed', txHash: tx1.slice(2), epoch: 1, nonce: 1 },
+      { kind: 'mint', ref: 'g2', payload: {}, status: 'confirmed', txHash: tx2.slice(2).toLowerCase(), epoch: 1, nonce: 2 },
+    ],
+  });
+  const facts = {
+    kind: 'historical-non-canonical' as const,
+    evidence: residues[0].evidence as Record<string, unknown>,
+    stackId: null,
+    sleeveId: null,
+    epoch: 1,
+  };
   expect(await checkProof(p, facts, { txHashes: [tx1, tx2] })).toMatchObject({ ok: true, facts: { epoch: 1, txs: 2 } });
   expect(await checkProof(p, facts, { txHashes: [tx1] })).toMatchObject({ ok: false });
   expect(await checkProof(p, facts, { txHashes: [tx1, tx2, '0x' + '11'.repeat(32)] })).toMatchObject({ ok: false });

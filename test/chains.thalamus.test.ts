@@ -13,7 +13,6 @@ import { crossRootOf, tupleMessage } from '../subgraphs/chains/thalamus/coherenc
 import { createStack } from '../subgraphs/stacks/stacks.ts';
 import { submitProof } from '../subgraphs/residues/residues.ts';
 
-
 let p: TestPlatform;
 let fixture: Awaited<ReturnType<typeof thalamusPlatform>> | undefined;
 let m: MedullaService;
@@ -34,21 +33,26 @@ afterAll(async () => {
 
 it('folds the ended epoch from Cortex, Hippocampus and sleeve rows, signs it, and Medulla commits it', async () => {
   const db = p.db.prisma;
-  const tx1 = 'ab'.repeat(32), tx2 = '0c'.repeat(32);
-  await db.chainOutbox.createMany({ data: [
-    { kind: 'mint', ref: 'r1', payload: {}, status: 'confirmed', txHash: tx1, epoch: 3, nonce: 1 },
-    { kind: 'mint', ref: 'r2', payload: {}, status: 'confirmed', txHash: tx2, epoch: 3, nonce: 2 },
-    { kind: 'mint', ref: 'r3', payload: {}, status: 'pending', epoch: 3 },
-    { kind: 'mint', ref: 'r4', payload: {}, status: 'confirmed', txHash: 'ee'.repeat(32), epoch: 2, nonce: 0 },
-  ] });
+  const tx1 = 'ab'.repeat(32),
+    tx2 = '0c'.repeat(32);
+  await db.chainOutbox.createMany({
+    data: [
+      { kind: 'mint', ref: 'r1', payload: {}, status: 'confirmed', txHash: tx1, epoch: 3, nonce: 1 },
+      { kind: 'mint', ref: 'r2', payload: {}, status: 'confirmed', txHash: tx2, epoch: 3, nonce: 2 },
+      { kind: 'mint', ref: 'r3', payload: {}, status: 'pending', epoch: 3 },
+      { kind: 'mint', ref: 'r4', payload: {}, status: 'confirmed', txHash: 'ee'.repeat(32), epoch: 2, nonce: 0 },
+    ],
+  });
   const cids = ['cog://' + '2'.repeat(64) + '@3', 'cog://' + '1'.repeat(64) + '@3'];
   for (const cid of cids) await db.memoryNode.create({ data: { cid, stackId: 's', epoch: 3, links: [], size: 1 } });
   await db.memoryNode.create({ data: { cid: 'cog://' + '9'.repeat(64) + '@4', stackId: 's', epoch: 4, links: [], size: 1 } });
-  await db.sleeve.createMany({ data: [
-    { id: 'sleeve:memory:2:bbbbbbbb', stackId: 's', embodimentType: 'memory', shape: 'A', tickRate: 4000 },
-    { id: 'sleeve:ai:1:aaaaaaaa', stackId: 's', embodimentType: 'ai', shape: 'A', tickRate: 2000 },
-    { id: 'sleeve:human:3:cccccccc', stackId: 's', embodimentType: 'human', shape: 'A', tickRate: 8000, alive: false },
-  ] });
+  await db.sleeve.createMany({
+    data: [
+      { id: 'sleeve:memory:2:bbbbbbbb', stackId: 's', embodimentType: 'memory', shape: 'A', tickRate: 4000 },
+      { id: 'sleeve:ai:1:aaaaaaaa', stackId: 's', embodimentType: 'ai', shape: 'A', tickRate: 2000 },
+      { id: 'sleeve:human:3:cccccccc', stackId: 's', embodimentType: 'human', shape: 'A', tickRate: 8000, alive: false },
+    ],
+  });
 
   p.setEpoch(4); // epoch 3 ended
   const row = await waitFor(() => db.epochAnchor.findFirst({ where: { epoch: 3, submitted: true } }));
@@ -56,7 +60,14 @@ it('folds the ended epoch from Cortex, Hippocampus and sleeve rows, signs it, an
   const ipfs = mth(cids.map((c) => sha(Buffer.from(c))));
   const sl = mth([sha(Buffer.from('aisleeve:ai:1:aaaaaaaa')), sha(Buffer.from('memorysleeve:memory:2:bbbbbbbb'))]);
   const cross = sha(Buffer.from('cog-coh-v1'), evm, Buffer.alloc(32), ipfs, sl);
-  expect(row).toMatchObject({ evmRoot: evm.toString('hex'), ipfsRoot: ipfs.toString('hex'), sleevesRoot: sl.toString('hex'), crossRoot: cross.toString('hex'), btcRoot: '0'.repeat(64), gaps: [] });
+  expect(row).toMatchObject({
+    evmRoot: evm.toString('hex'),
+    ipfsRoot: ipfs.toString('hex'),
+    sleevesRoot: sl.toString('hex'),
+    crossRoot: cross.toString('hex'),
+    btcRoot: '0'.repeat(64),
+    gaps: [],
+  });
   expect(verify(row.signature!, tupleMessage({ ...row, epoch: 3 }), row.operator!)).toBe(true);
   expect(fs.statSync(path.join(p.config.dataDir, 'thalamus.key')).mode & 0o777).toBe(0o600);
   expect(await db.chainOutbox.findFirst({ where: { kind: 'anchor', ref: 'anchor:3' } })).toMatchObject({ epoch: 3 });
@@ -77,11 +88,16 @@ it('folds the ended epoch from Cortex, Hippocampus and sleeve rows, signs it, an
 it('folds with what it has when Hippocampus fails and Cortex stalls: gaps, a shard-loss residue, no waiting', async () => {
   await th.close(); // the stalled instance folds alone from here
   th = await createThalamus(p, {
-    port: 0, medullaUrl: m.url,
+    port: 0,
+    medullaUrl: m.url,
     sources: {
       ...platformSources(p),
       evm: { txHashesForEpoch: () => new Promise<string[]>(() => {}) },
-      dag: { cidsForEpoch: async () => { throw new Error('hippocampus unreachable'); } },
+      dag: {
+        cidsForEpoch: async () => {
+          throw new Error('hippocampus unreachable');
+        },
+      },
     },
   });
   const t0 = Date.now();
@@ -92,7 +108,11 @@ it('folds with what it has when Hippocampus fails and Cortex stalls: gaps, a sha
   expect((await p.db.prisma.epochAnchor.findUnique({ where: { epoch: 4 } }))?.gaps.sort()).toEqual(['evm', 'ipfs']);
   expect(row.gaps.sort()).toEqual(['evm', 'ipfs']);
   expect(row.sleevesRoot).not.toBe(row.ipfsRoot); // the sleeves source still answered
-  expect(await p.db.prisma.residue.findUnique({ where: { dedupeKey: 'shard-loss:thalamus:5' } })).toMatchObject({ kind: 'shard-loss', bountyMilli: 15_000, status: 'open' });
+  expect(await p.db.prisma.residue.findUnique({ where: { dedupeKey: 'shard-loss:thalamus:5' } })).toMatchObject({
+    kind: 'shard-loss',
+    bountyMilli: 15_000,
+    status: 'open',
+  });
   const tick = (await (await fetch(`${th.url}/v1/epoch/tick`, { method: 'POST' })).json()) as { gaps: string[] };
   expect(tick).toMatchObject({ epoch: 5, crossRoot: row.crossRoot });
   expect(tick.gaps.sort()).toEqual(['evm', 'ipfs']);
@@ -143,20 +163,35 @@ it('a tuple other than the fold committed for an epoch opens one historical-non-
   expect(fold.crossRoot).not.toBe(b1.crossRoot);
   const r1 = await waitFor(() => db.residue.findUnique({ where: { dedupeKey: `historical-non-canonical:medulla:${e1}` } }));
   expect(r1).toMatchObject({ kind: 'historical-non-canonical', status: 'open', bountyMilli: 8000 });
-  expect(r1.evidence).toMatchObject({ source: 'medulla', epoch: e1, committed: { crossRoot: b1.crossRoot, blockHash: b1.blockHash, height: b1.height }, folded: { crossRoot: fold.crossRoot } });
+  expect(r1.evidence).toMatchObject({
+    source: 'medulla',
+    epoch: e1,
+    committed: { crossRoot: b1.crossRoot, blockHash: b1.blockHash, height: b1.height },
+    folded: { crossRoot: fold.crossRoot },
+  });
   // The block that committed the foreign tuple is no proof; a block committing the fold would be.
   const finder = await createStack(p, { name: 'watcher' });
   (p.config.urls as { medulla: string }).medulla = m.url; // the proof check reads blocks over Medulla's RPC
-  await expect(submitProof(p, r1.id, { claimant: finder.id, proof: { height: b1.height } })).rejects.toMatchObject({ code: 'INVALID_PROOF', detail: expect.stringContaining('does not commit the Thalamus fold') });
+  await expect(submitProof(p, r1.id, { claimant: finder.id, proof: { height: b1.height } })).rejects.toMatchObject({
+    code: 'INVALID_PROOF',
+    detail: expect.stringContaining('does not commit the Thalamus fold'),
+  });
   await expect(submitProof(p, r1.id, { claimant: finder.id, proof: {} })).rejects.toMatchObject({ code: 'INVALID_PROOF' });
 
   // Fold first: the epoch's fold is stored, then a different tuple still gets committed for it.
   const e2 = (await m.node.mineNow()).height;
-  await db.epochAnchor.create({ data: { epoch: e2, crossRoot: h('e'), evmRoot: h('e'), ipfsRoot: h('e'), sleevesRoot: h('e'), btcRoot: h('0'), gaps: [], operator: 'op' } });
+  await db.epochAnchor.create({
+    data: { epoch: e2, crossRoot: h('e'), evmRoot: h('e'), ipfsRoot: h('e'), sleevesRoot: h('e'), btcRoot: h('0'), gaps: [], operator: 'op' },
+  });
   await m.node.submitCoherence(foreign(e2));
   const b2 = await mineUntilCommitted(e2);
   const r2 = await waitFor(() => db.residue.findUnique({ where: { dedupeKey: `historical-non-canonical:medulla:${e2}` } }));
-  expect(r2.evidence).toMatchObject({ source: 'medulla', epoch: e2, committed: { crossRoot: b2.crossRoot, height: b2.height }, folded: { crossRoot: h('e'), operator: 'op' } });
+  expect(r2.evidence).toMatchObject({
+    source: 'medulla',
+    epoch: e2,
+    committed: { crossRoot: b2.crossRoot, height: b2.height },
+    folded: { crossRoot: h('e'), operator: 'op' },
+  });
   // One residue per epoch, and none where the committed tuple is the fold.
   expect(await db.residue.count({ where: { dedupeKey: { startsWith: 'historical-non-canonical:medulla:' } } })).toBe(2);
 });
@@ -185,7 +220,7 @@ it('folds an ended epoch after a grace period, so a write that lands just after 
   th = await createThalamus(p, { port: 0, medullaUrl: m.url, foldGraceMs: 400 });
 }, 30_000);
 
-it('writes that commit after their epoch was folded open one historical-non-canonical residue at the next fold; the epoch\'s writes are its proof', async () => {
+it("writes that commit after their epoch was folded open one historical-non-canonical residue at the next fold; the epoch's writes are its proof", async () => {
   const db = p.db.prisma;
   const root = (cids: string[]) => mth(cids.map((c) => sha(Buffer.from(c)))).toString('hex');
   const e = (await m.node.mineNow()).height + 20;
@@ -203,7 +238,8 @@ it('writes that commit after their epoch was folded open one historical-non-cano
   const r = await waitFor(() => db.residue.findUnique({ where: { dedupeKey: key } }));
   expect(r).toMatchObject({ kind: 'historical-non-canonical', status: 'open', bountyMilli: 8000, epoch: e });
   expect(r.evidence).toMatchObject({
-    source: 'hippocampus', epoch: e,
+    source: 'hippocampus',
+    epoch: e,
     committed: { ipfsRoot: fold.ipfsRoot, crossRoot: fold.crossRoot },
     canonical: { ipfsRoot: root([first, late]), writes: 2, crossRoot: crossRootOf(fold.evmRoot, root([first, late]), fold.sleevesRoot) },
   });

@@ -10,12 +10,14 @@ import { HeaderError, parseBlock, validateBlock, type ChainView } from '../subgr
 import { computeRoots, crossRootOf, tupleMessage, ZERO_ROOT } from '../subgraphs/chains/thalamus/coherence.ts';
 import { mth, sha } from './helpers/thalamus.ts';
 
-
 /** Simulated miner: exponential solve times for a fixed hash rate (deterministic PRNG). */
 function simulate(hashrate: number, intervalMs: number, d0: number, blocks: number, seed: number) {
   let s = seed;
   const rnd = () => ((s = (s * 1103515245 + 12345) % 2147483648) + 0.5) / 2147483648;
-  const chain: RetargetPoint[] = [{ height: 0, tsMs: 0, difficulty: d0 }, { height: 1, tsMs: 1e9, difficulty: d0 }];
+  const chain: RetargetPoint[] = [
+    { height: 0, tsMs: 0, difficulty: d0 },
+    { height: 1, tsMs: 1e9, difficulty: d0 },
+  ];
   let t = 1e9;
   for (let h = 2; h < blocks; h++) {
     const d = nextDifficulty(chain.slice(-(RETARGET_WINDOW + 1)), intervalMs);
@@ -29,7 +31,10 @@ describe('retarget', () => {
   const H = 100_000;
   const T = 150;
   const ideal = (H * T) / 1000;
-  for (const [label, d0] of [['30x too easy', ideal / 30], ['8x too hard', ideal * 8]] as const) {
+  for (const [label, d0] of [
+    ['30x too easy', ideal / 30],
+    ['8x too hard', ideal * 8],
+  ] as const) {
     it(`converges from a ${label} start`, () => {
       for (const seed of [1, 2, 3]) {
         const chain = simulate(H, T, Math.round(d0), 300, seed);
@@ -48,10 +53,24 @@ describe('retarget', () => {
 
   it('keeps the parent difficulty until solve times exist, and clamps each step', () => {
     expect(nextDifficulty([{ height: 0, tsMs: 0, difficulty: 500 }], 1000)).toBe(500);
-    expect(nextDifficulty([{ height: 0, tsMs: 0, difficulty: 500 }, { height: 1, tsMs: 9e9, difficulty: 500 }], 1000)).toBe(500);
-    const fast = [{ height: 1, tsMs: 1000, difficulty: 1000 }, { height: 2, tsMs: 1000, difficulty: 1000 }];
+    expect(
+      nextDifficulty(
+        [
+          { height: 0, tsMs: 0, difficulty: 500 },
+          { height: 1, tsMs: 9e9, difficulty: 500 },
+        ],
+        1000,
+      ),
+    ).toBe(500);
+    const fast = [
+      { height: 1, tsMs: 1000, difficulty: 1000 },
+      { height: 2, tsMs: 1000, difficulty: 1000 },
+    ];
     expect(nextDifficulty(fast, 1000)).toBe(1000 * MAX_STEP);
-    const slow = [{ height: 1, tsMs: 0, difficulty: 1000 }, { height: 2, tsMs: 1e9, difficulty: 1000 }];
+    const slow = [
+      { height: 1, tsMs: 0, difficulty: 1000 },
+      { height: 2, tsMs: 1e9, difficulty: 1000 },
+    ];
     expect(nextDifficulty(slow, 1000)).toBe(1000 / MAX_STEP);
   });
 });
@@ -91,10 +110,19 @@ function mine(h: BlockHeader): Block {
 
 function child(view: MemoryView, parent: Block, over: Partial<BlockHeader> = {}): BlockHeader {
   return {
-    prevHash: parent.blockHash, height: parent.height + 1, epoch: parent.height + 1,
+    prevHash: parent.blockHash,
+    height: parent.height + 1,
+    epoch: parent.height + 1,
     difficulty: nextDifficulty(view.ancestors(parent.blockHash, RETARGET_WINDOW + 1), T),
-    tsMs: parent.tsMs + T, crossRoot: ZERO_ROOT, evmRoot: ZERO_ROOT, ipfsRoot: ZERO_ROOT, sleevesRoot: ZERO_ROOT,
-    coherenceEpoch: null, synapticFieldRoot: view.fieldRootAfter(parent.blockHash), nonce: 0, ...over,
+    tsMs: parent.tsMs + T,
+    crossRoot: ZERO_ROOT,
+    evmRoot: ZERO_ROOT,
+    ipfsRoot: ZERO_ROOT,
+    sleevesRoot: ZERO_ROOT,
+    coherenceEpoch: null,
+    synapticFieldRoot: view.fieldRootAfter(parent.blockHash),
+    nonce: 0,
+    ...over,
   };
 }
 
@@ -156,9 +184,17 @@ describe('coherence root', () => {
   it('recomputes every root from the documented leaf encodings', () => {
     const txs = ['0x' + 'ff'.repeat(32), '0x' + '01'.repeat(32), '0x' + '7a'.repeat(32)];
     const cids = ['cog://' + 'a'.repeat(64) + '@3', 'cog://' + 'b'.repeat(64) + '@3', 'cog://' + 'c'.repeat(64) + '@3', 'opaque-\u00e9\u{1f600}'];
-    const sleeves = [{ type: 'human', id: 'sleeve:human:2:bbbbbbbb' }, { type: 'ai', id: 'sleeve:ai:1:aaaaaaaa' }];
+    const sleeves = [
+      { type: 'human', id: 'sleeve:human:2:bbbbbbbb' },
+      { type: 'ai', id: 'sleeve:ai:1:aaaaaaaa' },
+    ];
     const r = computeRoots({ evmTxHashes: txs, cids, sleeves });
-    const evm = mth(txs.map((t) => t.slice(2)).sort().map((h) => Buffer.from(h, 'hex')));
+    const evm = mth(
+      txs
+        .map((t) => t.slice(2))
+        .sort()
+        .map((h) => Buffer.from(h, 'hex')),
+    );
     const ipfs = mth(cids.map((c) => sha(Buffer.from(c))));
     const sl = mth(['sleeve:ai:1:aaaaaaaa', 'sleeve:human:2:bbbbbbbb'].map((id) => sha(Buffer.from((id.includes(':ai:') ? 'ai' : 'human') + id))));
     expect(r.evmRoot).toBe(evm.toString('hex'));

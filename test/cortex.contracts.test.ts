@@ -45,7 +45,9 @@ describe('StackIdentity', () => {
     expect(cpv.map(Number)).toEqual(CPV1);
     expect([Number(epoch), head, stackId]).toEqual([0, '', 'stack:human:1:aaaaaaaaaaaa']);
     expect(Number(await si.tokenOfStack(id('stack:human:1:aaaaaaaaaaaa')))).toBe(1);
-    expect(await reverts(c.contract('StackIdentity', c.stranger).mint(c.stranger.address, 2, CPV1, 'stack:x', ''))).toMatch(/^AccessControlUnauthorizedAccount/);
+    expect(await reverts(c.contract('StackIdentity', c.stranger).mint(c.stranger.address, 2, CPV1, 'stack:x', ''))).toMatch(
+      /^AccessControlUnauthorizedAccount/,
+    );
     expect(await reverts(si.mint(c.operator.address, 1, CPV1, 'stack:other', ''))).toMatch(/^ERC721InvalidSender/);
     expect(await reverts(si.mint(c.operator.address, 2, CPV1, 'stack:human:1:aaaaaaaaaaaa', ''))).toMatch(/^StackIdTaken/);
     expect(await reverts(si.mint(c.operator.address, 2, [1000, 2001, 0, 0, 0], 'stack:b', ''))).toBe('CpvOutOfRange(1, 2001)');
@@ -149,10 +151,19 @@ describe('NeedlecastRouter', () => {
     const nr = c.contract('NeedlecastRouter');
     expect(await send(nr.recordRoute('needle:01', 1, 'sleeve:human:1:aa', 'sleeve:ai:2:bb', 8, id('route')))).toBe(1);
     const r = await nr.routeOf('needle:01');
-    expect([Number(r.stackTokenId), r.fromSleeve, r.toSleeve, r.routeHash, Number(r.shardCount), Number(r.status)]).toEqual([1, id('sleeve:human:1:aa'), id('sleeve:ai:2:bb'), id('route'), 8, 1]);
+    expect([Number(r.stackTokenId), r.fromSleeve, r.toSleeve, r.routeHash, Number(r.shardCount), Number(r.status)]).toEqual([
+      1,
+      id('sleeve:human:1:aa'),
+      id('sleeve:ai:2:bb'),
+      id('route'),
+      8,
+      1,
+    ]);
     expect(await reverts(nr.recordRoute('needle:01', 1, 'a', 'b', 8, ZeroHash))).toMatch(/^RouteExists/);
     expect(await reverts(nr.recordRoute('needle:02', 1, 'a', 'a', 8, ZeroHash))).toBe('SameSleeve()');
-    expect(await reverts(c.contract('NeedlecastRouter', c.stranger).recordRoute('needle:03', 1, 'a', 'b', 8, ZeroHash))).toMatch(/^AccessControlUnauthorizedAccount/);
+    expect(await reverts(c.contract('NeedlecastRouter', c.stranger).recordRoute('needle:03', 1, 'a', 'b', 8, ZeroHash))).toMatch(
+      /^AccessControlUnauthorizedAccount/,
+    );
     expect(await reverts(c.contract('NeedlecastRouter', c.stranger).compensate('needle:01'))).toMatch(/^AccessControlUnauthorizedAccount/);
     expect(await send(nr.compensate('needle:01'))).toBe(1);
     expect(Number((await nr.routeOf('needle:01')).status)).toBe(2);
@@ -204,7 +215,10 @@ describe('ResidueRegistry', () => {
 
 describe('EpochAnchor', () => {
   const fold = (evm: string, ipfs: string, sleeves: string) =>
-    '0x' + toHex(sha256(new Uint8Array([...utf8('cog-coh-v1'), ...fromHex(evm.slice(2)), ...new Uint8Array(32), ...fromHex(ipfs.slice(2)), ...fromHex(sleeves.slice(2))])));
+    '0x' +
+    toHex(
+      sha256(new Uint8Array([...utf8('cog-coh-v1'), ...fromHex(evm.slice(2)), ...new Uint8Array(32), ...fromHex(ipfs.slice(2)), ...fromHex(sleeves.slice(2))])),
+    );
   it('commits one coherence root per epoch, only the spec fold, and verifies it', async () => {
     const ea = c.contract('EpochAnchor');
     const [evm, ipfs, sl] = [h32('evm'), h32('ipfs'), h32('sleeves')];
@@ -228,7 +242,16 @@ describe('deploy step', () => {
     expect(d.contracts).toEqual(c.suite.contracts);
     expect(await c.provider.getTransactionCount(c.operator.address)).toBe(nonce);
     const onDisk = JSON.parse(fs.readFileSync(c.file, 'utf8'));
-    expect(Object.keys(onDisk.contracts)).toEqual(['StackIdentity', 'BandwidthToken', 'QuellistTreasury', 'NeedlecastRouter', 'SleeveRegistry', 'ResidueRegistry', 'EpochAnchor', 'ValidationRegistry']);
+    expect(Object.keys(onDisk.contracts)).toEqual([
+      'StackIdentity',
+      'BandwidthToken',
+      'QuellistTreasury',
+      'NeedlecastRouter',
+      'SleeveRegistry',
+      'ResidueRegistry',
+      'EpochAnchor',
+      'ValidationRegistry',
+    ]);
     expect(onDisk.chainId).toBe(131072);
   });
 });
@@ -239,11 +262,18 @@ describe('Clique genesis (deploy/cortex)', () => {
     const signer = c.stranger.address;
     const extra = cliqueExtraData([signer]);
     expect(extra).toBe('0x' + '00'.repeat(32) + signer.slice(2).toLowerCase() + '00'.repeat(65));
-    const geth = renderGenesis('geth', c.operator.address, [signer]) as { config: { chainId: number; clique: { period: number } }; extradata: string; alloc: Record<string, unknown> };
+    const geth = renderGenesis('geth', c.operator.address, [signer]) as {
+      config: { chainId: number; clique: { period: number } };
+      extradata: string;
+      alloc: Record<string, unknown>;
+    };
     expect([geth.config.chainId, geth.config.clique.period, geth.extradata]).toEqual([131072, 4, extra]);
     expect(Object.keys(geth.alloc)).toContain(c.operator.address.slice(2).toLowerCase());
     expect(JSON.stringify(geth.config)).not.toMatch(/shanghai|cancun/i);
-    const besu = renderGenesis('besu', c.operator.address, [signer]) as { config: { chainId: number; clique: { blockperiodseconds: number } }; extraData: string };
+    const besu = renderGenesis('besu', c.operator.address, [signer]) as {
+      config: { chainId: number; clique: { blockperiodseconds: number } };
+      extraData: string;
+    };
     expect([besu.config.chainId, besu.config.clique.blockperiodseconds, besu.extraData]).toEqual([131072, 4, extra]);
   });
 });

@@ -80,7 +80,11 @@ it('after a hard kill loses blocks, the restart re-sends the lost transactions (
   const app = createHttp({ name: 'test', log: p.log });
   await app.register(stacksRest, { platform: p });
   try {
-    const carol = (await app.inject({ method: 'POST', url: '/v1/stacks', payload: { name: 'carol' } })).json() as { id: string; tokenId: number; pubKey: string };
+    const carol = (await app.inject({ method: 'POST', url: '/v1/stacks', payload: { name: 'carol' } })).json() as {
+      id: string;
+      tokenId: number;
+      pubKey: string;
+    };
     await cortex.submitter.idle(15_000);
     const row = await p.db.prisma.chainOutbox.findFirstOrThrow({ where: { kind: 'mintIdentity', ref: carol.id } });
     expect(row.status).toBe('confirmed');

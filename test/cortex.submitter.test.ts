@@ -44,11 +44,25 @@ const start = (opts: Parameters<typeof startSubmitter>[3] = {}) => {
 const stackId = (t: number) => `stack:human:${t}:${t.toString(16).padStart(12, '0')}`;
 async function insertStack(t: number) {
   await p.db.prisma.stack.create({
-    data: { id: stackId(t), tokenId: t, name: `s${t}`, kind: 'human', shape: 'A', pubKey: t.toString(16).padStart(64, '0'), syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1.5, residueCoeff: 0.5, routingCoeff: 2, masterSecret: 'sealed' },
+    data: {
+      id: stackId(t),
+      tokenId: t,
+      name: `s${t}`,
+      kind: 'human',
+      shape: 'A',
+      pubKey: t.toString(16).padStart(64, '0'),
+      syncCoeff: 1,
+      memoryCoeff: 1,
+      computeCoeff: 1.5,
+      residueCoeff: 0.5,
+      routingCoeff: 2,
+      masterSecret: 'sealed',
+    },
   });
 }
 const hex32 = (s: string) => toHex(sha256(s));
-const fold = (evm: string, ipfs: string, sl: string) => toHex(sha256(new Uint8Array([...utf8('cog-coh-v1'), ...fromHex(evm), ...new Uint8Array(32), ...fromHex(ipfs), ...fromHex(sl)])));
+const fold = (evm: string, ipfs: string, sl: string) =>
+  toHex(sha256(new Uint8Array([...utf8('cog-coh-v1'), ...fromHex(evm), ...new Uint8Array(32), ...fromHex(ipfs), ...fromHex(sl)])));
 
 describe('cortex submitter', () => {
   it('drives every intent kind onto Cortex, many per block, and writes the chain side back', async () => {
@@ -56,19 +70,47 @@ describe('cortex submitter', () => {
     await insertStack(t);
     await p.db.prisma.sleeve.create({ data: { id: 'sleeve:ai:1:0000aaaa', stackId: stackId(t), embodimentType: 'ai', shape: 'A', tickRate: 2000 } });
     await enqueue('mintIdentity', stackId(t), { stackId: stackId(t), tokenId: t, owner: null, cpv: CPV }, 1);
-    await enqueue('mint', 'ledger:1', { stackId: stackId(t), amounts: [{ token: 'compute', milli: '1000000' }, { token: 'memory', milli: '250000' }] }, 1);
+    await enqueue(
+      'mint',
+      'ledger:1',
+      {
+        stackId: stackId(t),
+        amounts: [
+          { token: 'compute', milli: '1000000' },
+          { token: 'memory', milli: '250000' },
+        ],
+      },
+      1,
+    );
     await enqueue('spawnSleeve', 'sleeve:ai:1:0000aaaa', { sleeveId: 'sleeve:ai:1:0000aaaa', stackId: stackId(t), kind: 'ai' }, 1);
     await enqueue('burn', 'ledger:2', { stackId: stackId(t), amounts: [{ token: 'compute', milli: '500' }] }, 1);
     await enqueue('updateStack', stackId(t), { stackId: stackId(t), tokenId: t, epoch: 2, episodicHead: 'cog://' + 'cd'.repeat(32) + '@2' }, 2);
     await enqueue('openResidue', 'residue:shard-loss:01', { residueId: 'residue:shard-loss:01', kind: 'shard-loss', bountyMilli: 15000 }, 2);
     await enqueue('claimResidue', 'residue:shard-loss:01', { residueId: 'residue:shard-loss:01', claimant: stackId(t), bountyMilli: 15000 }, 2);
-    await enqueue('route', 'needle:aa', { sagaId: 'needle:aa', stackId: stackId(t), from: 'sleeve:ai:1:0000aaaa', to: 'sleeve:human:2:0000bbbb', shards: ['cog://a@1', 'cog://b@1'] }, 2);
+    await enqueue(
+      'route',
+      'needle:aa',
+      { sagaId: 'needle:aa', stackId: stackId(t), from: 'sleeve:ai:1:0000aaaa', to: 'sleeve:human:2:0000bbbb', shards: ['cog://a@1', 'cog://b@1'] },
+      2,
+    );
     await enqueue('emission', 'emission:1', { stackId: stackId(t), epoch: 2, amounts: { compute: 150, memory: 100, sync: 100, routing: 200 } }, 2);
-    await enqueue('emission', 'emission:2', { epoch: 2, stacks: 1, totalsMilli: { compute: '150000', memory: '100000', sync: '100000', routing: '200000' } }, 2);
-    await enqueue('route', 'needle:bb', { sagaId: 'needle:bb', stackId: stackId(t), from: 'sleeve:ai:1:0000aaaa', to: 'memory', shards: [], routeHash: hex32('r'), status: 'routed' }, 2);
+    await enqueue(
+      'emission',
+      'emission:2',
+      { epoch: 2, stacks: 1, totalsMilli: { compute: '150000', memory: '100000', sync: '100000', routing: '200000' } },
+      2,
+    );
+    await enqueue(
+      'route',
+      'needle:bb',
+      { sagaId: 'needle:bb', stackId: stackId(t), from: 'sleeve:ai:1:0000aaaa', to: 'memory', shards: [], routeHash: hex32('r'), status: 'routed' },
+      2,
+    );
     await enqueue('route', 'needle:bb:abort', { sagaId: 'needle:bb', status: 'compensated', routeHash: hex32('r') }, 2);
     const [evm, ipfs, sl] = [hex32('e'), hex32('i'), hex32('s')];
-    await p.db.prisma.epochAnchor.create({ data: { epoch: 2, crossRoot: fold(evm, ipfs, sl), evmRoot: evm, ipfsRoot: ipfs, sleevesRoot: sl, btcRoot: '0'.repeat(64), gaps: [] } }).catch(() => undefined);
+    await p.db.prisma.epochAnchor
+      .create({ data: { epoch: 2, crossRoot: fold(evm, ipfs, sl), evmRoot: evm, ipfsRoot: ipfs, sleevesRoot: sl, btcRoot: '0'.repeat(64), gaps: [] } })
+      .catch(() => undefined);
     await enqueue('anchor', 'epoch:2', { epoch: 2, crossRoot: fold(evm, ipfs, sl), evmRoot: evm, ipfsRoot: ipfs, sleevesRoot: sl }, 2);
     await enqueue('decommissionSleeve', 'sleeve:ai:1:0000aaaa', { sleeveId: 'sleeve:ai:1:0000aaaa' }, 3);
 
@@ -104,7 +146,12 @@ describe('cortex submitter', () => {
     expect(await outboxStatus(p.db.prisma)).toEqual({ pending: 0, submitted: 0, confirmed: rows.length, failed: 0 });
     // evmRoot source: the epoch's confirmed hashes in nonce order, 64 lowercase hex.
     const e2 = await cortexTxSource(p).txHashesForEpoch(2);
-    expect(e2).toEqual(rows.filter((r) => r.epoch === 2).sort((a, b) => a.nonce! - b.nonce!).map((r) => r.txHash));
+    expect(e2).toEqual(
+      rows
+        .filter((r) => r.epoch === 2)
+        .sort((a, b) => a.nonce! - b.nonce!)
+        .map((r) => r.txHash),
+    );
     expect(e2.every((h) => /^[0-9a-f]{64}$/.test(h))).toBe(true);
     const mined = await c.provider.getTransaction('0x' + e2[0]);
     expect(mined?.to).toBe(c.suite.contracts.StackIdentity);
@@ -203,10 +250,24 @@ describe('cortex submitter', () => {
 
   it('reconcile reports a database that claims what the chain does not have', async () => {
     await p.db.prisma.chainOutbox.create({
-      data: { kind: 'mintIdentity', ref: 'stack:ghost', payload: { stackId: 'stack:ghost', tokenId: 999, cpv: CPV }, status: 'confirmed', nonce: 1, txHash: 'ab'.repeat(32) },
+      data: {
+        kind: 'mintIdentity',
+        ref: 'stack:ghost',
+        payload: { stackId: 'stack:ghost', tokenId: 999, cpv: CPV },
+        status: 'confirmed',
+        nonce: 1,
+        txHash: 'ab'.repeat(32),
+      },
     });
     await p.db.prisma.chainOutbox.create({
-      data: { kind: 'mint', ref: 'ledger:ghost', payload: { stackId: 'stack:ghost', amounts: [{ token: 'routing', milli: '7' }] }, status: 'confirmed', nonce: 2, txHash: 'cd'.repeat(32) },
+      data: {
+        kind: 'mint',
+        ref: 'ledger:ghost',
+        payload: { stackId: 'stack:ghost', amounts: [{ token: 'routing', milli: '7' }] },
+        status: 'confirmed',
+        nonce: 2,
+        txHash: 'cd'.repeat(32),
+      },
     });
     const drift = await reconcileChain(p.db.prisma, c);
     expect(drift.map((d) => `${d.kind}:${d.ref}`).sort()).toEqual(['balance:token:999:routing', 'identity:stack:ghost', 'supply:routing']);

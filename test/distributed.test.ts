@@ -33,7 +33,21 @@ describe('cog up --distributed', () => {
   const cids: string[] = [];
 
   it('runs every service as its own process, two of each peered node and of the stateless ones', async () => {
-    for (const name of ['cortex', 'medulla-1', 'medulla-2', 'hippocampus-1', 'hippocampus-2', 'gateway-1', 'gateway-2', 'faucet-1', 'faucet-2', 'worker-1', 'worker-2', 'sleeve-runtime', 'subgraph-memory']) {
+    for (const name of [
+      'cortex',
+      'medulla-1',
+      'medulla-2',
+      'hippocampus-1',
+      'hippocampus-2',
+      'gateway-1',
+      'gateway-2',
+      'faucet-1',
+      'faucet-2',
+      'worker-1',
+      'worker-2',
+      'sleeve-runtime',
+      'subgraph-memory',
+    ]) {
       expect(c.pidOf(name), name).toBeGreaterThan(0);
     }
     expect(new Set(['gateway-1', 'gateway-2', 'worker-1', 'worker-2'].map((n) => c.pidOf(n))).size).toBe(4);
@@ -98,10 +112,15 @@ describe('cog up --distributed', () => {
   it('advances epochs, seen the same through both gateways and both Medulla nodes', async () => {
     const e0 = (await get(c.gateway, '/v1/epochs/current')).body.epoch as number;
     await expect.poll(async () => (await get(c.gateway2, '/v1/epochs/current')).body.epoch, { timeout: 30_000, interval: 500 }).toBeGreaterThan(e0);
-    await expect.poll(async () => {
-      const [a, b] = await Promise.all([get(c.urls.medulla!, '/health'), get(c.urls.medulla2!, '/health')]);
-      return a.body.height > 0 && Math.abs(a.body.height - b.body.height) <= 1;
-    }, { timeout: 20_000, interval: 500 }).toBe(true);
+    await expect
+      .poll(
+        async () => {
+          const [a, b] = await Promise.all([get(c.urls.medulla!, '/health'), get(c.urls.medulla2!, '/health')]);
+          return a.body.height > 0 && Math.abs(a.body.height - b.body.height) <= 1;
+        },
+        { timeout: 20_000, interval: 500 },
+      )
+      .toBe(true);
   });
 
   it('answers GraphQL through both gateways (subgraphs over HTTP)', async () => {
@@ -150,10 +169,18 @@ describe('cog up --distributed', () => {
     // At its own epoch (gated, it would be a 410 before its payload is looked for).
     const gone = await get(c.urls.hippocampus!, `/dag/${encodeURIComponent(lostCid)}?epoch=${epochOf(lostCid)}`);
     expect(gone.status).toBe(404);
-    await expect.poll(async () => {
-      const rs = (await get(c.gateway, `/v1/coordination/residues?kind=shard-loss&stackId=${encodeURIComponent(stackId)}`)).body as Array<{ kind: string; trigger: string }>;
-      return rs.some((r) => r.kind === 'shard-loss' && r.trigger.includes(lostCid));
-    }, { timeout: 10_000, interval: 300 }).toBe(true);
+    await expect
+      .poll(
+        async () => {
+          const rs = (await get(c.gateway, `/v1/coordination/residues?kind=shard-loss&stackId=${encodeURIComponent(stackId)}`)).body as Array<{
+            kind: string;
+            trigger: string;
+          }>;
+          return rs.some((r) => r.kind === 'shard-loss' && r.trigger.includes(lostCid));
+        },
+        { timeout: 10_000, interval: 300 },
+      )
+      .toBe(true);
   });
 });
 

@@ -24,9 +24,11 @@ async function stackWith(kinds: Array<'A' | 'B'>) {
   const stack = (await inject('POST', '/v1/stacks', { name: 'mem' })).body;
   const sleeves = [];
   for (const k of kinds) {
-    sleeves.push(k === 'A'
-      ? (await inject('POST', '/v1/sleeves', { stackId: stack.id, embodimentType: 'human' })).body
-      : (await inject('POST', `/v1/sleeves/${enc(stack.id)}`, { kind: 'ai' })).body);
+    sleeves.push(
+      k === 'A'
+        ? (await inject('POST', '/v1/sleeves', { stackId: stack.id, embodimentType: 'human' })).body
+        : (await inject('POST', `/v1/sleeves/${enc(stack.id)}`, { kind: 'ai' })).body,
+    );
   }
   return { stack, sleeves };
 }
@@ -36,7 +38,10 @@ const readSleeve = async (id: string) => (await inject('GET', `/v1/sleeves/${enc
 describe('perceive', () => {
   it('Shape A: encrypts under the epoch key, links to the head, costs 0.5 compute, drift +1, publishes', async () => {
     t.p.setEpoch(5);
-    const { stack, sleeves: [s] } = await stackWith(['A']);
+    const {
+      stack,
+      sleeves: [s],
+    } = await stackWith(['A']);
     const events: Array<Record<string, unknown>> = [];
     const sub = await t.p.bus.subscribe({ subjects: [`cog.perceive.${stack.id}`] }, (d) => void events.push(d.data));
     const { startEventRelay } = await import('../lib/events.ts');
@@ -78,7 +83,10 @@ describe('perceive', () => {
   });
 
   it('Shape B: {cid, epoch, cost}; refusals 400/402/403/404/409 change nothing', async () => {
-    const { stack, sleeves: [s] } = await stackWith(['B']);
+    const {
+      stack,
+      sleeves: [s],
+    } = await stackWith(['B']);
     const other = await stackWith(['A']);
     const r = await inject('POST', '/v1/perceive', { stackId: stack.id, sleeveId: s.id, text: 'b-form' });
     expect(r).toMatchObject({ status: 200, body: { epoch: 5, cost: { compute: 0.5 } } });
@@ -116,9 +124,13 @@ describe('perceive', () => {
   });
 
   it('50 concurrent perceives from two sleeves are all reachable from the head, each linked once', async () => {
-    const { stack, sleeves: [a, b] } = await stackWith(['A', 'B']);
-    const results = await Promise.all(Array.from({ length: 50 }, (_, i) =>
-      inject('POST', '/v1/perceive', { stackId: stack.id, sleeveId: i % 2 ? a.id : b.id, text: `p${i}` })));
+    const {
+      stack,
+      sleeves: [a, b],
+    } = await stackWith(['A', 'B']);
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => inject('POST', '/v1/perceive', { stackId: stack.id, sleeveId: i % 2 ? a.id : b.id, text: `p${i}` })),
+    );
     expect(results.every((r) => r.status === 200)).toBe(true);
     const cids = new Set(results.map((r) => r.body.cid));
     expect(cids.size).toBe(50);
@@ -129,7 +141,7 @@ describe('perceive', () => {
     expect([...linkedBy.values()].every((v) => v === 1)).toBe(true);
     let cur: string | undefined = (await readStack(stack.id)).episodicHead;
     const chain: string[] = [];
-    while (cur) (chain.push(cur), (cur = byCid.get(cur)!.links[0]));
+    while (cur) chain.push(cur), (cur = byCid.get(cur)!.links[0]);
     expect(new Set(chain)).toEqual(cids);
     // the full chain decrypts in a recall, newest first
     const rec = await inject('POST', '/v1/recall', { stackId: stack.id, sleeveId: a.id, depth: 60 });
@@ -145,7 +157,10 @@ describe('perceive', () => {
 describe('remember and recall', () => {
   it('remember (stack and sleeve forms) moves the head; pin costs 1 memory and survives gating', async () => {
     t.p.setEpoch(10);
-    const { stack, sleeves: [s] } = await stackWith(['A']);
+    const {
+      stack,
+      sleeves: [s],
+    } = await stackWith(['A']);
     const r1 = await inject('POST', `/v1/stacks/${enc(stack.id)}/remember`, { text: 'keep me', pin: true });
     expect(r1.status).toBe(200);
     expect(Object.keys(r1.body)).toEqual(['cid']);
@@ -180,7 +195,10 @@ describe('remember and recall', () => {
 
   it('recall: effective depth = min(depth, memoryToken, balance); 1 memory per level; drift +0.1', async () => {
     t.p.setEpoch(20);
-    const { stack, sleeves: [s] } = await stackWith(['A']);
+    const {
+      stack,
+      sleeves: [s],
+    } = await stackWith(['A']);
     for (let i = 0; i < 6; i++) await inject('POST', `/v1/sleeves/${enc(s.id)}/perceive`, { input: `m${i}` });
     const d0 = (await readSleeve(s.id)).drift;
     const a = await inject('GET', `/v1/stacks/${enc(stack.id)}/recall?depth=4`);
@@ -214,7 +232,10 @@ describe('remember and recall', () => {
 
   it('decommission keeps the head and pinned shards readable by a new sleeve', async () => {
     t.p.setEpoch(30);
-    const { stack, sleeves: [s] } = await stackWith(['A']);
+    const {
+      stack,
+      sleeves: [s],
+    } = await stackWith(['A']);
     const pinned = (await inject('POST', `/v1/sleeves/${enc(s.id)}/remember`, { text: 'shard', pin: true })).body.cid;
     await inject('DELETE', `/v1/sleeves/${enc(s.id)}`);
     expect((await readStack(stack.id)).episodicHead).toBe(pinned);
@@ -230,13 +251,19 @@ describe('DHF compositor', () => {
     const dhf = await startDhf(t.p);
     try {
       t.p.setEpoch(50);
-      const { stack, sleeves: [s, dead] } = await stackWith(['A', 'A']);
+      const {
+        stack,
+        sleeves: [s, dead],
+      } = await stackWith(['A', 'A']);
       await inject('POST', `/v1/sleeves/${enc(s.id)}/perceive`, { input: 'one' });
       await inject('POST', `/v1/sleeves/${enc(s.id)}/perceive`, { input: 'two' });
       await inject('DELETE', `/v1/sleeves/${enc(dead.id)}`);
       const before = await readSleeve(s.id);
-      const post = (body: unknown) => fetch(`${dhf.url}/v1/reconstruct`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
-        .then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
+      const post = (body: unknown) =>
+        fetch(`${dhf.url}/v1/reconstruct`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(async (r) => ({
+          status: r.status,
+          body: (await r.json()) as any,
+        }));
       const r = await post({ stackId: stack.id, sleeveId: s.id, depth: 10 });
       expect(r.status).toBe(200);
       expect(r.body.ok).toBe(true);
@@ -265,7 +292,10 @@ describe('DHF compositor', () => {
 describe('shadow branches and pins', () => {
   it('records a branch when a co-resident sleeve writes over an unseen head in the same epoch; merge closes it', async () => {
     t.p.setEpoch(60);
-    const { stack, sleeves: [a, b] } = await stackWith(['A', 'A']);
+    const {
+      stack,
+      sleeves: [a, b],
+    } = await stackWith(['A', 'A']);
     const pa = (n: string) => inject('POST', `/v1/sleeves/${enc(a.id)}/perceive`, { input: n });
     const pb = (n: string) => inject('POST', `/v1/sleeves/${enc(b.id)}/perceive`, { input: n });
     const a1 = (await pa('a1')).body.cid;
@@ -287,9 +317,11 @@ describe('shadow branches and pins', () => {
     expect(a1).toBeTruthy();
   });
 
-  it('pinNode charges 1 memory once, only for a sleeve of the node\'s stack', async () => {
+  it("pinNode charges 1 memory once, only for a sleeve of the node's stack", async () => {
     t.p.setEpoch(70);
-    const { sleeves: [s] } = await stackWith(['A']);
+    const {
+      sleeves: [s],
+    } = await stackWith(['A']);
     const other = await stackWith(['A']);
     const cid = (await inject('POST', `/v1/sleeves/${enc(s.id)}/perceive`, { input: 'pin me' })).body.cid;
     expect(await pinNode(t.p, cid, s.id)).toEqual({ cid, pinned: true, cost: { memory: 1 } });

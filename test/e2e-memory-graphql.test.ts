@@ -27,7 +27,9 @@ describe('graphql mutations', () => {
     expect(sleeve).toMatchObject({ alive: true, drift: 0 });
     const p = await run('memory', 'mutation($id: ID!) { perceive(sleeveId: $id, text: "via graphql") { cid epoch thought } }', { id: sleeve.id });
     expect((p.data as any).perceive.thought).toBe(`ai@${sleeve.id.slice(-6)} via graphql`);
-    const r = await run('memory', 'mutation($s: ID!) { recall(stackId: $s, depth: 5) { fragments { text } broken fidelity cost { memory } } }', { s: stack.id });
+    const r = await run('memory', 'mutation($s: ID!) { recall(stackId: $s, depth: 5) { fragments { text } broken fidelity cost { memory } } }', {
+      s: stack.id,
+    });
     expect((r.data as any).recall).toEqual({ fragments: [{ text: 'via graphql' }], broken: [], fidelity: 1, cost: { memory: 1 } });
     const sy = await run('sleeves', 'mutation($id: ID!) { syncSleeve(id: $id) { ok epoch } }', { id: sleeve.id });
     expect((sy.data as any).syncSleeve.ok).toBe(true);

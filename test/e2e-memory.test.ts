@@ -74,9 +74,14 @@ describe('stacks', () => {
     const before = await t.p.db.prisma.stack.count();
     const { pubKey } = generateIdentity();
     const bad = [
-      {}, { name: '' }, { name: 'x'.repeat(201) }, { name: 5 }, { name: 'a', kind: 'robot' },
+      {},
+      { name: '' },
+      { name: 'x'.repeat(201) },
+      { name: 5 },
+      { name: 'a', kind: 'robot' },
       { pubkey: 'zz', cpv: { computeCoeff: 1, memoryCoeff: 1, syncCoeff: 1, routingCoeff: 1, residueCoeff: 1 } },
-      { pubkey: pubKey }, { pubkey: pubKey, cpv: { computeCoeff: 1, memoryCoeff: 1, syncCoeff: 1, routingCoeff: 1 } },
+      { pubkey: pubKey },
+      { pubkey: pubKey, cpv: { computeCoeff: 1, memoryCoeff: 1, syncCoeff: 1, routingCoeff: 1 } },
       { pubkey: pubKey, cpv: { computeCoeff: 2.5, memoryCoeff: 1, syncCoeff: 1, routingCoeff: 1, residueCoeff: 1 } },
       { pubkey: pubKey, cpv: { computeCoeff: '1', memoryCoeff: 1, syncCoeff: 1, routingCoeff: 1, residueCoeff: 1 } },
     ];

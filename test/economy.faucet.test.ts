@@ -13,12 +13,13 @@ import { startFaucet } from '../subgraphs/economy/faucet/service.ts';
 import { drip, splitMilli } from '../subgraphs/economy/faucet.ts';
 import { balanceOf, poolAccount, sleeveAccount } from '../subgraphs/economy/ledger.ts';
 
-const redisUp = () => new Promise<boolean>((resolve) => {
-  const s = net.connect(6379, '127.0.0.1');
-  s.once('connect', () => (s.destroy(), resolve(true)));
-  s.once('error', () => resolve(false));
-  s.setTimeout(500, () => (s.destroy(), resolve(false)));
-});
+const redisUp = () =>
+  new Promise<boolean>((resolve) => {
+    const s = net.connect(6379, '127.0.0.1');
+    s.once('connect', () => (s.destroy(), resolve(true)));
+    s.once('error', () => resolve(false));
+    s.setTimeout(500, () => (s.destroy(), resolve(false)));
+  });
 
 let p: TestPlatform;
 const caches: Cache[] = [];

@@ -161,8 +161,11 @@ describe('treasury emission', () => {
     const s = await spawnSleeve(p, { stackId: stack.id, embodimentType: 'ai', shape: 'A' });
     await decommissionSleeve(p, s.id, 'test');
     // Sleeves spend through spendFromSleeve (the ledger knows accounts, not sleeves).
-    await expect(p.db.prisma.$transaction((tx) => spendFromSleeve(tx, { id: s.id, stackId: stack.id }, [{ token: 'compute', milli: 500n }], { reason: 'perceive', epoch: 0 })))
-      .rejects.toMatchObject({ status: 409, code: 'SLEEVE_DECOMMISSIONED' });
+    await expect(
+      p.db.prisma.$transaction((tx) =>
+        spendFromSleeve(tx, { id: s.id, stackId: stack.id }, [{ token: 'compute', milli: 500n }], { reason: 'perceive', epoch: 0 }),
+      ),
+    ).rejects.toMatchObject({ status: 409, code: 'SLEEVE_DECOMMISSIONED' });
   });
 
   it('spending marks a stack active (lastActiveEpoch), a refused spend does not', async () => {
@@ -177,7 +180,9 @@ describe('treasury emission', () => {
     expect(b.ebcFactor).toBe(1);
     // Drain the sync tokens; the refused sync at a later epoch changes nothing.
     const left = (await balanceOf(p.db.prisma, `sleeve:${s.id}`)).sync;
-    await p.db.prisma.$transaction((tx) => transfer(tx, `sleeve:${s.id}`, poolAccount(stack.id), [{ token: 'sync', milli: toMilli(left) }], { reason: 'test-drain', epoch: 70 }));
+    await p.db.prisma.$transaction((tx) =>
+      transfer(tx, `sleeve:${s.id}`, poolAccount(stack.id), [{ token: 'sync', milli: toMilli(left) }], { reason: 'test-drain', epoch: 70 }),
+    );
     p.setEpoch(75);
     await expect(syncSleeve(p, s.id)).rejects.toMatchObject({ status: 402 });
     expect((await stackBalancesB(p, stack.id)).lastActiveEpoch).toBe(70);
@@ -197,13 +202,25 @@ describe('treasury service', () => {
       const list = (await iss.json()) as Array<Record<string, unknown>>;
       expect(list[0]).toMatchObject({ stackId: stack.id, epoch, ebcFactor: 0.25, amounts: { compute: 25, memory: 25, sync: 25, routing: 25 } });
       expect(typeof list[0]!.createdAt).toBe('string');
-      const c = await fetch(`${svc.url}/v1/treasury/claim`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ stackId: stack.id }) });
+      const c = await fetch(`${svc.url}/v1/treasury/claim`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ stackId: stack.id }),
+      });
       const sum = list.reduce((x, e) => x + Math.round((e.amounts as { compute: number }).compute * 1000), 0) / 1000;
       expect(await c.json()).toEqual({ stackId: stack.id, claimable: { compute: sum, memory: sum, sync: sum, routing: sum } });
-      const bad = await fetch(`${svc.url}/v1/treasury/claim`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ stackId: 5 }) });
+      const bad = await fetch(`${svc.url}/v1/treasury/claim`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ stackId: 5 }),
+      });
       expect(bad.status).toBe(400);
       expect(bad.headers.get('content-type')).toMatch(/problem\+json/);
-      const missing = await fetch(`${svc.url}/v1/treasury/claim`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ stackId: 'stack:x' }) });
+      const missing = await fetch(`${svc.url}/v1/treasury/claim`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ stackId: 'stack:x' }),
+      });
       expect(missing.status).toBe(404);
       const nf = await fetch(`${svc.url}/v1/treasury/issuance/stack:none`);
       expect(nf.status).toBe(404);

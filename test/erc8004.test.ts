@@ -88,7 +88,15 @@ async function attempt(who: Wallet, fn: string, args: unknown[]): Promise<{ ok: 
 }
 
 const events = (logs: readonly Log[], name: string) =>
-  logs.map((l) => { try { return identity.interface.parseLog(l); } catch { return null; } }).filter((e) => e?.name === name);
+  logs
+    .map((l) => {
+      try {
+        return identity.interface.parseLog(l);
+      } catch {
+        return null;
+      }
+    })
+    .filter((e) => e?.name === name);
 
 /** The registration-v1 schema of ERC-8004, field for field: every problem found (empty = valid). */
 function registrationProblems(f: Record<string, unknown>): string[] {
@@ -111,13 +119,19 @@ function registrationProblems(f: Record<string, unknown>): string[] {
     if (s.version !== undefined && typeof s.version !== 'string') bad.push(`service version ${JSON.stringify(s)}`);
   }
   for (const r of (Array.isArray(f.registrations) ? f.registrations : []) as Record<string, unknown>[]) {
-    if (!Number.isSafeInteger(r.agentId) || typeof r.agentRegistry !== 'string' || !/^eip155:\d+:0x[0-9a-fA-F]{40}$/.test(r.agentRegistry)) bad.push(`registration ${JSON.stringify(r)}`);
+    if (!Number.isSafeInteger(r.agentId) || typeof r.agentRegistry !== 'string' || !/^eip155:\d+:0x[0-9a-fA-F]{40}$/.test(r.agentRegistry))
+      bad.push(`registration ${JSON.stringify(r)}`);
     if (Object.keys(r).some((k) => k !== 'agentId' && k !== 'agentRegistry')) bad.push(`registration fields ${Object.keys(r).join(',')}`);
   }
   return bad;
 }
 
-interface StackOut { id: string; tokenId: number; pubKey: string; name: string }
+interface StackOut {
+  id: string;
+  tokenId: number;
+  pubKey: string;
+  name: string;
+}
 
 describe('Identity Registry: platform stacks', () => {
   let ada: StackOut;
@@ -176,7 +190,7 @@ describe('Identity Registry: platform stacks', () => {
     expect(missing.headers.get('content-type')).toMatch(/problem\+json/);
   });
 
-  it('setAgentURI: the stack\'s operator may, a stranger may not; URIUpdated names who', async () => {
+  it("setAgentURI: the stack's operator may, a stranger may not; URIUpdated names who", async () => {
     const before = (await identity.tokenURI(ada.tokenId)) as string;
     const denied = await attempt(stranger, 'setAgentURI', [ada.tokenId, 'https://evil.example/agent.json']);
     expect(denied).toEqual({ ok: false, error: 'NotAuthorized' });
@@ -220,18 +234,28 @@ describe('Identity Registry: agents registered by anyone', () => {
     expect(withMeta.ok).toBe(true);
     const metaId = events((withMeta as { logs: readonly Log[] }).logs, 'Registered')[0]!.args.agentId;
     expect(await identity.getMetadata(metaId, 'agentName')).toBe('0x6164612e657468');
-    expect(await attempt(stranger, 'register(string,(string,bytes)[])', ['ipfs://cid', [['agentWallet', '0x01']]])).toEqual({ ok: false, error: 'ReservedMetadataKey' });
+    expect(await attempt(stranger, 'register(string,(string,bytes)[])', ['ipfs://cid', [['agentWallet', '0x01']]])).toEqual({
+      ok: false,
+      error: 'ReservedMetadataKey',
+    });
     expect(await attempt(stranger, 'setMetadata', [agentId, 'agentWallet', '0x01'])).toEqual({ ok: false, error: 'ReservedMetadataKey' });
     const set = await attempt(stranger, 'setMetadata', [agentId, 'agentName', '0x02']);
     expect(set.ok && events(set.logs, 'MetadataSet').map((e) => e!.args.metadataKey)).toEqual(['agentName']);
   });
 
-  it('setAgentWallet needs the new wallet\'s EIP-712 signature; a transfer resets it', async () => {
+  it("setAgentWallet needs the new wallet's EIP-712 signature; a transfer resets it", async () => {
     const wallet = Wallet.createRandom();
     const now = (await cortex.chain.provider.getBlock('latest'))!.timestamp;
     const deadline = now + 120;
     const domain = { name: 'ERC8004IdentityRegistry', version: '1', chainId: 131072, verifyingContract: await identity.getAddress() };
-    const types = { AgentWalletSet: [{ name: 'agentId', type: 'uint256' }, { name: 'newWallet', type: 'address' }, { name: 'owner', type: 'address' }, { name: 'deadline', type: 'uint256' }] };
+    const types = {
+      AgentWalletSet: [
+        { name: 'agentId', type: 'uint256' },
+        { name: 'newWallet', type: 'address' },
+        { name: 'owner', type: 'address' },
+        { name: 'deadline', type: 'uint256' },
+      ],
+    };
     const sig = await wallet.signTypedData(domain, types, { agentId, newWallet: wallet.address, owner: stranger.address, deadline });
     const forged = await Wallet.createRandom().signTypedData(domain, types, { agentId, newWallet: wallet.address, owner: stranger.address, deadline });
     expect(await attempt(stranger, 'setAgentWallet', [agentId, wallet.address, deadline, forged])).toEqual({ ok: false, error: 'InvalidWalletSignature' });
@@ -260,7 +284,7 @@ describe('Identity Registry: agents registered by anyone', () => {
 });
 
 describe('Validation Registry: accepted residue proofs', () => {
-  it('a claimed bounty\'s proof is checkable on chain: request and response 100 by the platform', async () => {
+  it("a claimed bounty's proof is checkable on chain: request and response 100 by the platform", async () => {
     p.setEpoch(10);
     const stale = await post<StackOut>('/v1/stacks', { name: 'stale' });
     const sleeve = await spawnSleeve(p, { stackId: stale.id, embodimentType: 'ai', shape: 'A' });
@@ -284,7 +308,13 @@ describe('Validation Registry: accepted residue proofs', () => {
     expect(claim.proofHash).toBe(keccakId('{}'));
     const requestHash = solidityPackedKeccak256(['bytes32', 'bytes32'], [key, claim.proofHash]);
     const [validator, agentId, response, responseHash, tag] = (await validation.getValidationStatus(requestHash)) as [string, bigint, bigint, string, string];
-    expect([validator, agentId, Number(response), responseHash, tag]).toEqual([cortex.chain.wallet.address, BigInt(hunter.tokenId), 100, claim.proofHash, 'residue-proof']);
+    expect([validator, agentId, Number(response), responseHash, tag]).toEqual([
+      cortex.chain.wallet.address,
+      BigInt(hunter.tokenId),
+      100,
+      claim.proofHash,
+      'residue-proof',
+    ]);
     expect(await validation.getIdentityRegistry()).toBe(await identity.getAddress());
     const [count, avg] = (await validation.getSummary(hunter.tokenId, [cortex.chain.wallet.address], 'residue-proof')) as [bigint, bigint];
     expect([Number(count), Number(avg)]).toEqual([1, 100]);

@@ -23,7 +23,9 @@ afterAll(async () => {
 describe('faults: Cortex outage', () => {
   it('keeps Medulla and Thalamus running, restarts the anvil node, and drains the outbox', async () => {
     const r = await runCortexFault(c, { loadMs: 28_000, concurrency: 2 });
-    console.log(`${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}; ${r.notes.join('; ')}`);
+    console.log(
+      `${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}; ${r.notes.join('; ')}`,
+    );
     expectNothingLost(r);
     expectRetryableOnly(r.load);
     // The other chains kept running: Medulla answered throughout and kept mining (how many blocks

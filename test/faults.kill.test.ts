@@ -28,7 +28,9 @@ describe('faults: kill -9 under load', () => {
     const victims = ['gateway-1', 'hippocampus-1', 'medulla-1', 'thalamus', 'worker-1', 'subgraph-memory', 'cortex'];
     const before = new Map(victims.map((v) => [v, c.pidOf(v)]));
     const r = await runKillFault(c, { victims, loadMs: 300_000, gapMs: 4000, concurrency: 6 });
-    console.log(`${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}; ${r.notes.join('; ')}`);
+    console.log(
+      `${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}; ${r.notes.join('; ')}`,
+    );
     expectNothingLost(r);
     // Clear, retryable failures only, and quick ones.
     expectRetryableOnly(r.load);
@@ -59,7 +61,9 @@ describe('faults: kill -9 under load', () => {
 
   it('keeps Medulla, Cortex and the Thalamus running while both Hippocampus nodes are stopped; the gap becomes a shard-loss residue', async () => {
     const r = await runHippocampusFault(c, { loadMs: 35_000, stopMs: 10_000, concurrency: 4 });
-    console.log(`${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}, slowest ${r.load.maxErrorMs} ms; ${r.notes.join('; ')}`);
+    console.log(
+      `${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}, slowest ${r.load.maxErrorMs} ms; ${r.notes.join('; ')}`,
+    );
     expectNothingLost(r);
     // Quick, clear, retryable failures: 503 problem+json with Retry-After, never a hang.
     expectRetryableOnly(r.load);

@@ -22,9 +22,11 @@ afterAll(async () => {
 }, 30_000);
 
 describe('faults: NATS outage', () => {
-  it('buffers or refuses cleanly, loses nothing, and delivers the gap\'s events after it', async () => {
+  it("buffers or refuses cleanly, loses nothing, and delivers the gap's events after it", async () => {
     const r = await runNatsFault(c, nats, { loadMs: 35_000, outageMs: 10_000, concurrency: 4 });
-    console.log(`${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}; ${r.notes.join('; ')}`);
+    console.log(
+      `${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}; ${r.notes.join('; ')}`,
+    );
     expectNothingLost(r);
     expect(r.eventsMissing).toBe(0);
     expect(r.outboxLeft).toBe(0);

@@ -27,7 +27,9 @@ describe('faults: PostgreSQL outage', () => {
   it('refuses writes cleanly during the gap, loses nothing acknowledged, and heals by itself', async () => {
     const pid = c.pidOf('platform');
     const r = await runPostgresFault(c, pgs, { loadMs: 30_000, outageMs: 10_000, concurrency: 4 });
-    console.log(`${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}; ${r.notes.join('; ')}; probes ${JSON.stringify(r.probes.map((p) => `${p.route} ${p.status} ${p.ms}ms ra=${p.retryAfter}`))}`);
+    console.log(
+      `${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}; ${r.notes.join('; ')}; probes ${JSON.stringify(r.probes.map((p) => `${p.route} ${p.status} ${p.ms}ms ra=${p.retryAfter}`))}`,
+    );
     expectNothingLost(r);
     expect(r.halfApplied).toBe(0);
     // During the gap: 503 problem+json with Retry-After, quickly.

@@ -26,12 +26,15 @@ afterAll(async () => {
 describe('faults: Redis outage', () => {
   it('keeps the gateway answering, refuses the faucet cleanly, and heals by itself', async () => {
     const r = await runRedisFault(c, redis, { loadMs: 30_000, outageMs: 10_000, concurrency: 4 });
-    console.log(`${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}; ${r.notes.join('; ')}; probes ${JSON.stringify(r.probes.map((p) => `${p.route} ${p.status} ${p.ms}ms ra=${p.retryAfter}`))}`);
+    console.log(
+      `${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}; ${r.notes.join('; ')}; probes ${JSON.stringify(r.probes.map((p) => `${p.route} ${p.status} ${p.ms}ms ra=${p.retryAfter}`))}`,
+    );
     expectNothingLost(r);
     expect(r.probes.length).toBeGreaterThan(0);
     for (const p of r.probes) {
       expect(p.ms, JSON.stringify(p)).toBeLessThan(10_000);
-      if (p.route.startsWith('GET')) expect(p.status, JSON.stringify(p)).toBe(200); // degrades open
+      if (p.route.startsWith('GET'))
+        expect(p.status, JSON.stringify(p)).toBe(200); // degrades open
       else {
         expect([200, 503], JSON.stringify(p)).toContain(p.status); // the faucet: refused cleanly
         if (p.status === 503) {

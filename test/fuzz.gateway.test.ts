@@ -22,7 +22,16 @@ const NOWHERE = 'http://127.0.0.1:9'; // nothing listens: dependencies other tha
 let g: SecureGateway;
 let needlecast: RunningService;
 let routes: GatewayRoute[];
-const ids: string[] = ['stack:none', 'sleeve:none', 'stack:human:1:000000000000', 'sleeve:ai:1:00000000', 'stack:0x' + '0'.repeat(40), 'cog://' + '0'.repeat(64) + '@0', 'residue:none', 'needle:00'];
+const ids: string[] = [
+  'stack:none',
+  'sleeve:none',
+  'stack:human:1:000000000000',
+  'sleeve:ai:1:00000000',
+  'stack:0x' + '0'.repeat(40),
+  'cog://' + '0'.repeat(64) + '@0',
+  'residue:none',
+  'needle:00',
+];
 const real: string[] = [];
 let last: string;
 /** Ids picked at generation time (the real ones exist only after beforeAll). */
@@ -30,8 +39,14 @@ const pick = (from: string[]) => fc.nat().map((i) => from[i % from.length] ?? 's
 
 beforeAll(async () => {
   g = await secureGateway({
-    MEDULLA_URL: NOWHERE, DHF_URL: NOWHERE, THALAMUS_URL: NOWHERE, TREASURY_URL: NOWHERE, FAUCET_URL: NOWHERE, CORTEX_URL: NOWHERE,
-    NEEDLECAST_PORT: '0', COG_RATE_LIMIT_PER_MIN: '0',
+    MEDULLA_URL: NOWHERE,
+    DHF_URL: NOWHERE,
+    THALAMUS_URL: NOWHERE,
+    TREASURY_URL: NOWHERE,
+    FAUCET_URL: NOWHERE,
+    CORTEX_URL: NOWHERE,
+    NEEDLECAST_PORT: '0',
+    COG_RATE_LIMIT_PER_MIN: '0',
   });
   needlecast = await startNeedlecast(g.p);
   g.p.config.urls.needlecast = needlecast.url!;
@@ -48,15 +63,41 @@ beforeAll(async () => {
   last = await snapshot(g.p);
 }, 120_000);
 afterAll(async () => {
-  if (process.env.FUZZ_TALLY) console.log([...tally].sort().map(([k, n]) => `${k}: ${n}`).join('\n'));
+  if (process.env.FUZZ_TALLY)
+    console.log(
+      [...tally]
+        .sort()
+        .map(([k, n]) => `${k}: ${n}`)
+        .join('\n'),
+    );
   await needlecast?.close();
   await g?.close();
 });
 
 // ------------------------------------------------------------------ arbitraries
 const oddStrings = fc.constantFrom(
-  '', ' ', '\u0000', '\ud800', '../../etc/passwd', '%00', '%zz', '..', '.', '🧠'.repeat(40), "'; DROP TABLE \"Stack\"; --",
-  '${jndi:ldap://x}', '<script>alert(1)</script>', '__proto__', 'constructor', 'null', 'NaN', '-1', '1e309', 'a'.repeat(700), 'Ω≈ç√∫˜µ≤≥÷', '\r\nX-Injected: 1',
+  '',
+  ' ',
+  '\u0000',
+  '\ud800',
+  '../../etc/passwd',
+  '%00',
+  '%zz',
+  '..',
+  '.',
+  '🧠'.repeat(40),
+  '\'; DROP TABLE "Stack"; --',
+  '${jndi:ldap://x}',
+  '<script>alert(1)</script>',
+  '__proto__',
+  'constructor',
+  'null',
+  'NaN',
+  '-1',
+  '1e309',
+  'a'.repeat(700),
+  'Ω≈ç√∫˜µ≤≥÷',
+  '\r\nX-Injected: 1',
 );
 const str = fc.oneof(
   { weight: 3, arbitrary: pick(ids) },
@@ -65,7 +106,11 @@ const str = fc.oneof(
   { weight: 1, arbitrary: fc.string({ unit: 'grapheme', maxLength: 20 }) },
   { weight: 1, arbitrary: fc.string({ minLength: 1000, maxLength: 3000 }) },
 );
-const num = fc.oneof(fc.integer(), fc.double({ noNaN: false }), fc.constantFrom(-1, 0, 1, 2, 8, 1.5, -0.5, 1e308, -1e308, Number.MAX_SAFE_INTEGER + 2, 2 ** 31, -(2 ** 31) - 1));
+const num = fc.oneof(
+  fc.integer(),
+  fc.double({ noNaN: false }),
+  fc.constantFrom(-1, 0, 1, 2, 8, 1.5, -0.5, 1e308, -1e308, Number.MAX_SAFE_INTEGER + 2, 2 ** 31, -(2 ** 31) - 1),
+);
 const scalar = fc.oneof(str, num, fc.boolean(), fc.constant(null));
 const value: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 6, arbitrary: scalar },
@@ -74,21 +119,86 @@ const value: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 4 }) },
 );
 const FIELDS = [
-  'stackId', 'sleeveId', 'text', 'input', 'depth', 'name', 'kind', 'pubkey', 'cpv', 'embodimentType', 'hostname', 'tickRate',
-  'from', 'to', 'fromSleeveId', 'toSleeveKind', 'toTickRate', 'claimant', 'proof', 'pin', 'memoryToken', 'sagaId', '__proto__', 'id',
+  'stackId',
+  'sleeveId',
+  'text',
+  'input',
+  'depth',
+  'name',
+  'kind',
+  'pubkey',
+  'cpv',
+  'embodimentType',
+  'hostname',
+  'tickRate',
+  'from',
+  'to',
+  'fromSleeveId',
+  'toSleeveKind',
+  'toTickRate',
+  'claimant',
+  'proof',
+  'pin',
+  'memoryToken',
+  'sagaId',
+  '__proto__',
+  'id',
 ] as const;
-interface Body { text?: string; type?: string }
+interface Body {
+  text?: string;
+  type?: string;
+}
 const nested = (depth: number, open: string, close: string) => open.repeat(depth) + close.repeat(depth);
 const bodyText: fc.Arbitrary<string | undefined> = fc.oneof(
   { weight: 6, arbitrary: fc.dictionary(fc.constantFrom(...FIELDS), value, { maxKeys: 6 }).map((o) => JSON.stringify(o)) },
   { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.stringify(v)) },
-  { weight: 2, arbitrary: fc.constantFrom('{', '{"a":', 'NaN', '[1,2', '{"depth": NaN}', '{"depth": Infinity}', '{"text": "\\ud800"}', '\u0000', 'null', '"str"', '[]', '{"__proto__": {"polluted": 1}}', '{"constructor": {"prototype": {"polluted": 1}}}', 'name=x&stackId=y', '\ufeff{}') },
-  { weight: 1, arbitrary: fc.constantFrom(nested(3000, '[', ']'), `{"stackId": ${nested(2000, '{"a":', '}').replace(/}$/, '1}')}}`, nested(200, '{"input":', '}').replace(/:}/, ':"x"}')) },
+  {
+    weight: 2,
+    arbitrary: fc.constantFrom(
+      '{',
+      '{"a":',
+      'NaN',
+      '[1,2',
+      '{"depth": NaN}',
+      '{"depth": Infinity}',
+      '{"text": "\\ud800"}',
+      '\u0000',
+      'null',
+      '"str"',
+      '[]',
+      '{"__proto__": {"polluted": 1}}',
+      '{"constructor": {"prototype": {"polluted": 1}}}',
+      'name=x&stackId=y',
+      '\ufeff{}',
+    ),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      nested(3000, '[', ']'),
+      `{"stackId": ${nested(2000, '{"a":', '}').replace(/}$/, '1}')}}`,
+      nested(200, '{"input":', '}').replace(/:}/, ':"x"}'),
+    ),
+  },
   { weight: 1, arbitrary: fc.constant(undefined) },
   { weight: 1, arbitrary: fc.constant('HUGE') },
 );
-const contentType = fc.constantFrom('application/json', 'application/json', 'application/json', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/json; charset=utf-16', 'application/problem+json', undefined);
-const query = fc.dictionary(fc.constantFrom('depth', 'memoryToken', 'limit', 'status', 'kind', 'stackId', 'since', 'first', 'x'), fc.oneof(str, num.map(String)), { maxKeys: 3 });
+const contentType = fc.constantFrom(
+  'application/json',
+  'application/json',
+  'application/json',
+  'text/plain',
+  'application/x-www-form-urlencoded',
+  'multipart/form-data; boundary=x',
+  'application/json; charset=utf-16',
+  'application/problem+json',
+  undefined,
+);
+const query = fc.dictionary(
+  fc.constantFrom('depth', 'memoryToken', 'limit', 'status', 'kind', 'stackId', 'since', 'first', 'x'),
+  fc.oneof(str, num.map(String)),
+  { maxKeys: 3 },
+);
 // Nearly valid bodies per route: each field either a plausible value or junk, so requests also get
 // past validation into the domain (and some are accepted, moving the baseline).
 const idOf = fc.oneof({ weight: 3, arbitrary: pick(real) }, { weight: 1, arbitrary: pick(ids) });
@@ -113,9 +223,16 @@ const templateBody = (key: string): fc.Arbitrary<string | undefined> | undefined
   const t = TEMPLATES[key];
   return t && fc.oneof({ weight: 3, arbitrary: fc.record(t) }, { weight: 1, arbitrary: fc.record(t, { requiredKeys: [] }) }).map((o) => JSON.stringify(o));
 };
-const queryFor = (url: string) => (url.endsWith('/recall')
-  ? fc.oneof(query, fc.record({ depth: fc.oneof(fc.integer({ min: -2, max: 12 }).map(String), str), memoryToken: fc.oneof(fc.double().map(String), str) }, { requiredKeys: ['depth'] }))
-  : query);
+const queryFor = (url: string) =>
+  url.endsWith('/recall')
+    ? fc.oneof(
+        query,
+        fc.record(
+          { depth: fc.oneof(fc.integer({ min: -2, max: 12 }).map(String), str), memoryToken: fc.oneof(fc.double().map(String), str) },
+          { requiredKeys: ['depth'] },
+        ),
+      )
+    : query;
 const HUGE = JSON.stringify({ text: 'x'.repeat(1024 * 1024 + 10), input: 'x' });
 const expand = (b: string | undefined) => (b === 'HUGE' ? HUGE : b);
 
@@ -131,15 +248,17 @@ const safeEnc = (v: string) => {
 /** The path with each `:param` replaced by a fuzzed value (usually encoded, sometimes raw). */
 const pathFor = (url: string) => {
   const params = url.match(/:[A-Za-z]+/g) ?? [];
-  return fc.tuple(fc.array(fc.tuple(str, fc.boolean()), { minLength: params.length, maxLength: params.length }), url.includes('*') ? str : fc.constant('')).map(([vals, star]) => {
-    let i = 0;
-    let out = url.replace(/:[A-Za-z]+/g, () => {
-      const [v, raw] = vals[i++];
-      return raw ? v.replace(/[/?#\s]/g, '_') || 'x' : safeEnc(v);
+  return fc
+    .tuple(fc.array(fc.tuple(str, fc.boolean()), { minLength: params.length, maxLength: params.length }), url.includes('*') ? str : fc.constant(''))
+    .map(([vals, star]) => {
+      let i = 0;
+      let out = url.replace(/:[A-Za-z]+/g, () => {
+        const [v, raw] = vals[i++];
+        return raw ? v.replace(/[/?#\s]/g, '_') || 'x' : safeEnc(v);
+      });
+      if (out.includes('*')) out = out.replace('*', safeEnc(star));
+      return out;
     });
-    if (out.includes('*')) out = out.replace('*', safeEnc(star));
-    return out;
-  });
 };
 
 // ------------------------------------------------------------------ properties
@@ -164,7 +283,7 @@ async function check(label: string, r: Res, graphql = false): Promise<void> {
   tally.set(key, (tally.get(key) ?? 0) + 1);
   expect(r.status >= 500 && r.status !== 503, `${label} -> ${r.status} ${r.text}`).toBe(false);
   let refused = r.status >= 400;
-  if (graphql && r.status < 400 || graphql && !(r.headers.get('content-type') ?? '').includes('problem+json')) {
+  if ((graphql && r.status < 400) || (graphql && !(r.headers.get('content-type') ?? '').includes('problem+json'))) {
     const errors = (r.body?.errors ?? []) as Array<{ message?: unknown; extensions?: { code?: string } }>;
     for (const e of errors) {
       expect(typeof e.message, label).toBe('string');
@@ -241,15 +360,31 @@ const OPS: Op[] = [
   { query: 'query($c: ID!) { memoryNode(cid: $c) { cid epoch } }', vars: { c: id } },
   { query: 'query($s: ID!, $l: ID!, $d: Int!) { reconstruct(stackId: $s, sleeveId: $l, depth: $d) { fidelity } }', vars: { s: id, l: id, d: value } },
   { query: 'query($id: ID!) { residue(id: $id) { id } saga(id: $id) { __typename } }', vars: { id } },
-  { query: 'query($f: Int, $st: String, $k: String, $s: ID) { residues(first: $f, status: $st, kind: $k, stackId: $s) { id } }', vars: { f: value, st: value, k: value, s: value } },
+  {
+    query: 'query($f: Int, $st: String, $k: String, $s: ID) { residues(first: $f, status: $st, kind: $k, stackId: $s) { id } }',
+    vars: { f: value, st: value, k: value, s: value },
+  },
   { query: '{ desync { id } sleeves { id } hippocampusStats { nodes } currentEpoch { epoch } }', vars: {} },
   { query: 'mutation($s: ID!, $t: String!, $st: ID) { perceive(sleeveId: $s, text: $t, stackId: $st) { cid } }', vars: { s: id, t: value, st: value } },
-  { query: 'mutation($s: ID, $l: ID, $t: String!, $p: Boolean) { remember(stackId: $s, sleeveId: $l, text: $t, pin: $p) { __typename } }', vars: { s: value, l: value, t: value, p: value } },
-  { query: 'mutation($s: ID!, $d: Int!, $l: ID, $m: Float) { recall(stackId: $s, depth: $d, sleeveId: $l, memoryToken: $m) { fidelity } }', vars: { s: id, d: value, l: value, m: value } },
-  { query: 'mutation($s: ID!, $e: String, $k: String, $h: String, $r: Int) { spawnSleeve(stackId: $s, embodimentType: $e, kind: $k, hostname: $h, tickRate: $r) { id } }', vars: { s: id, e: value, k: value, h: value, r: value } },
+  {
+    query: 'mutation($s: ID, $l: ID, $t: String!, $p: Boolean) { remember(stackId: $s, sleeveId: $l, text: $t, pin: $p) { __typename } }',
+    vars: { s: value, l: value, t: value, p: value },
+  },
+  {
+    query: 'mutation($s: ID!, $d: Int!, $l: ID, $m: Float) { recall(stackId: $s, depth: $d, sleeveId: $l, memoryToken: $m) { fidelity } }',
+    vars: { s: id, d: value, l: value, m: value },
+  },
+  {
+    query:
+      'mutation($s: ID!, $e: String, $k: String, $h: String, $r: Int) { spawnSleeve(stackId: $s, embodimentType: $e, kind: $k, hostname: $h, tickRate: $r) { id } }',
+    vars: { s: id, e: value, k: value, h: value, r: value },
+  },
   { query: 'mutation($id: ID!) { syncSleeve(id: $id) { __typename } }', vars: { id } },
   { query: 'mutation($id: ID!) { decommissionSleeve(id: $id) { id } }', vars: { id } },
-  { query: 'mutation($n: String, $k: String, $p: String) { createStack(name: $n, kind: $k, pubkey: $p) { stack { id } } }', vars: { n: value, k: value, p: value } },
+  {
+    query: 'mutation($n: String, $k: String, $p: String) { createStack(name: $n, kind: $k, pubkey: $p) { stack { id } } }',
+    vars: { n: value, k: value, p: value },
+  },
   { query: 'mutation($s: ID!) { faucetDrip(stackId: $s) { __typename } }', vars: { s: id } },
   { query: 'mutation($s: ID!) { claimEmissions(stackId: $s) { __typename } }', vars: { s: id } },
   { query: 'mutation($id: ID!, $c: ID!, $p: JSON) { submitResidueProof(id: $id, claimant: $c, proof: $p) { id } }', vars: { id, c: id, p: value } },
@@ -257,15 +392,51 @@ const OPS: Op[] = [
 ];
 const junkDocs = fc.oneof(
   fc.string({ maxLength: 200 }),
-  fc.constantFrom('{', 'query {', '{ stacks { ' + 'sleeves { stack { '.repeat(40), '{ ' + 'a: __typename '.repeat(500) + '}', 'subscription { x }', 'mutation', '{ __schema { types { name } } }', 'query A { __typename } query B { __typename }', '{ stack(id: 5) { id } }', '{ stack(id: "x") { nope } }'),
+  fc.constantFrom(
+    '{',
+    'query {',
+    '{ stacks { ' + 'sleeves { stack { '.repeat(40),
+    '{ ' + 'a: __typename '.repeat(500) + '}',
+    'subscription { x }',
+    'mutation',
+    '{ __schema { types { name } } }',
+    'query A { __typename } query B { __typename }',
+    '{ stack(id: 5) { id } }',
+    '{ stack(id: "x") { nope } }',
+  ),
 );
 const gqlRequest: fc.Arbitrary<{ body: string | undefined; type?: string; method: string; label: string }> = fc.oneof(
-  { weight: 6, arbitrary: fc.constantFrom(...OPS).chain((op) => fc.record(op.vars).map((vars) => ({ body: JSON.stringify({ query: op.query, variables: vars }), method: 'POST', label: op.query.slice(0, 60) }))) },
-  { weight: 2, arbitrary: fc.record({ query: fc.oneof(junkDocs, value), variables: value, operationName: value }).map((b) => ({ body: JSON.stringify(b), method: 'POST', label: 'junk doc' })) },
+  {
+    weight: 6,
+    arbitrary: fc
+      .constantFrom(...OPS)
+      .chain((op) =>
+        fc.record(op.vars).map((vars) => ({ body: JSON.stringify({ query: op.query, variables: vars }), method: 'POST', label: op.query.slice(0, 60) })),
+      ),
+  },
+  {
+    weight: 2,
+    arbitrary: fc
+      .record({ query: fc.oneof(junkDocs, value), variables: value, operationName: value })
+      .map((b) => ({ body: JSON.stringify(b), method: 'POST', label: 'junk doc' })),
+  },
   { weight: 1, arbitrary: bodyText.map((b) => ({ body: expand(b), method: 'POST', label: 'junk body' })) },
-  { weight: 1, arbitrary: fc.tuple(fc.constantFrom(...OPS), contentType).map(([op, type]) => ({ body: JSON.stringify({ query: op.query }), type, method: 'POST', label: `content-type ${type}` })) },
-  { weight: 1, arbitrary: fc.constantFrom(...OPS).map((op) => ({ body: JSON.stringify([{ query: op.query }, { query: op.query }]), method: 'POST', label: 'batch' })) },
-  { weight: 1, arbitrary: fc.oneof(junkDocs, fc.constantFrom(...OPS.map((o) => o.query))).map((q) => ({ body: undefined, method: `GET?${new URLSearchParams({ query: q })}`, label: 'GET' })) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .tuple(fc.constantFrom(...OPS), contentType)
+      .map(([op, type]) => ({ body: JSON.stringify({ query: op.query }), type, method: 'POST', label: `content-type ${type}` })),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(...OPS).map((op) => ({ body: JSON.stringify([{ query: op.query }, { query: op.query }]), method: 'POST', label: 'batch' })),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .oneof(junkDocs, fc.constantFrom(...OPS.map((o) => o.query)))
+      .map((q) => ({ body: undefined, method: `GET?${new URLSearchParams({ query: q })}`, label: 'GET' })),
+  },
 );
 
 describe('fuzz: GraphQL', () => {

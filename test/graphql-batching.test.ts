@@ -14,16 +14,44 @@ beforeAll(async () => {
   p = await testPlatform({ GATEWAY_PORT: '0', COG_GRAPHQL_MAX_COST: '1000000' });
   gw = await startGateway(p);
   const stacks = Array.from({ length: N }, (_, i) => ({
-    id: `stack:human:${i + 1}:${i.toString(16).padStart(12, '0')}`, name: `s${i}`, kind: 'human', shape: 'A', pubKey: i.toString(16).padStart(64, '0'),
-    syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1, residueCoeff: 1, routingCoeff: 1, masterSecret: 'x', episodicHead: `cog://${i.toString(16).padStart(64, '0')}@0`,
+    id: `stack:human:${i + 1}:${i.toString(16).padStart(12, '0')}`,
+    name: `s${i}`,
+    kind: 'human',
+    shape: 'A',
+    pubKey: i.toString(16).padStart(64, '0'),
+    syncCoeff: 1,
+    memoryCoeff: 1,
+    computeCoeff: 1,
+    residueCoeff: 1,
+    routingCoeff: 1,
+    masterSecret: 'x',
+    episodicHead: `cog://${i.toString(16).padStart(64, '0')}@0`,
   }));
   await p.db.prisma.stack.createMany({ data: stacks });
   const sleeveId = (i: number, j: number) => `sleeve:ai:${i * 2 + j + 1}:${(i * 2 + j).toString(16).padStart(8, '0')}`;
-  await p.db.prisma.sleeve.createMany({ data: stacks.flatMap((s, i) => [0, 1].map((j) => ({ id: sleeveId(i, j), stackId: s.id, embodimentType: 'ai', shape: 'A', tickRate: 2000, alive: j === 0 }))) });
-  await p.db.prisma.memoryNode.createMany({ data: stacks.map((s, i) => ({ cid: `cog://${i.toString(16).padStart(64, '0')}@0`, stackId: s.id, epoch: 0, links: [], size: 1 })) });
+  await p.db.prisma.sleeve.createMany({
+    data: stacks.flatMap((s, i) =>
+      [0, 1].map((j) => ({ id: sleeveId(i, j), stackId: s.id, embodimentType: 'ai', shape: 'A', tickRate: 2000, alive: j === 0 })),
+    ),
+  });
+  await p.db.prisma.memoryNode.createMany({
+    data: stacks.map((s, i) => ({ cid: `cog://${i.toString(16).padStart(64, '0')}@0`, stackId: s.id, epoch: 0, links: [], size: 1 })),
+  });
   p.setEpoch(1); // one epoch of (computed) emission each
   await p.db.prisma.residue.createMany({
-    data: stacks.map((s, i) => ({ id: `residue:stale-ordering:${i}`, kind: 'stale-ordering', trigger: 't', bountyMilli: 2000, status: 'open', stackId: s.id, sleeveId: sleeveId(i, 0), epoch: 0, expiresAtEpoch: 100, evidence: {}, dedupeKey: `d${i}` })),
+    data: stacks.map((s, i) => ({
+      id: `residue:stale-ordering:${i}`,
+      kind: 'stale-ordering',
+      trigger: 't',
+      bountyMilli: 2000,
+      status: 'open',
+      stackId: s.id,
+      sleeveId: sleeveId(i, 0),
+      epoch: 0,
+      expiresAtEpoch: 100,
+      evidence: {},
+      dedupeKey: `d${i}`,
+    })),
   });
 });
 afterAll(async () => {
@@ -39,11 +67,20 @@ const query = (first: number) => `{ stacks(first: ${first}) {
 
 async function countQueries(first: number): Promise<number> {
   const before = p.db.queryCount();
-  const r = await fetch(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: query(first) }) });
-  const body = (await r.json()) as { data: { stacks: { sleeves: { residues: unknown[] }[]; emissions: unknown[]; head: { pinned: boolean } }[] }; errors?: unknown };
+  const r = await fetch(`${gw.url}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ query: query(first) }),
+  });
+  const body = (await r.json()) as {
+    data: { stacks: { sleeves: { residues: unknown[] }[]; emissions: unknown[]; head: { pinned: boolean } }[] };
+    errors?: unknown;
+  };
   expect(body.errors).toBeUndefined();
   expect(body.data.stacks).toHaveLength(first);
-  expect(body.data.stacks.every((s) => s.sleeves.length === 2 && s.sleeves[0]!.residues.length === 1 && s.emissions.length === 1 && s.head.pinned === false)).toBe(true);
+  expect(
+    body.data.stacks.every((s) => s.sleeves.length === 2 && s.sleeves[0]!.residues.length === 1 && s.emissions.length === 1 && s.head.pinned === false),
+  ).toBe(true);
   return p.db.queryCount() - before;
 }
 

@@ -36,7 +36,10 @@ afterAll(async () => {
   await p?.cleanup();
 });
 
-interface GqlError { message: string; extensions?: Record<string, unknown> & { code?: string } }
+interface GqlError {
+  message: string;
+  extensions?: Record<string, unknown> & { code?: string };
+}
 type Data = Record<string, any>;
 
 async function gql(query: string, variables: Record<string, unknown> = {}): Promise<{ data?: Data; errors?: GqlError[] }> {
@@ -59,7 +62,10 @@ const S: { stack?: string; stackB?: string; ai?: string; mem?: string; human?: s
 
 describe('GraphQL mutations through the router', () => {
   it('createStack: Shape A returns identityPriv once, Shape B a stack:0x id; 400 and 409 refusals', async () => {
-    const a = await ok('mutation($i: CreateStackInput) { createStack(input: $i) { identityPriv stack { id tokenId name kind pubKey pubkey epoch cpv { syncCoeff } anchors { epoch } } } }', { i: { name: 'gql-e2e' } });
+    const a = await ok(
+      'mutation($i: CreateStackInput) { createStack(input: $i) { identityPriv stack { id tokenId name kind pubKey pubkey epoch cpv { syncCoeff } anchors { epoch } } } }',
+      { i: { name: 'gql-e2e' } },
+    );
     expect(a.createStack.identityPriv).toMatch(/^[0-9a-f]{64}$/);
     expect(a.createStack.stack).toMatchObject({ name: 'gql-e2e', kind: 'human', epoch: 0, cpv: { syncCoeff: 1 }, anchors: [] });
     expect(a.createStack.stack.pubkey).toBe(a.createStack.stack.pubKey);
@@ -75,25 +81,38 @@ describe('GraphQL mutations through the router', () => {
 
     const dup = await refused('mutation($i: CreateStackInput) { createStack(input: $i) { stack { id } } }', { i: { pubkey, cpv } });
     expect(dup.extensions).toMatchObject({ code: 'STACK_EXISTS', status: 409 });
-    const badCpv = await refused('mutation($i: CreateStackInput) { createStack(input: $i) { stack { id } } }', { i: { pubkey: toHex(await ed.getPublicKeyAsync(randomBytes(32))), cpv: { ...cpv, syncCoeff: 3 } } });
+    const badCpv = await refused('mutation($i: CreateStackInput) { createStack(input: $i) { stack { id } } }', {
+      i: { pubkey: toHex(await ed.getPublicKeyAsync(randomBytes(32))), cpv: { ...cpv, syncCoeff: 3 } },
+    });
     expect(badCpv.extensions).toMatchObject({ code: 'BAD_REQUEST', status: 400, errors: [{ path: 'cpv.syncCoeff' }] });
     expect((await refused('mutation { createStack(input: { name: "" }) { stack { id } } }')).extensions?.code).toBe('BAD_REQUEST');
   });
 
   it('spawnSleeve in both shapes; NOT_FOUND for an unknown stack, BAD_REQUEST for an unknown kind', async () => {
-    const a = await ok('mutation($s: ID!) { spawnSleeve(stackId: $s, embodimentType: "ai") { id kind embodimentType alive drift tokens { sync compute residue } stack { name } } }', { s: S.stack });
+    const a = await ok(
+      'mutation($s: ID!) { spawnSleeve(stackId: $s, embodimentType: "ai") { id kind embodimentType alive drift tokens { sync compute residue } stack { name } } }',
+      { s: S.stack },
+    );
     expect(a.spawnSleeve).toMatchObject({ kind: 'ai', alive: true, drift: 0, tokens: { sync: 250, compute: 250, residue: 0 }, stack: { name: 'gql-e2e' } });
     S.ai = a.spawnSleeve.id;
     const b = await ok('mutation($s: ID!) { spawnSleeve(stackId: $s, kind: "memory", tickRate: 4000) { id kind tickRate tokens { memory } } }', { s: S.stack });
     expect(b.spawnSleeve).toMatchObject({ kind: 'memory', tickRate: 4000, tokens: { memory: 1000 } });
     S.mem = b.spawnSleeve.id;
-    expect((await refused('mutation { spawnSleeve(stackId: "stack:nope", embodimentType: "ai") { id } }')).extensions).toMatchObject({ code: 'NOT_FOUND', status: 404 });
-    expect((await refused('mutation($s: ID!) { spawnSleeve(stackId: $s, embodimentType: "robot") { id } }', { s: S.stack })).extensions?.code).toBe('BAD_REQUEST');
+    expect((await refused('mutation { spawnSleeve(stackId: "stack:nope", embodimentType: "ai") { id } }')).extensions).toMatchObject({
+      code: 'NOT_FOUND',
+      status: 404,
+    });
+    expect((await refused('mutation($s: ID!) { spawnSleeve(stackId: $s, embodimentType: "robot") { id } }', { s: S.stack })).extensions?.code).toBe(
+      'BAD_REQUEST',
+    );
   });
 
   it('perceive, remember (pinned head) and recall', async () => {
     for (const text of ['first light', 'second thought']) {
-      const r = await ok('mutation($id: ID!, $t: String!) { perceive(sleeveId: $id, text: $t) { cid epoch thought cost { compute } node { cid stackId pinned } sleeve { drift } } }', { id: S.ai, t: text });
+      const r = await ok(
+        'mutation($id: ID!, $t: String!) { perceive(sleeveId: $id, text: $t) { cid epoch thought cost { compute } node { cid stackId pinned } sleeve { drift } } }',
+        { id: S.ai, t: text },
+      );
       expect(r.perceive.thought).toBe(`ai@${S.ai!.slice(-6)} ${text}`);
       expect(r.perceive.cost).toEqual({ compute: 0.5 });
       expect(r.perceive.node).toMatchObject({ cid: r.perceive.cid, stackId: S.stack, pinned: false });
@@ -106,14 +125,22 @@ describe('GraphQL mutations through the router', () => {
     expect(rem.remember.sleeveId).toBe(S.mem); // the stack form: the richest memory sleeve writes
     S.cids.unshift(rem.remember.cid);
 
-    const r = await ok('mutation($s: ID!) { recall(stackId: $s, depth: 10) { fragments { text node { cid } } broken brokenCount fidelity cost { memory } effectiveDepth sleeveId residue { id } } }', { s: S.stack });
+    const r = await ok(
+      'mutation($s: ID!) { recall(stackId: $s, depth: 10) { fragments { text node { cid } } broken brokenCount fidelity cost { memory } effectiveDepth sleeveId residue { id } } }',
+      { s: S.stack },
+    );
     expect(r.recall.fragments.map((f: { text: string }) => f.text)).toEqual(['keep this', 'shape b', 'second thought', 'first light']);
     expect(r.recall.fragments[0].node.cid).toBe(S.cids[0]);
     expect(r.recall).toMatchObject({ broken: [], brokenCount: 0, fidelity: 1, cost: { memory: 4 }, sleeveId: S.mem, residue: null });
-    const shallow = await ok('mutation($s: ID!, $sl: ID) { recall(stackId: $s, depth: 10, sleeveId: $sl, memoryToken: 2) { effectiveDepth fragments { text } } }', { s: S.stack, sl: S.ai });
+    const shallow = await ok(
+      'mutation($s: ID!, $sl: ID) { recall(stackId: $s, depth: 10, sleeveId: $sl, memoryToken: 2) { effectiveDepth fragments { text } } }',
+      { s: S.stack, sl: S.ai },
+    );
     expect(shallow.recall).toMatchObject({ effectiveDepth: 2, fragments: [{ text: 'keep this' }, { text: 'shape b' }] });
     expect((await refused('mutation($s: ID!) { recall(stackId: $s, depth: 0) { fidelity } }', { s: S.stack })).extensions?.code).toBe('BAD_REQUEST');
-    expect((await refused('mutation($id: ID!) { perceive(sleeveId: $id, stackId: "stack:other", text: "x") { cid } }', { id: S.ai })).extensions?.code).toBe('NOT_FOUND');
+    expect((await refused('mutation($id: ID!) { perceive(sleeveId: $id, stackId: "stack:other", text: "x") { cid } }', { id: S.ai })).extensions?.code).toBe(
+      'NOT_FOUND',
+    );
     expect((await refused('mutation { remember(text: "x") { cid } }', {})).extensions).toMatchObject({ code: 'BAD_REQUEST', status: 400 });
   });
 
@@ -121,7 +148,9 @@ describe('GraphQL mutations through the router', () => {
     const s = await ok('mutation($id: ID!) { syncSleeve(id: $id) { ok epoch sleeve { drift syncEpoch tokens { sync } } } }', { id: S.mem });
     expect(s.syncSleeve).toMatchObject({ ok: true, epoch: 0, sleeve: { drift: 0, tokens: { sync: 499 } } });
     const held = await balanceOf(p.db.prisma, sleeveAccount(S.mem!));
-    await p.db.prisma.$transaction((tx) => burn(tx, sleeveAccount(S.mem!), [{ token: 'sync', milli: BigInt(Math.round(held.sync * 1000)) }], { reason: 'test', epoch: 0, stackId: S.stack! }));
+    await p.db.prisma.$transaction((tx) =>
+      burn(tx, sleeveAccount(S.mem!), [{ token: 'sync', milli: BigInt(Math.round(held.sync * 1000)) }], { reason: 'test', epoch: 0, stackId: S.stack! }),
+    );
     const e = await refused('mutation($id: ID!) { syncSleeve(id: $id) { ok } }', { id: S.mem });
     expect(e.extensions).toMatchObject({ code: 'INSUFFICIENT_TOKENS', status: 402, token: 'sync', required: 1, available: 0 });
   });
@@ -135,7 +164,9 @@ describe('GraphQL mutations through the router', () => {
     expect((await refused('mutation { faucetDrip(stackId: "stack:nope") { ok } }')).extensions?.code).toBe('NOT_FOUND');
 
     p.setEpoch(1); // epoch 1's emission accrues as it begins
-    const before = await ok('query($s: ID!) { stack(id: $s) { claimable { compute } emissions { id epoch amounts { compute } stack { name } } } }', { s: S.stack });
+    const before = await ok('query($s: ID!) { stack(id: $s) { claimable { compute } emissions { id epoch amounts { compute } stack { name } } } }', {
+      s: S.stack,
+    });
     expect(before.stack.claimable.compute).toBeGreaterThan(0);
     expect(before.stack.emissions).toMatchObject([{ epoch: 1, stack: { name: 'gql-e2e' } }]);
     const c = await ok('mutation($s: ID!) { claimEmissions(stackId: $s) { stackId claimable { compute } stack { claimable { compute } } } }', { s: S.stack });
@@ -145,15 +176,24 @@ describe('GraphQL mutations through the router', () => {
   });
 
   it('needlecast runs the saga through the router; its refusals keep the router codes', async () => {
-    const n = await ok(`mutation($i: NeedlecastInput!) { needlecast(input: $i) {
+    const n = await ok(
+      `mutation($i: NeedlecastInput!) { needlecast(input: $i) {
       ok sagaId status route shards from to cost { routing } shardsTransferred
-      saga { id status route shards fromSleeve { alive } toSleeve { id kind alive drift } stack { name } } } }`, { i: { from: S.ai, to: 'human' } });
+      saga { id status route shards fromSleeve { alive } toSleeve { id kind alive drift } stack { name } } } }`,
+      { i: { from: S.ai, to: 'human' } },
+    );
     const r = n.needlecast;
     expect(r).toMatchObject({ ok: true, status: 'completed', shards: 4, shardsTransferred: 4, from: S.ai });
     expect(r.sagaId).toMatch(/^needle:[0-9a-f]+$/);
     expect(r.route).toMatch(/^[0-9a-f]{64}$/);
     expect(r.cost.routing).toBeCloseTo(5.4);
-    expect(r.saga).toMatchObject({ id: r.sagaId, route: ['freeze', 'shard', 'pin', 'anchor', 'reconstruct', 'settle'], fromSleeve: { alive: false }, toSleeve: { kind: 'human', alive: true, drift: 0 }, stack: { name: 'gql-e2e' } });
+    expect(r.saga).toMatchObject({
+      id: r.sagaId,
+      route: ['freeze', 'shard', 'pin', 'anchor', 'reconstruct', 'settle'],
+      fromSleeve: { alive: false },
+      toSleeve: { kind: 'human', alive: true, drift: 0 },
+      stack: { name: 'gql-e2e' },
+    });
     S.human = r.saga.toSleeve.id;
     const q = await ok('query($id: ID!) { saga(id: $id) { status to toKind steps { name status } } }', { id: r.sagaId });
     expect(q.saga.steps.every((s: { status: string }) => s.status === 'done')).toBe(true);
@@ -170,24 +210,46 @@ describe('GraphQL mutations through the router', () => {
     const spare = (await ok('mutation($s: ID!) { spawnSleeve(stackId: $s, embodimentType: "mining") { id } }', { s: S.stack })).spawnSleeve.id;
     const d = await ok('mutation($id: ID!) { decommissionSleeve(id: $id) { alive tokens { compute } } }', { id: spare });
     expect(d.decommissionSleeve).toEqual({ alive: false, tokens: { compute: 250 } }); // the decommission-time snapshot
-    expect((await refused('mutation($id: ID!) { decommissionSleeve(id: $id) { alive } }', { id: spare })).extensions).toMatchObject({ code: 'SLEEVE_DECOMMISSIONED', status: 409 });
+    expect((await refused('mutation($id: ID!) { decommissionSleeve(id: $id) { alive } }', { id: spare })).extensions).toMatchObject({
+      code: 'SLEEVE_DECOMMISSIONED',
+      status: 409,
+    });
     expect((await refused('mutation($id: ID!) { perceive(sleeveId: $id, text: "x") { cid } }', { id: spare })).extensions?.code).toBe('SLEEVE_DECOMMISSIONED');
     expect((await refused('mutation { decommissionSleeve(id: "sleeve:nope") { alive } }')).extensions?.code).toBe('NOT_FOUND');
   });
 
   it('submitResidueProof: the first valid proof wins; INVALID_PROOF (422), RESIDUE_NOT_OPEN (409), NOT_FOUND', async () => {
-    const open = (cid: string) => openResidueNow(p.db.prisma, {
-      kind: 'shard-loss', trigger: 'test', stackId: S.stack, epoch: 0, evidence: { cid }, dedupeKey: `test:${cid}`, expiryEpochs: 100,
-    });
+    const open = (cid: string) =>
+      openResidueNow(p.db.prisma, {
+        kind: 'shard-loss',
+        trigger: 'test',
+        stackId: S.stack,
+        epoch: 0,
+        evidence: { cid },
+        dedupeKey: `test:${cid}`,
+        expiryEpochs: 100,
+      });
     const good = (await open(S.cids[0]!)).residue;
     const bad = (await open('cog://' + 'f'.repeat(64) + '@0')).residue;
-    const invalid = await refused('mutation($id: ID!, $c: ID!) { submitResidueProof(id: $id, claimant: $c, proof: {}) { status } }', { id: bad.id, c: S.stackB });
+    const invalid = await refused('mutation($id: ID!, $c: ID!) { submitResidueProof(id: $id, claimant: $c, proof: {}) { status } }', {
+      id: bad.id,
+      c: S.stackB,
+    });
     expect(invalid.extensions).toMatchObject({ code: 'INVALID_PROOF', status: 422 });
-    const won = await ok('mutation($id: ID!, $c: ID!) { submitResidueProof(id: $id, claimant: $c, proof: { note: "readable again" }) { id status claimant claimantStack { id } bounty } }', { id: good.id, c: S.stackB });
+    const won = await ok(
+      'mutation($id: ID!, $c: ID!) { submitResidueProof(id: $id, claimant: $c, proof: { note: "readable again" }) { id status claimant claimantStack { id } bounty } }',
+      { id: good.id, c: S.stackB },
+    );
     expect(won.submitResidueProof).toMatchObject({ status: 'resolved', claimant: S.stackB, claimantStack: { id: S.stackB }, bounty: 15 });
-    expect((await refused('mutation($id: ID!, $c: ID!) { submitResidueProof(id: $id, claimant: $c) { status } }', { id: good.id, c: S.stackB })).extensions).toMatchObject({ code: 'RESIDUE_NOT_OPEN', status: 409 });
-    expect((await refused('mutation($c: ID!) { submitResidueProof(id: "residue:nope", claimant: $c) { status } }', { c: S.stackB })).extensions?.code).toBe('NOT_FOUND');
-    expect((await refused('mutation($id: ID!) { submitResidueProof(id: $id, claimant: "stack:nope") { status } }', { id: bad.id })).extensions?.code).toBe('NOT_FOUND');
+    expect(
+      (await refused('mutation($id: ID!, $c: ID!) { submitResidueProof(id: $id, claimant: $c) { status } }', { id: good.id, c: S.stackB })).extensions,
+    ).toMatchObject({ code: 'RESIDUE_NOT_OPEN', status: 409 });
+    expect((await refused('mutation($c: ID!) { submitResidueProof(id: "residue:nope", claimant: $c) { status } }', { c: S.stackB })).extensions?.code).toBe(
+      'NOT_FOUND',
+    );
+    expect((await refused('mutation($id: ID!) { submitResidueProof(id: $id, claimant: "stack:nope") { status } }', { id: bad.id })).extensions?.code).toBe(
+      'NOT_FOUND',
+    );
     const b = await ok('query($s: ID!) { balances(stackId: $s) { raw { residue } effective { residue } ebcFactor currentEpoch } }', { s: S.stackB });
     expect(b.balances.raw.residue).toBe(15);
   });
@@ -196,7 +258,9 @@ describe('GraphQL mutations through the router', () => {
     const m = await ok('mutation { mineBlock { height blockHash epoch difficulty ts crossRoot synapticFieldRoot } }');
     expect(m.mineBlock.height).toBe(1);
     expect(m.mineBlock.blockHash).toMatch(/^[0-9a-f]{64}$/);
-    const b = await ok('{ block(height: 1) { blockHash previous { height previous { height } } } none: block(height: 999) { height } currentEpoch { height tip difficulty block { height } } }');
+    const b = await ok(
+      '{ block(height: 1) { blockHash previous { height previous { height } } } none: block(height: 999) { height } currentEpoch { height tip difficulty block { height } } }',
+    );
     expect(b.block).toEqual({ blockHash: m.mineBlock.blockHash, previous: { height: 0, previous: null } });
     expect(b.none).toBeNull();
     expect(b.currentEpoch).toMatchObject({ height: 1, tip: m.mineBlock.blockHash, block: { height: 1 } });
@@ -209,7 +273,9 @@ describe('GraphQL mutations through the router', () => {
       S.cids.unshift((await ok('mutation($id: ID!, $t: String!) { perceive(sleeveId: $id, text: $t) { cid } }', { id: S.human, t })).perceive.cid);
     }
     p.setEpoch(10);
-    const r = await ok('mutation($s: ID!) { recall(stackId: $s, depth: 3) { fidelity brokenCount residue { id kind status stack { name } sleeve { id } } } }', { s: S.stack });
+    const r = await ok('mutation($s: ID!) { recall(stackId: $s, depth: 3) { fidelity brokenCount residue { id kind status stack { name } sleeve { id } } } }', {
+      s: S.stack,
+    });
     expect(r.recall.fidelity).toBeLessThan(0.6);
     expect(r.recall.residue).toMatchObject({ kind: 'historical-non-canonical', status: 'open', stack: { name: 'gql-e2e' } });
     p.setEpoch(0);
@@ -218,7 +284,8 @@ describe('GraphQL mutations through the router', () => {
 
 describe('GraphQL queries through the router', () => {
   it('one query spans all six subgraphs', async () => {
-    const d = await ok(`query($s: ID!) {
+    const d = await ok(
+      `query($s: ID!) {
       stack(id: $s) {
         id name pubkey episodicHead
         head { cid pinned linked { cid } }
@@ -230,7 +297,9 @@ describe('GraphQL queries through the router', () => {
       }
       currentEpoch { epoch height tip }
       block(height: 0) { height blockHash }
-    }`, { s: S.stack });
+    }`,
+      { s: S.stack },
+    );
     const s = d.stack;
     expect(s.head.cid).toBe(s.episodicHead);
     expect(s.head).toMatchObject({ pinned: false, linked: [{ cid: S.cids[1] }] });
@@ -248,7 +317,8 @@ describe('GraphQL queries through the router', () => {
   it('the list and lookup queries of the REST API', async () => {
     await p.db.prisma.$executeRaw`UPDATE "Sleeve" SET "driftMilli" = 20000 WHERE id = ${S.mem}`;
     p.setEpoch(1); // the issuance list is as of now: epoch 1's emission
-    const d = await ok(`query($s: ID!, $m: ID!, $h: ID!) {
+    const d = await ok(
+      `query($s: ID!, $m: ID!, $h: ID!) {
       stacks { id }
       sleeves { id alive }
       sleeve(id: $m) { id stackId identityUrl chainStatus }
@@ -260,7 +330,9 @@ describe('GraphQL queries through the router', () => {
       residues(first: 10) { id kind status }
       hippocampusStats { nodes pinned peers }
       reconstruct(stackId: $s, sleeveId: $h, depth: 2) { ok fidelity fragments { text } }
-    }`, { s: S.stack, m: S.mem, h: S.human });
+    }`,
+      { s: S.stack, m: S.mem, h: S.human },
+    );
     expect(d.stacks.map((x: { id: string }) => x.id)).toEqual([S.stack, S.stackB]);
     expect(d.sleeves.every((x: { alive: boolean }) => x.alive)).toBe(true);
     expect(d.sleeve).toMatchObject({ id: S.mem, stackId: S.stack });
@@ -279,6 +351,10 @@ describe('GraphQL queries through the router', () => {
     expect((await refused('{ balances(stackId: "stack:nope") { stackId } }')).extensions?.code).toBe('NOT_FOUND');
     expect((await refused('{ issuance(stackId: "stack:nope") { id } }')).extensions?.code).toBe('NOT_FOUND');
     expect((await refused('{ residues(kind: "nope") { id } }')).extensions?.code).toBe('BAD_REQUEST');
-    expect((await ok('{ stack(id: "stack:nope") { id } residue(id: "residue:nope") { id } memoryNode(cid: "cog://x@0") { cid } }'))).toEqual({ stack: null, residue: null, memoryNode: null });
+    expect(await ok('{ stack(id: "stack:nope") { id } residue(id: "residue:nope") { id } memoryNode(cid: "cog://x@0") { cid } }')).toEqual({
+      stack: null,
+      residue: null,
+      memoryNode: null,
+    });
   });
 });

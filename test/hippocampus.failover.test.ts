@@ -204,7 +204,18 @@ describe('config and topology', () => {
     const h1 = `http://127.0.0.1:${cfg.ports.hippocampus}`;
     const h2 = `http://127.0.0.1:${cfg.ports.hippocampus + 1}`;
     const specs = topology(cfg);
-    const clients = ['thalamus', 'dhf', 'needlecast', 'sleeve-runtime', 'worker-1', 'worker-2', 'subgraph-memory', 'subgraph-residues', 'gateway-1', 'gateway-2'];
+    const clients = [
+      'thalamus',
+      'dhf',
+      'needlecast',
+      'sleeve-runtime',
+      'worker-1',
+      'worker-2',
+      'subgraph-memory',
+      'subgraph-residues',
+      'gateway-1',
+      'gateway-2',
+    ];
     for (const s of specs) {
       if (!clients.includes(s.name)) {
         expect(s.env.HIPPOCAMPUS_FALLBACK_URLS, s.name).toBeUndefined();
@@ -216,7 +227,9 @@ describe('config and topology', () => {
     expect(specs.find((s) => s.name === 'gateway-1')!.env.HIPPOCAMPUS_URL ?? h1).toBe(h1);
     expect(specs.find((s) => s.name === 'gateway-2')!.env.HIPPOCAMPUS_URL).toBe(h2);
     // compose.yaml: one service per process in the same order, with the process's own settings.
-    const doc = parse(fs.readFileSync(new URL('../deploy/compose.yaml', import.meta.url), 'utf8')) as { services: Record<string, { command?: string[]; environment?: Record<string, string> }> };
+    const doc = parse(fs.readFileSync(new URL('../deploy/compose.yaml', import.meta.url), 'utf8')) as {
+      services: Record<string, { command?: string[]; environment?: Record<string, string> }>;
+    };
     const services = Object.values(doc.services).filter((s) => s.command?.[0] === 'node');
     const shared = new Set(['DATABASE_URL', 'NATS_URL', 'REDIS_URL', 'S3_ENDPOINT', 'S3_BUCKET', 'COG_MASTER_KEY', 'COG_INTERNAL_TOKEN']);
     specs.forEach((s, i) => {

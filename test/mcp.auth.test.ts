@@ -20,13 +20,15 @@ let bob: { stackId: string; sleeveId: string };
 
 async function stdio(env: Record<string, string>): Promise<Client> {
   const client = new Client({ name: 'cog-auth-test', version: '1.0.0' });
-  await client.connect(new StdioClientTransport({
-    command: process.execPath,
-    args: [path.join(root, 'bin', 'cog.mjs'), 'mcp'],
-    cwd: root,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', COG_BASE_URL: g.url, ...env },
-    stderr: 'ignore',
-  }));
+  await client.connect(
+    new StdioClientTransport({
+      command: process.execPath,
+      args: [path.join(root, 'bin', 'cog.mjs'), 'mcp'],
+      cwd: root,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', COG_BASE_URL: g.url, ...env },
+      stderr: 'ignore',
+    }),
+  );
   clients.push(client);
   return client;
 }
@@ -43,7 +45,13 @@ beforeAll(async () => {
   const a = (await call(g.url, 'POST', '/v1/stacks', { name: 'alice' })).body;
   const b = (await call(g.url, 'POST', '/v1/stacks', { name: 'bob' })).body;
   const body = { stackId: b.id, embodimentType: 'human' };
-  const sb = await call(g.url, 'POST', '/v1/sleeves', body, signRequest({ method: 'POST', path: '/v1/sleeves', body, stackId: b.id, identityPriv: b.identityPriv }));
+  const sb = await call(
+    g.url,
+    'POST',
+    '/v1/sleeves',
+    body,
+    signRequest({ method: 'POST', path: '/v1/sleeves', body, stackId: b.id, identityPriv: b.identityPriv }),
+  );
   expect(sb.status, sb.text).toBe(201);
   alice = { stackId: a.id, identityPriv: a.identityPriv, sleeveId: '' };
   bob = { stackId: b.id, sleeveId: sb.body.id };
@@ -91,7 +99,9 @@ describe('MCP with COG_AUTH=required', () => {
     expect(() => mcpOptions([], { ...env, COG_STACK_ID: alice.stackId, COG_STACK_KEY: 'not-hex' })).toThrow(/COG_STACK_KEY must be 64 lowercase hex/);
     expect(() => mcpOptions([], { ...env, COG_STACK_ID: alice.stackId })).toThrow(UsageError);
     expect(() => mcpOptions(['--base-url', 'ftp://x'], env)).toThrow(/http\(s\)/);
-    expect(mcpOptions(['--base-url', 'http://127.0.0.1:9/'], { COG_STACK_ID: alice.stackId, COG_STACK_KEY: alice.identityPriv }))
-      .toEqual({ baseUrl: 'http://127.0.0.1:9', key: { stackId: alice.stackId, identityPriv: alice.identityPriv } });
+    expect(mcpOptions(['--base-url', 'http://127.0.0.1:9/'], { COG_STACK_ID: alice.stackId, COG_STACK_KEY: alice.identityPriv })).toEqual({
+      baseUrl: 'http://127.0.0.1:9',
+      key: { stackId: alice.stackId, identityPriv: alice.identityPriv },
+    });
   });
 });

@@ -83,7 +83,7 @@ for (const kind of ['stdio', 'http'] as const) {
       await client?.close();
     });
 
-    it('lists every tool with its route\'s schema', async () => {
+    it("lists every tool with its route's schema", async () => {
       const { tools } = await client.listTools();
       expect(tools.map((t) => t.name).sort()).toEqual(TOOLS.map((t) => t.name).sort());
       const perceive = tools.find((t) => t.name === 'perceive')!;

@@ -40,11 +40,13 @@ describe('MCP tools', () => {
     expect(perceive.validate({ sleeveId: '', input: 1, extra: true })).toBe(false);
     const problem = argumentProblem(fieldProblems(perceive.validate.errors));
     expect(problem).toMatchObject({ status: 400, code: 'BAD_REQUEST' });
-    expect(problem.errors).toEqual(expect.arrayContaining([
-      { path: 'sleeveId', message: 'must NOT have fewer than 1 characters' },
-      { path: 'input', message: 'must be string' },
-      { path: 'extra', message: 'is not an argument of this tool' },
-    ]));
+    expect(problem.errors).toEqual(
+      expect.arrayContaining([
+        { path: 'sleeveId', message: 'must NOT have fewer than 1 characters' },
+        { path: 'input', message: 'must be string' },
+        { path: 'extra', message: 'is not an argument of this tool' },
+      ]),
+    );
     const proof = compiledTools().find((t) => t.name === 'submit_residue_proof')!;
     expect(proof.validate({ residueId: 'r', claimant: 'c', proof: 'x' })).toBe(false);
     expect(fieldProblems(proof.validate.errors)).toEqual([{ path: 'proof', message: 'must be object' }]);
@@ -52,9 +54,15 @@ describe('MCP tools', () => {
 
   it('make one request per call: path parameters encoded, the rest as body or query', () => {
     const byName = new Map(compiledTools().map((t) => [t.name, t]));
-    expect(requestOf(byName.get('perceive')!, { sleeveId: 'sleeve:ai:1:ab/cd', input: 'hi' }))
-      .toEqual({ method: 'POST', path: '/v1/sleeves/sleeve%3Aai%3A1%3Aab%2Fcd/perceive', body: { input: 'hi' } });
-    expect(requestOf(byName.get('list_residues')!, { status: 'open', limit: 5 })).toEqual({ method: 'GET', path: '/v1/coordination/residues?status=open&limit=5' });
+    expect(requestOf(byName.get('perceive')!, { sleeveId: 'sleeve:ai:1:ab/cd', input: 'hi' })).toEqual({
+      method: 'POST',
+      path: '/v1/sleeves/sleeve%3Aai%3A1%3Aab%2Fcd/perceive',
+      body: { input: 'hi' },
+    });
+    expect(requestOf(byName.get('list_residues')!, { status: 'open', limit: 5 })).toEqual({
+      method: 'GET',
+      path: '/v1/coordination/residues?status=open&limit=5',
+    });
     expect(requestOf(byName.get('sync')!, { sleeveId: 's' })).toEqual({ method: 'POST', path: '/v1/sleeves/s/sync' });
     expect(requestOf(byName.get('list_sleeves')!, {})).toEqual({ method: 'GET', path: '/v1/sleeves' });
   });

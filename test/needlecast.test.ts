@@ -59,8 +59,12 @@ describe('needlecast saga', () => {
     expect(v.shards).toEqual(cids.slice(0, 8));
     expect(v.cost).toEqual({ routing: 5.8, memory: 8 });
     expect(v.steps.map((s) => [s.name, s.alias, s.status])).toEqual([
-      ['freeze', 'FREEZE', 'done'], ['shard', 'SNAPSHOT and SHARD', 'done'], ['pin', 'TRANSMIT', 'done'],
-      ['anchor', null, 'done'], ['reconstruct', 'REASSEMBLE', 'done'], ['settle', 'ACTIVATE', 'done'],
+      ['freeze', 'FREEZE', 'done'],
+      ['shard', 'SNAPSHOT and SHARD', 'done'],
+      ['pin', 'TRANSMIT', 'done'],
+      ['anchor', null, 'done'],
+      ['reconstruct', 'REASSEMBLE', 'done'],
+      ['settle', 'ACTIVATE', 'done'],
     ]);
     const target = await getSleeveRow(p.db.prisma, v.to!);
     expect(target).toMatchObject({ stackId: stack.id, embodimentType: 'human', alive: true, frozen: false, driftMilli: 0 });
@@ -131,7 +135,7 @@ describe('needlecast saga', () => {
     const c = await setup(2);
     const beforeC = await snapshot(c.stack.id);
     const vc = await runNeedlecast(p, { from: c.source.id, to: 'human' }, { stopAfter: 'reconstruct' });
-    expect((await listAliveSleeves(p.db.prisma, c.stack.id))).toHaveLength(2); // target spawned
+    expect(await listAliveSleeves(p.db.prisma, c.stack.id)).toHaveLength(2); // target spawned
     const rec = await recoverSagas(p, { failAt: 'settle' });
     expect(rec.compensated).toEqual([vc.sagaId]);
     expect(await snapshot(c.stack.id)).toEqual(beforeC);
@@ -150,8 +154,13 @@ describe('needlecast saga', () => {
     await expect(runNeedlecast(p, { from: source.id, to: other.source.id })).rejects.toMatchObject({ status: 403 });
     await expect(runNeedlecast(p, { from: source.id, to: 'human', sagaId: 'needle:xyz' })).rejects.toMatchObject({ status: 400 });
     await expect(runNeedlecast(p, { from: source.id, to: 'human', stackId: other.stack.id })).rejects.toMatchObject({ status: 403 });
-    await p.db.prisma.$transaction((tx) => burn(tx, sleeveAccount(source.id), [{ token: 'routing', milli: 246_000n }], { reason: 'test', epoch: 0, stackId: stack.id }));
-    await expect(runNeedlecast(p, { from: source.id, to: 'human' })).rejects.toMatchObject({ status: 402, extra: { token: 'routing', required: 5.1, available: 4 } });
+    await p.db.prisma.$transaction((tx) =>
+      burn(tx, sleeveAccount(source.id), [{ token: 'routing', milli: 246_000n }], { reason: 'test', epoch: 0, stackId: stack.id }),
+    );
+    await expect(runNeedlecast(p, { from: source.id, to: 'human' })).rejects.toMatchObject({
+      status: 402,
+      extra: { token: 'routing', required: 5.1, available: 4 },
+    });
     expect(await p.db.prisma.saga.count()).toBe(sagas);
     const after = await snapshot(stack.id);
     expect(after.sleeves).toEqual(before.sleeves);
@@ -200,7 +209,11 @@ describe('router and gateway', () => {
 
   it('router: {ok, sagaId, route: [step names], shards: [cids]}', async () => {
     const { source, cids } = await setup(3);
-    const res = await fetch(`${router.url}/needlecast`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ from: source.id, to: 'human' }) });
+    const res = await fetch(`${router.url}/needlecast`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ from: source.id, to: 'human' }),
+    });
     expect(res.status).toBe(200);
     const body = (await res.json()) as Record<string, unknown>;
     expect(body).toMatchObject({ ok: true, route: [...STEP_NAMES], shards: cids });
@@ -220,11 +233,15 @@ describe('router and gateway', () => {
     expect(sa.route).toBe((intent.payload as { routeHash: string }).routeHash);
 
     const b = await setup(4);
-    const rb = await gw.inject({ method: 'POST', url: '/v1/needlecast', payload: { stackId: b.stack.id, fromSleeveId: b.source.id, toSleeveKind: 'memory', toTickRate: 4000 } });
+    const rb = await gw.inject({
+      method: 'POST',
+      url: '/v1/needlecast',
+      payload: { stackId: b.stack.id, fromSleeveId: b.source.id, toSleeveKind: 'memory', toTickRate: 4000 },
+    });
     expect(rb.statusCode).toBe(200);
     const sb = rb.json() as Record<string, unknown>;
     expect(sb).toMatchObject({ status: 'completed', from: b.source.id, cost: { routing: 5.4 }, shardsTransferred: 4 });
-    expect((await getSleeveRow(p.db.prisma, sb.to as string))).toMatchObject({ embodimentType: 'memory', tickRate: 4000 });
+    expect(await getSleeveRow(p.db.prisma, sb.to as string)).toMatchObject({ embodimentType: 'memory', tickRate: 4000 });
     const state = await gw.inject({ method: 'GET', url: `/v1/needlecast/${encodeURIComponent(sb.saga as string)}` });
     expect(state.json()).toMatchObject({ sagaId: sb.saga, status: 'completed' });
 

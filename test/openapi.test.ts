@@ -114,24 +114,34 @@ describe('OpenAPI document', () => {
   }, 60_000);
 
   it('describes every REST route of the gateway, each with a success and its error statuses', () => {
-    const routes = gatewayRoutes(g.gateway).filter((r) => r.method !== 'HEAD' && (r.url.startsWith('/v1/') || r.url === '/healthz') && !r.url.startsWith('/v1/docs'));
+    const routes = gatewayRoutes(g.gateway).filter(
+      (r) => r.method !== 'HEAD' && (r.url.startsWith('/v1/') || r.url === '/healthz') && !r.url.startsWith('/v1/docs'),
+    );
     expect(routes.length).toBeGreaterThan(25);
     for (const r of routes) {
       const template = r.url.replace(/:([A-Za-z]+)/g, '{$1}');
       const op = doc.paths[template]?.[r.method.toLowerCase()];
       expect(op, `${r.method} ${r.url} is not in the document`).toBeDefined();
       const statuses = Object.keys(op!.responses);
-      expect(statuses.some((s) => s.startsWith('2')), `${r.method} ${r.url}`).toBe(true);
+      expect(
+        statuses.some((s) => s.startsWith('2')),
+        `${r.method} ${r.url}`,
+      ).toBe(true);
       expect(statuses, `${r.method} ${r.url}`).toContain('500');
       if (r.url.startsWith('/v1/')) expect(statuses, `${r.method} ${r.url}`).toEqual(expect.arrayContaining(['429', '503']));
     }
     // Every operation named, once (generated clients name their functions by it).
     const ids = Object.values(doc.paths).flatMap((ops) => Object.values(ops).map((op) => (op as { operationId?: string }).operationId));
-    expect(ids.every((i) => typeof i === 'string' && /^[a-z][A-Za-z0-9]+$/.test(i)), String(ids)).toBe(true);
+    expect(
+      ids.every((i) => typeof i === 'string' && /^[a-z][A-Za-z0-9]+$/.test(i)),
+      String(ids),
+    ).toBe(true);
     expect(new Set(ids).size).toBe(ids.length);
     // One Problem schema for every error, with the 402 members.
     const problem = (doc.components as { schemas: Record<string, { properties: Json; required: string[] }> }).schemas.Problem!;
-    expect(Object.keys(problem.properties)).toEqual(expect.arrayContaining(['type', 'title', 'status', 'detail', 'code', 'errors', 'token', 'required', 'available']));
+    expect(Object.keys(problem.properties)).toEqual(
+      expect.arrayContaining(['type', 'title', 'status', 'detail', 'code', 'errors', 'token', 'required', 'available']),
+    );
     expect(problem.required).toEqual(expect.arrayContaining(['type', 'title', 'status', 'detail', 'code']));
   });
 
@@ -216,7 +226,9 @@ describe('every route answers what the document says', () => {
 
     // sync, 402 once the sleeve holds no sync token
     await check('POST', `/v1/sleeves/${enc(human.id)}/sync`, undefined, { status: 200 });
-    await g.p.db.prisma.$transaction((tx) => burn(tx, sleeveAccount(human.id), [{ token: 'sync', milli: 499_000n }], { reason: 'test', epoch: g.p.epochs.current(), stackId: stack.id }));
+    await g.p.db.prisma.$transaction((tx) =>
+      burn(tx, sleeveAccount(human.id), [{ token: 'sync', milli: 499_000n }], { reason: 'test', epoch: g.p.epochs.current(), stackId: stack.id }),
+    );
     const short = await check('POST', `/v1/sleeves/${enc(human.id)}/sync`, undefined, { status: 402 });
     expect(short.body).toMatchObject({ code: 'INSUFFICIENT_TOKENS', token: 'sync', required: 1, available: 0 });
     await check('POST', '/v1/sleeves/sleeve:none/sync', undefined, { status: 404 });
@@ -238,10 +250,18 @@ describe('every route answers what the document says', () => {
     await check('POST', '/v1/faucet/drip', { stackId: 'stack:none' }, { status: 404 });
 
     // residues (one opened the way the workers open them)
-    const { residue } = await g.p.db.prisma.$transaction((tx) => openResidue(tx, {
-      kind: 'stale-ordering', trigger: 'openapi test', stackId: stack.id, sleeveId: ai.id, epoch: g.p.epochs.current(),
-      evidence: {}, dedupeKey: `openapi-test:${stack.id}`, expiryEpochs: 100,
-    }));
+    const { residue } = await g.p.db.prisma.$transaction((tx) =>
+      openResidue(tx, {
+        kind: 'stale-ordering',
+        trigger: 'openapi test',
+        stackId: stack.id,
+        sleeveId: ai.id,
+        epoch: g.p.epochs.current(),
+        evidence: {},
+        dedupeKey: `openapi-test:${stack.id}`,
+        expiryEpochs: 100,
+      }),
+    );
     await check('GET', '/v1/coordination/residues', undefined, { status: 200 });
     await check('GET', `/v1/coordination/residues?status=open&kind=stale-ordering&stackId=${enc(stack.id)}&limit=5`, undefined, { status: 200 });
     await check('GET', '/v1/coordination/residues?limit=0', undefined, { status: 400 });
@@ -252,10 +272,17 @@ describe('every route answers what the document says', () => {
     await check('POST', `/v1/coordination/residues/${enc(residue.id)}/proof`, {}, { status: 400 });
     await check('POST', `/v1/coordination/residues/${enc(residue.id)}/proof`, { claimant: stack.id, proof: {} }, { status: 200 });
     await check('POST', `/v1/coordination/residues/${enc(residue.id)}/proof`, { claimant: stack.id, proof: {} }, { status: 409 });
-    const { residue: equivocation } = await g.p.db.prisma.$transaction((tx) => openResidue(tx, {
-      kind: 'routing-equivocation', trigger: 'openapi test', stackId: stack.id, epoch: g.p.epochs.current(),
-      evidence: { operator: 'anonymous' }, dedupeKey: `openapi-test:equivocation:${stack.id}`, expiryEpochs: 100,
-    }));
+    const { residue: equivocation } = await g.p.db.prisma.$transaction((tx) =>
+      openResidue(tx, {
+        kind: 'routing-equivocation',
+        trigger: 'openapi test',
+        stackId: stack.id,
+        epoch: g.p.epochs.current(),
+        evidence: { operator: 'anonymous' },
+        dedupeKey: `openapi-test:equivocation:${stack.id}`,
+        expiryEpochs: 100,
+      }),
+    );
     await check('POST', `/v1/coordination/residues/${enc(equivocation.id)}/proof`, { claimant: stack.id, proof: {} }, { status: 422 });
 
     // needlecast, both shapes
@@ -294,8 +321,15 @@ describe('every route answers what the document says', () => {
     for (const [path, ops] of Object.entries(doc.paths)) {
       for (const method of Object.keys(ops)) {
         const statuses = [...(seen.get(`${method.toUpperCase()} ${path}`) ?? [])];
-        expect(statuses.some((s) => s < 300), `${method} ${path}: no success seen (${statuses})`).toBe(true);
-        if (!NO_INPUT.includes(`${method} ${path}`)) expect(statuses.some((s) => s >= 400), `${method} ${path}: no error seen (${statuses})`).toBe(true);
+        expect(
+          statuses.some((s) => s < 300),
+          `${method} ${path}: no success seen (${statuses})`,
+        ).toBe(true);
+        if (!NO_INPUT.includes(`${method} ${path}`))
+          expect(
+            statuses.some((s) => s >= 400),
+            `${method} ${path}: no error seen (${statuses})`,
+          ).toBe(true);
       }
     }
   }, 180_000);

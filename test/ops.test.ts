@@ -30,8 +30,7 @@ async function scrape(base: string): Promise<Sample[]> {
   return parseProm(lastText);
 }
 
-const gql = (query: string, operationName?: string) =>
-  call('POST', `${c.gateway}/graphql`, { query, operationName });
+const gql = (query: string, operationName?: string) => call('POST', `${c.gateway}/graphql`, { query, operationName });
 
 describe('metrics', () => {
   it('count and time REST and GraphQL traffic by route template, operation and outcome', async () => {
@@ -40,7 +39,8 @@ describe('metrics', () => {
     expect(stack.status).toBe(201);
     const sleeve = await call('POST', `${c.gateway}/v1/sleeves`, { stackId: stack.body.id, embodimentType: 'ai' });
     expect(sleeve.status).toBe(201);
-    for (let i = 0; i < 3; i++) expect((await call('POST', `${c.gateway}/v1/sleeves/${encodeURIComponent(sleeve.body.id)}/perceive`, { input: `hello ${i}` })).status).toBe(200);
+    for (let i = 0; i < 3; i++)
+      expect((await call('POST', `${c.gateway}/v1/sleeves/${encodeURIComponent(sleeve.body.id)}/perceive`, { input: `hello ${i}` })).status).toBe(200);
     expect((await call('GET', `${c.gateway}/v1/stacks/${encodeURIComponent(stack.body.id)}`)).status).toBe(200);
     expect((await call('GET', `${c.gateway}/v1/stacks/nope`)).status).toBe(404);
     expect((await call('GET', `${c.gateway}/no/such/route`)).status).toBe(404);
@@ -68,11 +68,12 @@ describe('metrics', () => {
     expect(executed + joined).toBeGreaterThanOrEqual(9);
 
     // No id ever reaches a label (route templates only).
-    for (const s of after) for (const v of Object.values(s.labels)) {
-      expect(v).not.toContain(stack.body.id);
-      expect(v).not.toContain(sleeve.body.id);
-      expect(v).not.toContain('nope');
-    }
+    for (const s of after)
+      for (const v of Object.values(s.labels)) {
+        expect(v).not.toContain(stack.body.id);
+        expect(v).not.toContain(sleeve.body.id);
+        expect(v).not.toContain('nope');
+      }
   }, 60_000);
 
   it('expose the platform state: epoch, tip age, outboxes, pool, residues, sagas, folds, passes, sockets', async () => {

@@ -75,8 +75,12 @@ describe('proofs', () => {
     const operator = generateIdentity();
     const epoch = 20;
     const { residue } = await openResidueNow(p.db.prisma, {
-      kind: 'routing-equivocation', trigger: 'two tuples for epoch 20', epoch, evidence: { operator: operator.pubKey, epoch },
-      dedupeKey: `eq:${operator.pubKey}:${epoch}`, expiryEpochs: expiry(),
+      kind: 'routing-equivocation',
+      trigger: 'two tuples for epoch 20',
+      epoch,
+      evidence: { operator: operator.pubKey, epoch },
+      dedupeKey: `eq:${operator.pubKey}:${epoch}`,
+      expiryEpochs: expiry(),
     });
     const tuple = (fill: string) => {
       const t = { epoch, crossRoot: fill.repeat(64), evmRoot: '1'.repeat(64), ipfsRoot: '2'.repeat(64), sleevesRoot: '3'.repeat(64) };
@@ -84,10 +88,14 @@ describe('proofs', () => {
     };
     const proof = { tuples: [tuple('a'), tuple('b')] };
     // Not valid: the same tuple twice, a tuple signed by someone else.
-    await expect(submitProof(p, residue.id, { claimant: (await createStack(p, { name: 'x' })).id, proof: { tuples: [tuple('a'), tuple('a')] } })).rejects.toMatchObject({ status: 422 });
+    await expect(
+      submitProof(p, residue.id, { claimant: (await createStack(p, { name: 'x' })).id, proof: { tuples: [tuple('a'), tuple('a')] } }),
+    ).rejects.toMatchObject({ status: 422 });
     const other = generateIdentity();
     const forged = { ...tuple('b'), signature: sign(coherenceTupleMessage(tuple('b')), other.identityPriv) };
-    await expect(submitProof(p, residue.id, { claimant: (await createStack(p, { name: 'y' })).id, proof: { tuples: [tuple('a'), forged] } })).rejects.toMatchObject({ status: 422 });
+    await expect(
+      submitProof(p, residue.id, { claimant: (await createStack(p, { name: 'y' })).id, proof: { tuples: [tuple('a'), forged] } }),
+    ).rejects.toMatchObject({ status: 422 });
 
     const claimants = await Promise.all(Array.from({ length: 10 }, (_, i) => createStack(p, { name: `c${i}` })));
     const results = await Promise.allSettled(Array.from({ length: 100 }, (_, i) => submitProof(p, residue.id, { claimant: claimants[i % 10]!.id, proof })));
@@ -98,7 +106,7 @@ describe('proofs', () => {
     const paid = await Promise.all(claimants.map(async (c) => (await balanceOf(p.db.prisma, poolAccount(c.id))).residue));
     expect(paid.reduce((a, b) => a + b, 0)).toBe(RESIDUE_BOUNTY['routing-equivocation']);
     expect((await balanceOf(p.db.prisma, poolAccount(winner))).residue).toBe(RESIDUE_BOUNTY['routing-equivocation']);
-    expect((await getResidue(p, residue.id))).toMatchObject({ status: 'resolved', claimant: winner });
+    expect(await getResidue(p, residue.id)).toMatchObject({ status: 'resolved', claimant: winner });
   });
 
   it('shard-loss: the proof holds only once the CID is readable again', async () => {
@@ -106,8 +114,13 @@ describe('proofs', () => {
     const { cid, data } = await putPinned(stack.id, p.epochs.current(), 'fragment');
     await p.objects.delete(payloadKey(parseCid(cid)!.hash)); // the payload is lost
     const { residue } = await openResidueNow(p.db.prisma, {
-      kind: 'shard-loss', trigger: `${cid} unreachable`, stackId: stack.id, epoch: p.epochs.current(), evidence: { cid },
-      dedupeKey: `shard-loss:${cid}`, expiryEpochs: expiry(),
+      kind: 'shard-loss',
+      trigger: `${cid} unreachable`,
+      stackId: stack.id,
+      epoch: p.epochs.current(),
+      evidence: { cid },
+      dedupeKey: `shard-loss:${cid}`,
+      expiryEpochs: expiry(),
     });
     await expect(submitProof(p, residue.id, { claimant: stack.id, proof: {} })).rejects.toMatchObject({ status: 422 });
     await p.objects.put(payloadKey(parseCid(cid)!.hash), new TextEncoder().encode(data)); // restored
@@ -121,8 +134,13 @@ describe('proofs', () => {
     const a = await putPinned(stack.id, e, 'main');
     const b = await putPinned(stack.id, e, 'shadow');
     const { residue } = await openResidueNow(p.db.prisma, {
-      kind: 'speculative-divergence', trigger: 'branch', stackId: stack.id, epoch: e, evidence: { headCid: b.cid, mainHeadCid: a.cid },
-      dedupeKey: `branch:${b.cid}`, expiryEpochs: expiry(),
+      kind: 'speculative-divergence',
+      trigger: 'branch',
+      stackId: stack.id,
+      epoch: e,
+      evidence: { headCid: b.cid, mainHeadCid: a.cid },
+      dedupeKey: `branch:${b.cid}`,
+      expiryEpochs: expiry(),
     });
     const onlyA = JSON.stringify(seal(randomSecret(32), 'merge?'));
     const half = { data: onlyA, links: [a.cid], epoch: e, stackId: stack.id };
@@ -138,16 +156,26 @@ describe('proofs', () => {
     const e = p.epochs.current();
     const n = await putPinned(stack.id, e, 'old');
     const { residue } = await openResidueNow(p.db.prisma, {
-      kind: 'historical-non-canonical', trigger: 'recall fidelity 0.5 below 0.6', stackId: stack.id, epoch: e,
-      evidence: { fidelity: 0.5, broken: [n.cid, 'cog://' + 'f'.repeat(64) + '@1'] }, dedupeKey: `hnc:${stack.id}:${e}`, expiryEpochs: expiry(),
+      kind: 'historical-non-canonical',
+      trigger: 'recall fidelity 0.5 below 0.6',
+      stackId: stack.id,
+      epoch: e,
+      evidence: { fidelity: 0.5, broken: [n.cid, 'cog://' + 'f'.repeat(64) + '@1'] },
+      dedupeKey: `hnc:${stack.id}:${e}`,
+      expiryEpochs: expiry(),
     });
     await expect(submitProof(p, residue.id, { claimant: stack.id, proof: {} })).rejects.toMatchObject({ status: 422 });
     await expect(submitProof(p, residue.id, { claimant: 'stack:nobody', proof: {} })).rejects.toMatchObject({ status: 404 });
     expect((await getResidue(p, residue.id)).status).toBe('open');
     // Once everything it reported broken is readable (here: pinned), the history is canonical again.
     const healed = await openResidueNow(p.db.prisma, {
-      kind: 'historical-non-canonical', trigger: 'recall fidelity 0.5 below 0.6', stackId: stack.id, epoch: e,
-      evidence: { fidelity: 0.5, broken: [n.cid] }, dedupeKey: `hnc2:${stack.id}:${e}`, expiryEpochs: expiry(),
+      kind: 'historical-non-canonical',
+      trigger: 'recall fidelity 0.5 below 0.6',
+      stackId: stack.id,
+      epoch: e,
+      evidence: { fidelity: 0.5, broken: [n.cid] },
+      dedupeKey: `hnc2:${stack.id}:${e}`,
+      expiryEpochs: expiry(),
     });
     expect(await submitProof(p, healed.residue.id, { claimant: stack.id, proof: {} })).toMatchObject({ status: 'resolved', bounty: 8 });
   });
@@ -157,12 +185,19 @@ describe('lifecycle', () => {
   it('open residues expire after the expiry setting', async () => {
     const e = p.epochs.current();
     const { residue } = await openResidueNow(p.db.prisma, {
-      kind: 'reorg-orphan', trigger: 'anchor detached', epoch: e, evidence: { epoch: e, crossRoot: 'c'.repeat(64) }, dedupeKey: `reorg:${e}`, expiryEpochs: 3,
+      kind: 'reorg-orphan',
+      trigger: 'anchor detached',
+      epoch: e,
+      evidence: { epoch: e, crossRoot: 'c'.repeat(64) },
+      dedupeKey: `reorg:${e}`,
+      expiryEpochs: 3,
     });
     expect(await expireResidues(p, e + 2)).not.toContain(residue.id);
     expect(await expireResidues(p, e + 3)).toContain(residue.id);
     expect((await getResidue(p, residue.id)).status).toBe('expired');
-    await expect(submitProof(p, residue.id, { claimant: (await createStack(p, { name: 'late' })).id, proof: { height: 1 } })).rejects.toMatchObject({ status: 409 });
+    await expect(submitProof(p, residue.id, { claimant: (await createStack(p, { name: 'late' })).id, proof: { height: 1 } })).rejects.toMatchObject({
+      status: 409,
+    });
   });
 });
 
@@ -184,7 +219,11 @@ describe('/v1/coordination/residues', () => {
     expect(bad.statusCode).toBe(400);
     expect(bad.headers['content-type']).toMatch(/problem\+json/);
     const stack = await createStack(p, { name: 'rest' });
-    const invalid = await app.inject({ method: 'POST', url: `/v1/coordination/residues/${encodeURIComponent(rows[0]!.id)}/proof`, payload: { claimant: stack.id, proof: { height: 'x' } } });
+    const invalid = await app.inject({
+      method: 'POST',
+      url: `/v1/coordination/residues/${encodeURIComponent(rows[0]!.id)}/proof`,
+      payload: { claimant: stack.id, proof: { height: 'x' } },
+    });
     expect(invalid.statusCode).toBe(422);
     expect(invalid.json()).toMatchObject({ code: 'INVALID_PROOF' });
   });

@@ -119,7 +119,7 @@ describe('signed REST writes', () => {
     await refused(() => call(g.url, 'POST', path, body, { ...h, 'x-cog-timestamp': `0${h['x-cog-timestamp']}` }));
   });
 
-  it('a signature by another stack\'s key cannot act for that stack or with its sleeves', async () => {
+  it("a signature by another stack's key cannot act for that stack or with its sleeves", async () => {
     // B signs correctly (as B) but names A's sleeve / A's stack
     await refused(() => signedCall(g.url, B, 'POST', `/v1/sleeves/${enc(A.sleeveId)}/perceive`, { input: 'intrude' }));
     await refused(() => signedCall(g.url, B, 'POST', '/v1/perceive', { stackId: B.stackId, sleeveId: A.sleeveId, text: 'mix' }));
@@ -171,18 +171,26 @@ describe('signed GraphQL mutations', () => {
     expect(q.status).toBe(200);
   });
 
-  it('a signed mutation for the own sleeve passes; for another stack\'s sleeve it is a 401', async () => {
+  it("a signed mutation for the own sleeve passes; for another stack's sleeve it is a 401", async () => {
     const ok = await signedCall(g.url, A, 'POST', '/graphql', { query: perceive, variables: { s: A.sleeveId, t: 'gql signed' } });
     expect(ok.status, ok.text).toBe(200);
     expect(ok.body.data.perceive.cid).toMatch(/^cog:\/\//);
     await refused(() => signedCall(g.url, B, 'POST', '/graphql', { query: perceive, variables: { s: A.sleeveId, t: 'intrude' } }));
     // the id hidden in a literal argument, an alias, a fragment, or next to createStack
     await refused(() => signedCall(g.url, B, 'POST', '/graphql', { query: `mutation { x: syncSleeve(id: "${A.sleeveId}") { ok } }` }));
-    await refused(() => signedCall(g.url, B, 'POST', '/graphql', {
-      query: `mutation { ...F } fragment F on Mutation { decommissionSleeve(id: "${A.sleeveId}") { id } }`,
-    }));
-    await refused(() => signedCall(g.url, B, 'POST', '/graphql', { query: `mutation { createStack(name: "n") { stack { id } } spawnSleeve(stackId: "${A.stackId}", kind: "ai") { id } }` }));
-    await refused(() => call(g.url, 'POST', '/graphql', { query: `mutation { createStack(name: "n") { stack { id } } syncSleeve(id: "${A.sleeveId}") { ok } }` }));
+    await refused(() =>
+      signedCall(g.url, B, 'POST', '/graphql', {
+        query: `mutation { ...F } fragment F on Mutation { decommissionSleeve(id: "${A.sleeveId}") { id } }`,
+      }),
+    );
+    await refused(() =>
+      signedCall(g.url, B, 'POST', '/graphql', {
+        query: `mutation { createStack(name: "n") { stack { id } } spawnSleeve(stackId: "${A.stackId}", kind: "ai") { id } }`,
+      }),
+    );
+    await refused(() =>
+      call(g.url, 'POST', '/graphql', { query: `mutation { createStack(name: "n") { stack { id } } syncSleeve(id: "${A.sleeveId}") { ok } }` }),
+    );
   });
 
   it('mutations over the graphql-ws socket are refused with COG_AUTH=required', async () => {

@@ -116,7 +116,12 @@ describe('binding', () => {
   it('internal services refuse a non-loopback COG_HOST without COG_INTERNAL_TOKEN, with a clear message', async () => {
     const open = await testPlatform({ COG_HOST: '0.0.0.0', ...PORTS });
     try {
-      const starters: Array<[string, ServiceStarter]> = [['needlecast', startNeedlecast], ['dhf', startDhf], ['treasury', startTreasury], ['thalamus', startThalamus]];
+      const starters: Array<[string, ServiceStarter]> = [
+        ['needlecast', startNeedlecast],
+        ['dhf', startDhf],
+        ['treasury', startTreasury],
+        ['thalamus', startThalamus],
+      ];
       for (const [name, start] of starters) {
         await expect(start(open), name).rejects.toThrow(/without COG_INTERNAL_TOKEN.*loopback/);
       }

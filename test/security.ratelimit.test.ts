@@ -22,7 +22,13 @@ beforeAll(async () => {
   for (let i = 0; i < 2; i++) {
     const p = await onRedis();
     const g = await secureGateway({}, { platform: p });
-    gws.push({ ...g, close: async () => { await g.close(); await p.cleanup(); } });
+    gws.push({
+      ...g,
+      close: async () => {
+        await g.close();
+        await p.cleanup();
+      },
+    });
   }
 });
 afterAll(async () => {

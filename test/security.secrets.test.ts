@@ -28,14 +28,26 @@ const record = (label: string, r: Res) => {
   return r;
 };
 const rest = async (label: string, method: string, path: string, body?: unknown) => record(label, await call(g.url, method, path, body));
-const signed = async (who: Identity, method: string, path: string, body?: unknown) => record(`${method} ${path}`, await signedCall(g.url, who, method, path, body));
+const signed = async (who: Identity, method: string, path: string, body?: unknown) =>
+  record(`${method} ${path}`, await signedCall(g.url, who, method, path, body));
 const gql = async (who: Identity | null, query: string, variables: Record<string, unknown> = {}) =>
-  record(`graphql ${query.slice(0, 40)}`, who ? await signedCall(g.url, who, 'POST', '/graphql', { query, variables }) : await call(g.url, 'POST', '/graphql', { query, variables }));
+  record(
+    `graphql ${query.slice(0, 40)}`,
+    who ? await signedCall(g.url, who, 'POST', '/graphql', { query, variables }) : await call(g.url, 'POST', '/graphql', { query, variables }),
+  );
 
 beforeAll(async () => {
   const p = await testPlatform({ GATEWAY_PORT: '0', HIPPOCAMPUS_PORT: '0', NEEDLECAST_PORT: '0', COG_AUTH: 'required', COG_INTERNAL_TOKEN: TOKEN });
   // every log line, at the most verbose level, into memory
-  p.log = createLogger({ level: 'trace', destination: new Writable({ write(chunk, _enc, done) { logs += chunk.toString(); done(); } }) });
+  p.log = createLogger({
+    level: 'trace',
+    destination: new Writable({
+      write(chunk, _enc, done) {
+        logs += chunk.toString();
+        done();
+      },
+    }),
+  });
   sub = await p.bus.subscribe({ subjects: ['cog.>'] }, (d) => void events.push(JSON.stringify(d)));
   relay = startEventRelay(p, { pollMs: 50 });
   needlecast = await startNeedlecast(p);
@@ -45,7 +57,15 @@ beforeAll(async () => {
   p.config.urls.hippocampus = hippocampus.url!;
   p.ports.hippocampus = (await import('../subgraphs/memory/hippocampus/client.ts')).localHippocampus(p);
   const base = await secureGateway({}, { platform: p });
-  g = { ...base, close: async () => { await base.close(); await needlecast.close(); await hippocampus.close(); await p.cleanup(); } };
+  g = {
+    ...base,
+    close: async () => {
+      await base.close();
+      await needlecast.close();
+      await hippocampus.close();
+      await p.cleanup();
+    },
+  };
 });
 afterAll(async () => {
   await relay?.close();
@@ -94,7 +114,16 @@ describe('secrets', () => {
     // errors: unsigned, foreign, bad signature, bad input, unknown ids, malformed JSON
     await rest('unsigned', 'POST', `/v1/sleeves/${enc(s1.id)}/perceive`, { input: 'x' });
     await signed(B, 'POST', `/v1/sleeves/${enc(s1.id)}/perceive`, { input: 'x' });
-    record('bad signature', await call(g.url, 'POST', '/v1/sleeves', { stackId: A.stackId, embodimentType: 'ai' }, { 'x-cog-stack': A.stackId, 'x-cog-timestamp': String(Date.now()), 'x-cog-signature': '0'.repeat(128) }));
+    record(
+      'bad signature',
+      await call(
+        g.url,
+        'POST',
+        '/v1/sleeves',
+        { stackId: A.stackId, embodimentType: 'ai' },
+        { 'x-cog-stack': A.stackId, 'x-cog-timestamp': String(Date.now()), 'x-cog-signature': '0'.repeat(128) },
+      ),
+    );
     await signed(A, 'POST', '/v1/sleeves', { stackId: A.stackId, embodimentType: 'cyborg' });
     await signed(A, 'POST', '/v1/sleeves/sleeve:none/perceive', { input: 'x' });
     await rest('malformed', 'POST', '/v1/stacks', '{"name": ');
@@ -106,14 +135,20 @@ describe('secrets', () => {
       await rest('totals', 'GET', `/v1/tokens/balances/${enc(who.stackId)}`);
       await rest('issuance', 'GET', `/v1/treasury/issuance/${enc(who.stackId)}`);
     }
-    for (const path of ['/v1/stacks', '/v1/sleeves', '/v1/coordination/residues', '/v1/coordination/desync', '/v1/epochs/current']) await rest(path, 'GET', path);
+    for (const path of ['/v1/stacks', '/v1/sleeves', '/v1/coordination/residues', '/v1/coordination/desync', '/v1/epochs/current'])
+      await rest(path, 'GET', path);
     await rest('sleeve', 'GET', `/v1/sleeves/${enc(s1.id)}`);
     // GraphQL: every scalar field of the types that describe stacks, sleeves and memory
     const fieldsOf = async (type: string) => {
-      const r = await call(g.url, 'POST', '/graphql', { query: `{ __type(name: "${type}") { fields { name args { name } type { kind ofType { kind ofType { kind } } } } } }` });
+      const r = await call(g.url, 'POST', '/graphql', {
+        query: `{ __type(name: "${type}") { fields { name args { name } type { kind ofType { kind ofType { kind } } } } } }`,
+      });
       const scalar = (t: { kind: string; ofType?: { kind: string; ofType?: { kind: string } } }): boolean =>
         t.kind === 'SCALAR' || t.kind === 'ENUM' || (t.kind === 'NON_NULL' && !!t.ofType && scalar(t.ofType as never));
-      return ((r.body?.data?.__type?.fields ?? []) as Array<{ name: string; args: unknown[]; type: never }>).filter((f) => !f.args.length && scalar(f.type)).map((f) => f.name).join(' ');
+      return ((r.body?.data?.__type?.fields ?? []) as Array<{ name: string; args: unknown[]; type: never }>)
+        .filter((f) => !f.args.length && scalar(f.type))
+        .map((f) => f.name)
+        .join(' ');
     };
     const stackFields = await fieldsOf('Stack');
     const sleeveFields = await fieldsOf('Sleeve');
@@ -140,7 +175,14 @@ describe('secrets', () => {
     }
     const needles = secrets.flatMap((s) => [
       { what: `${s.what} (hex)`, re: new RegExp(toHex(s.bytes), 'i') },
-      { what: `${s.what} (base64)`, re: new RegExp(Buffer.from(s.bytes).toString('base64').replace(/[+/=]/g, (c) => `\\${c}`)) },
+      {
+        what: `${s.what} (base64)`,
+        re: new RegExp(
+          Buffer.from(s.bytes)
+            .toString('base64')
+            .replace(/[+/=]/g, (c) => `\\${c}`),
+        ),
+      },
       { what: `${s.what} (base64url)`, re: new RegExp(Buffer.from(s.bytes).toString('base64url')) },
     ]);
     needles.push({ what: 'internal token', re: new RegExp(TOKEN) });

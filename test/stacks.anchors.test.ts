@@ -10,7 +10,8 @@ let p: TestPlatform;
 let gw: RunningService;
 const hex = (n: number, len = 64) => n.toString(16).padStart(len, '0');
 const json = async (r: Response) => ({ status: r.status, body: (await r.json()) as any });
-const post = (path: string, body: unknown) => fetch(`${gw.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(json);
+const post = (path: string, body: unknown) =>
+  fetch(`${gw.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(json);
 
 beforeAll(async () => {
   p = await testPlatform({ GATEWAY_PORT: '0', COG_RATE_LIMIT_PER_MIN: '0' });
@@ -29,7 +30,15 @@ describe('stack anchors', () => {
     const node = (epoch: number, i: number) => ({ cid: `cog://${hex(epoch * 100 + i)}@${epoch}`, stackId: a.id, epoch, links: [], size: 1 });
     // Two writes in epoch 3, one in 5, one in 7 (not folded yet); epoch 4 folded without any.
     await p.db.prisma.memoryNode.createMany({ data: [node(3, 1), node(3, 2), node(5, 1), node(7, 1)] });
-    const anchor = (epoch: number) => ({ epoch, crossRoot: hex(epoch + 1000), evmRoot: hex(1), ipfsRoot: hex(epoch + 2000), sleevesRoot: hex(2), btcRoot: hex(0), gaps: [] });
+    const anchor = (epoch: number) => ({
+      epoch,
+      crossRoot: hex(epoch + 1000),
+      evmRoot: hex(1),
+      ipfsRoot: hex(epoch + 2000),
+      sleevesRoot: hex(2),
+      btcRoot: hex(0),
+      gaps: [],
+    });
     await p.db.prisma.epochAnchor.createMany({ data: [anchor(3), anchor(4), anchor(5)] });
     await p.db.prisma.epochAnchor.update({ where: { epoch: 5 }, data: { blockHash: hex(55), blockHeight: 6, chainStatus: 'confirmed' } });
 
@@ -53,8 +62,20 @@ describe('stack anchors', () => {
   it('keeps the newest when a stack wrote in more epochs than a read lists', async () => {
     const c = (await post('/v1/stacks', { name: 'busy' })).body;
     const n = STACK_ANCHORS + 8;
-    await p.db.prisma.memoryNode.createMany({ data: Array.from({ length: n }, (_, i) => ({ cid: `cog://${hex(900_000 + i)}@${100 + i}`, stackId: c.id, epoch: 100 + i, links: [], size: 1 })) });
-    await p.db.prisma.epochAnchor.createMany({ data: Array.from({ length: n }, (_, i) => ({ epoch: 100 + i, crossRoot: hex(i), evmRoot: hex(1), ipfsRoot: hex(i), sleevesRoot: hex(2), btcRoot: hex(0), gaps: [] })) });
+    await p.db.prisma.memoryNode.createMany({
+      data: Array.from({ length: n }, (_, i) => ({ cid: `cog://${hex(900_000 + i)}@${100 + i}`, stackId: c.id, epoch: 100 + i, links: [], size: 1 })),
+    });
+    await p.db.prisma.epochAnchor.createMany({
+      data: Array.from({ length: n }, (_, i) => ({
+        epoch: 100 + i,
+        crossRoot: hex(i),
+        evmRoot: hex(1),
+        ipfsRoot: hex(i),
+        sleevesRoot: hex(2),
+        btcRoot: hex(0),
+        gaps: [],
+      })),
+    });
     const read = (await json(await fetch(`${gw.url}/v1/stacks/${c.id}`))).body;
     expect(read.anchors).toHaveLength(STACK_ANCHORS);
     expect(read.anchors[0].epoch).toBe(100 + n - 1);

@@ -23,8 +23,17 @@ describe('log format', () => {
   });
 
   it('writes JSON lines, secrets redacted, when stdout is a pipe', () => {
-    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e',
-      `import { createLogger } from './lib/log.ts'; createLogger({ name: 'cog' }).info({ identityPriv: 'ab'.repeat(32), service: 'x' }, 'hello');`], { cwd: root, env: baseEnv() }).toString();
+    const out = execFileSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--input-type=module',
+        '-e',
+        `import { createLogger } from './lib/log.ts'; createLogger({ name: 'cog' }).info({ identityPriv: 'ab'.repeat(32), service: 'x' }, 'hello');`,
+      ],
+      { cwd: root, env: baseEnv() },
+    ).toString();
     const line = JSON.parse(out.trim());
     expect(line).toMatchObject({ level: 30, name: 'cog', msg: 'hello', service: 'x', identityPriv: '[redacted]' });
   });
@@ -36,7 +45,11 @@ describe('cog start on a terminal', () => {
     const env = { ...baseEnv(), ...shiftedPortsEnv(32400), COG_DATA_DIR: dataDir, LOG_LEVEL: 'info', TERM: 'xterm' };
     // `script` runs the command through $SHELL; `exec` puts the platform itself on the terminal, so
     // the exit code is its own (dash, as /bin/sh, re-raises a SIGINT its child handled: 130).
-    const child = spawn('script', ['-qfec', `exec ${process.execPath} bin/cog.mjs start`, '/dev/null'], { cwd: root, env: { ...env, SHELL: '/bin/sh' }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn('script', ['-qfec', `exec ${process.execPath} bin/cog.mjs start`, '/dev/null'], {
+      cwd: root,
+      env: { ...env, SHELL: '/bin/sh' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let raw = '';
     child.stdout.on('data', (d) => (raw += d));
     child.stderr.on('data', (d) => (raw += d));
@@ -51,7 +64,8 @@ describe('cog start on a terminal', () => {
       expect(total).toBeGreaterThanOrEqual(7); // the suite (seven spec contracts and any added since)
       expect(deployed).toEqual(Array.from({ length: total }, (_, i) => [i + 1, total]));
       expect(out).toMatch(/cortex +waiting for \d+ deploy transactions to be mined/);
-      for (const s of ['cortex', 'medulla', 'hippocampus', 'thalamus', 'gateway']) expect(out).toMatch(new RegExp(`\\d+\\.\\d s  ✓ ${s} +http://127\\.0\\.0\\.1:\\d+`));
+      for (const s of ['cortex', 'medulla', 'hippocampus', 'thalamus', 'gateway'])
+        expect(out).toMatch(new RegExp(`\\d+\\.\\d s  ✓ ${s} +http://127\\.0\\.0\\.1:\\d+`));
       // pino-pretty: time, level, name, message; no JSON log lines.
       expect(out).toMatch(/\[\d\d:\d\d:\d\d\.\d{3}\] INFO \(cog\): cortex: suite ready/);
       expect(out.split('\n').filter((l) => l.startsWith('{"level"'))).toEqual([]);

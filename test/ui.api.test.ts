@@ -28,7 +28,10 @@ beforeAll(async () => {
   g = await secureGateway({ COG_AUTH: 'required' });
   const s = await call(g.url, 'POST', '/v1/stacks', { name: 'alice', kind: 'ai' });
   expect(s.status).toBe(201);
-  const v = await signedCall(g.url, { stackId: s.body.id, identityPriv: s.body.identityPriv }, 'POST', '/v1/sleeves', { stackId: s.body.id, embodimentType: 'ai' });
+  const v = await signedCall(g.url, { stackId: s.body.id, identityPriv: s.body.identityPriv }, 'POST', '/v1/sleeves', {
+    stackId: s.body.id,
+    embodimentType: 'ai',
+  });
   expect(v.status, v.text).toBe(201);
   alice = { stackId: s.body.id, identityPriv: s.body.identityPriv, sleeveId: v.body.id };
 }, 180_000); // a migrated PGlite and a gateway: slow on a loaded machine
@@ -76,7 +79,8 @@ describe('GraphQL for the inspector', () => {
     await g.p.db.prisma.$executeRawUnsafe(`INSERT INTO "Stack" (id, name, kind, shape, "pubKey", "syncCoeff", "memoryCoeff", "computeCoeff", "residueCoeff", "routingCoeff", "masterSecret")
       SELECT 'stack:human:' || (100000 + n) || ':' || lpad(to_hex(n), 12, '0'), 'bulk-' || n, CASE WHEN n % 2 = 1 THEN 'human' ELSE 'memory' END, 'A',
         md5('a' || n) || md5('b' || n), 1, 1, 1, 1, 1, 'x' FROM generate_series(0, 9999) AS n`);
-    const Q = 'query($s: String, $f: Int!, $o: Int!) { stackPage(search: $s, first: $f, offset: $o) { total stacks { id tokenId name kind sleeves { id alive } } } }';
+    const Q =
+      'query($s: String, $f: Int!, $o: Int!) { stackPage(search: $s, first: $f, offset: $o) { total stacks { id tokenId name kind sleeves { id alive } } } }';
     const t0 = performance.now();
     const first = await gql(Q, { s: null, f: 25, o: 0 });
     const mid = await gql(Q, { s: null, f: 25, o: 5000 });
@@ -94,7 +98,11 @@ describe('GraphQL for the inspector', () => {
     expect(byToken.body.data.stackPage.stacks.map((s: { tokenId: number }) => s.tokenId)).toContain(first.body.data.stackPage.stacks[3].tokenId);
     console.log(`stackPage over 10,001 stacks: ${ms.toFixed(0)} ms a page (mean of 3)`);
     expect(ms).toBeLessThan(1000);
-    for (const bad of [{ f: 101, o: 0 }, { f: 10, o: -1 }, { f: 10, o: 0, s: 'x'.repeat(201) }]) {
+    for (const bad of [
+      { f: 101, o: 0 },
+      { f: 10, o: -1 },
+      { f: 10, o: 0, s: 'x'.repeat(201) },
+    ]) {
       const r = await gql(Q, { s: null, ...bad });
       expect(r.body.errors[0].extensions.code, JSON.stringify(bad)).toBe('BAD_REQUEST');
     }
@@ -113,7 +121,8 @@ describe('GraphQL for the inspector', () => {
     expect(publicKeyOf(alice.identityPriv)).toBe((await gql('query($id: ID!) { stack(id: $id) { pubKey } }', { id: alice.stackId })).body.data.stack.pubKey);
     const perceive = 'mutation($s: ID!, $t: String!) { perceive(sleeveId: $s, text: $t) { cid epoch } }';
     const body = (t: string) => JSON.stringify({ query: perceive, variables: { s: alice.sleeveId, t } });
-    const send = (b: string, headers: Record<string, string>) => fetch(`${g.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: b });
+    const send = (b: string, headers: Record<string, string>) =>
+      fetch(`${g.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: b });
     expect((await send(body('unsigned'), {})).status).toBe(401);
     addKey(alice.stackId, alice.identityPriv);
     for (const t of ['one', 'two', 'three']) {
@@ -131,11 +140,14 @@ describe('GraphQL for the inspector', () => {
 
   it('pages a stack memory from the head back, with when each node fades, and the balances over epochs', async () => {
     g.p.setEpoch(g.p.epochs.current() + 1);
-    const r = await gql(`query($id: ID!) { stack(id: $id) {
+    const r = await gql(
+      `query($id: ID!) { stack(id: $id) {
       memoryCount page1: memory(first: 2) { cid epoch pinned readableUntilEpoch branchId sleeveId }
       page2: memory(first: 2, offset: 2) { cid }
       balanceHistory(last: 10) { epoch raw { compute memory } }
-    } }`, { id: alice.stackId });
+    } }`,
+      { id: alice.stackId },
+    );
     const s = r.body.data.stack;
     expect(s.memoryCount).toBe(3);
     expect(s.page1).toHaveLength(2);
@@ -146,15 +158,28 @@ describe('GraphQL for the inspector', () => {
     expect(s.balanceHistory.at(-1).raw.compute).toBe(248.5);
     const epochs = s.balanceHistory.map((p: { epoch: number }) => p.epoch);
     expect(epochs).toEqual([...new Set(epochs)].sort((a, b) => (a as number) - (b as number)));
-    expect((await gql('query($id: ID!) { stack(id: $id) { memory(offset: -1) { cid } } }', { id: alice.stackId })).body.errors[0].extensions.code).toBe('BAD_REQUEST');
-    expect((await gql('query($id: ID!) { stack(id: $id) { balanceHistory(last: 0) { epoch } } }', { id: alice.stackId })).body.errors[0].extensions.code).toBe('BAD_REQUEST');
+    expect((await gql('query($id: ID!) { stack(id: $id) { memory(offset: -1) { cid } } }', { id: alice.stackId })).body.errors[0].extensions.code).toBe(
+      'BAD_REQUEST',
+    );
+    expect((await gql('query($id: ID!) { stack(id: $id) { balanceHistory(last: 0) { epoch } } }', { id: alice.stackId })).body.errors[0].extensions.code).toBe(
+      'BAD_REQUEST',
+    );
   });
 
-  it('signs a write in the browser with a pasted key (COG_AUTH=required), and refuses a key that is not the stack\'s', async () => {
+  it("signs a write in the browser with a pasted key (COG_AUTH=required), and refuses a key that is not the stack's", async () => {
     const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-ui-sign-'));
     const ctx = await chromium.launchPersistentContext(profile, {
-      executablePath: '/usr/bin/chromium', headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      executablePath: '/usr/bin/chromium',
+      headless: true,
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     const sentKey: string[] = [];
     try {
@@ -184,7 +209,10 @@ describe('GraphQL for the inspector', () => {
       await page.reload();
       await page.getByLabel('perceive text').fill('after reload');
       await page.getByRole('button', { name: 'perceive', exact: true }).click();
-      await page.getByRole('alert').filter({ hasText: /signed request required/i }).waitFor({ timeout: 10_000 });
+      await page
+        .getByRole('alert')
+        .filter({ hasText: /signed request required/i })
+        .waitFor({ timeout: 10_000 });
       expect(sentKey).toEqual([]);
     } finally {
       await ctx.close();

@@ -15,7 +15,15 @@ import { startCluster, type Cluster } from './helpers/cluster.ts';
 const SHIFT = 30000;
 const EPOCH_MS = 4000;
 const CHROMIUM = '/usr/bin/chromium';
-const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const SHOTS = path.resolve(import.meta.dirname, '..', '.tmp', 'ui-screenshots');
 const DIST = path.resolve(import.meta.dirname, '..', 'ui', 'dist');
 
@@ -28,7 +36,11 @@ const sockets: WebSocketRoute[] = [];
 const sent: string[] = [];
 
 async function rest(method: string, p: string, body?: unknown) {
-  const r = await fetch(base + p, { method, headers: body === undefined ? {} : { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const r = await fetch(base + p, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const j = await r.json();
   if (!r.ok) throw new Error(`${method} ${p}: ${r.status} ${JSON.stringify(j)}`);
   return j;
@@ -105,10 +117,17 @@ describe('the inspector in a browser', () => {
       await cdp.send('Network.clearBrowserCache');
       await page.goto(`${base}/ui`, { waitUntil: 'load' });
       const nav = await page.evaluate(() => (performance.getEntriesByType('navigation')[0] as PerformanceNavigationTiming).toJSON());
-      loads.push({ start: Math.round(nav.responseStart), response: Math.round(nav.responseEnd), dcl: Math.round(nav.domContentLoadedEventEnd), load: Math.round(nav.loadEventEnd) });
+      loads.push({
+        start: Math.round(nav.responseStart),
+        response: Math.round(nav.responseEnd),
+        dcl: Math.round(nav.domContentLoadedEventEnd),
+        load: Math.round(nav.loadEventEnd),
+      });
     }
     await cdp.send('Network.setCacheDisabled', { cacheDisabled: false });
-    console.log(`first loads of /ui (first byte / response / DOMContentLoaded / load, ms): ${loads.map((l) => `${l.start} / ${l.response} / ${l.dcl} / ${l.load}`).join(', ')}`);
+    console.log(
+      `first loads of /ui (first byte / response / DOMContentLoaded / load, ms): ${loads.map((l) => `${l.start} / ${l.response} / ${l.dcl} / ${l.load}`).join(', ')}`,
+    );
     // The budget is the page's: from the first byte of index.html to the load event (the assets and
     // the app's start). The wait for that first byte is the gateway process's, and on this shared
     // machine under load it alone can take seconds; it is logged above, not held to the page's budget.
@@ -131,7 +150,10 @@ describe('the inspector in a browser', () => {
     expect(dropped.length).toBeGreaterThan(0);
     for (const ws of dropped) await ws.close({ code: 1001, reason: 'test drops the link' });
     await expect.poll(() => page.getByTestId('link-state').textContent(), { timeout: 10_000 }).toBe('live');
-    const resumed = sent.slice(before).map((m) => JSON.parse(m)).filter((m) => m.type === 'subscribe');
+    const resumed = sent
+      .slice(before)
+      .map((m) => JSON.parse(m))
+      .filter((m) => m.type === 'subscribe');
     expect(resumed.length).toBeGreaterThan(0);
     expect(resumed.some((m) => /^\d+$/.test(String(m.payload?.variables?.after ?? '')))).toBe(true);
     const afterDrop = await epochOnScreen(page);

@@ -12,7 +12,15 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { call, secureGateway, type SecureGateway } from './helpers/secure-gateway.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
-const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const STACKS = 10_000;
 const NODES = 3000;
 // Generous: this is a shared, loaded 2-core machine; the figures are logged to compare runs.
@@ -32,20 +40,25 @@ async function newPage(): Promise<Page> {
   await page.addInitScript(() => {
     const w = window as unknown as { longTasks: number[] };
     w.longTasks = [];
-    new PerformanceObserver((l) => { for (const e of l.getEntries()) w.longTasks.push(e.duration); }).observe({ type: 'longtask', buffered: true });
+    new PerformanceObserver((l) => {
+      for (const e of l.getEntries()) w.longTasks.push(e.duration);
+    }).observe({ type: 'longtask', buffered: true });
   });
   page.on('console', (m) => m.type() === 'error' && problems.push(`console error on ${page.url()}: ${m.text()}`));
   page.on('pageerror', (e) => problems.push(`page error on ${page.url()}: ${e.message}`));
   return page;
 }
 const longTasks = (page: Page) => page.evaluate(() => (window as unknown as { longTasks: number[] }).longTasks.slice());
-const summary = (t: number[]) => `${t.length} long task${t.length === 1 ? '' : 's'}, longest ${Math.round(Math.max(0, ...t))} ms, total ${Math.round(t.reduce((a, b) => a + b, 0))} ms`;
+const summary = (t: number[]) =>
+  `${t.length} long task${t.length === 1 ? '' : 's'}, longest ${Math.round(Math.max(0, ...t))} ms, total ${Math.round(t.reduce((a, b) => a + b, 0))} ms`;
 
 /** Milliseconds from a click to the DOM showing what it should (the page's own clock). */
 async function clickToDom(page: Page, click: () => Promise<void>, done: () => Promise<boolean>): Promise<number> {
   await page.evaluate(() => ((window as unknown as { t0: number }).t0 = 0));
   // The click's time is taken in the page on its mousedown; the end, when `done` first holds.
-  await page.evaluate(() => document.addEventListener('mousedown', () => ((window as unknown as { t0: number }).t0 = performance.now()), { once: true, capture: true }));
+  await page.evaluate(() =>
+    document.addEventListener('mousedown', () => ((window as unknown as { t0: number }).t0 = performance.now()), { once: true, capture: true }),
+  );
   await click();
   await expect.poll(done, { timeout: 10_000, interval: 20 }).toBe(true);
   return page.evaluate(() => performance.now() - (window as unknown as { t0: number }).t0);
@@ -63,10 +76,13 @@ beforeAll(async () => {
     SELECT 'stack:human:' || (100000 + n) || ':' || lpad(to_hex(n), 12, '0'), 'bulk-' || n, CASE WHEN n % 2 = 1 THEN 'human' ELSE 'memory' END, 'A',
       md5('a' || n) || md5('b' || n), 1, 1, 1, 1, 1, 'x' FROM generate_series(0, ${STACKS - 2}) AS n`);
   // The long timeline: node n written in epoch n/10, each linking the one before (writeSeq follows n).
-  await g.p.db.prisma.$executeRawUnsafe(`INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, kind, size)
+  await g.p.db.prisma.$executeRawUnsafe(
+    `INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, kind, size)
     SELECT 'cog://bulk' || lpad(n::text, 6, '0') || '@' || (n / 10), $1, n / 10,
       CASE WHEN n = 0 THEN ARRAY[]::text[] ELSE ARRAY['cog://bulk' || lpad((n - 1)::text, 6, '0') || '@' || ((n - 1) / 10)] END, 'perceive', 64
-    FROM generate_series(0, ${NODES - 1}) AS n ORDER BY n`, longStack);
+    FROM generate_series(0, ${NODES - 1}) AS n ORDER BY n`,
+    longStack,
+  );
   profile = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-ui-scale-'));
   ctx = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1400, height: 900 } });
 }, 180_000);
@@ -107,21 +123,36 @@ describe('the inspector with 10,000 stacks', () => {
     const tokens = async () => (await rows.locator('td:first-child').allTextContents()).map((t) => Number(t.slice(1)));
     const p1 = await tokens();
     expect(p1).toEqual([...p1].sort((a, b) => b - a));
-    const paged = await clickToDom(page, () => page.getByTestId('stacks-next').click(), async () => (await tokens())[0] !== p1[0]);
+    const paged = await clickToDom(
+      page,
+      () => page.getByTestId('stacks-next').click(),
+      async () => (await tokens())[0] !== p1[0],
+    );
     const p2 = await tokens();
     expect(p2).toHaveLength(25);
     expect(p2[0]).toBeLessThan(p1.at(-1)!);
     await page.getByText(`26–50 of ${STACKS}`).waitFor({ timeout: 5000 });
-    const back = await clickToDom(page, () => page.getByRole('button', { name: '‹ newer' }).click(), async () => (await tokens())[0] === p1[0]);
+    const back = await clickToDom(
+      page,
+      () => page.getByRole('button', { name: '‹ newer' }).click(),
+      async () => (await tokens())[0] === p1[0],
+    );
     expect(paged).toBeLessThan(CLICK_MS);
     expect(back).toBeLessThan(CLICK_MS);
 
     const lt = await longTasks(page);
-    console.log(`stacks page over ${STACKS} stacks: first page and total on screen ${firstPage} ms after navigation (load event at ${Math.round(nav)} ms); search to ${'110'} rows ${searched} ms (250 ms debounce included); click to next page ${Math.round(paged)} ms, back ${Math.round(back)} ms; ${summary(lt)}`);
+    console.log(
+      `stacks page over ${STACKS} stacks: first page and total on screen ${firstPage} ms after navigation (load event at ${Math.round(nav)} ms); search to ${'110'} rows ${searched} ms (250 ms debounce included); click to next page ${Math.round(paged)} ms, back ${Math.round(back)} ms; ${summary(lt)}`,
+    );
     expect(Math.max(0, ...lt)).toBeLessThan(LONG_TASK_MS);
     // The observer does see a blocked main thread: 150 ms of busy work in one of the page's own
     // tasks shows up as a long task (work run by CDP's evaluate itself is not a page task).
-    await page.evaluate(() => setTimeout(() => { const t = performance.now(); while (performance.now() - t < 150); }, 0));
+    await page.evaluate(() =>
+      setTimeout(() => {
+        const t = performance.now();
+        while (performance.now() - t < 150);
+      }, 0),
+    );
     await expect.poll(async () => Math.max(0, ...(await longTasks(page)).slice(lt.length)), { timeout: 5000 }).toBeGreaterThanOrEqual(150);
     expect(problems).toEqual([]);
     await page.close();
@@ -155,7 +186,9 @@ describe('the inspector with 10,000 stacks', () => {
     // The oldest node, the first written, has no parent.
     expect(await page.locator(`[data-cid="${cid(0)}"]`).isVisible()).toBe(true);
     const lt = await longTasks(page);
-    console.log(`memory timeline of ${NODES} nodes: head on screen ${shown} ms after navigation; rows in the DOM ${atTop} at the top, ${counts.join(' / ')} at node 1500 / the end; scroll to a new page shown in ${scrolls.join(' / ')} ms; ${summary(lt)}`);
+    console.log(
+      `memory timeline of ${NODES} nodes: head on screen ${shown} ms after navigation; rows in the DOM ${atTop} at the top, ${counts.join(' / ')} at node 1500 / the end; scroll to a new page shown in ${scrolls.join(' / ')} ms; ${summary(lt)}`,
+    );
     expect(Math.max(0, ...lt)).toBeLessThan(LONG_TASK_MS);
     for (const s of scrolls) expect(s).toBeLessThan(CLICK_MS);
     expect(problems).toEqual([]);

@@ -36,7 +36,11 @@ describe('runner leases', () => {
     expect(rows.every((r) => r.finishedAt && ['runner-a', 'runner-b'].includes(r.runner))).toBe(true);
     // The treasury-emitter recorded each epoch's emission once (the stack's is computed when asked).
     const recorded = await p.db.prisma.emissionEpoch.findMany({ where: { epoch: { in: [101, 102, 103] } }, orderBy: { epoch: 'asc' } });
-    expect(recorded.map((r) => [r.epoch, r.stacks])).toEqual([[101, 1], [102, 1], [103, 1]]);
+    expect(recorded.map((r) => [r.epoch, r.stacks])).toEqual([
+      [101, 1],
+      [102, 1],
+      [103, 1],
+    ]);
     p.setEpoch(103);
     expect((await issuance(p, stack.id, 3)).map((e) => e.epoch)).toEqual([103, 102, 101]);
   });
@@ -48,7 +52,9 @@ describe('runner leases', () => {
     try {
       p.setEpoch(201);
       p.setEpoch(202);
-      await expect.poll(async () => p.db.prisma.passRun.count({ where: { epoch: { in: [201, 202] }, finishedAt: { not: null } } }), { timeout: 15_000 }).toBe(12);
+      await expect
+        .poll(async () => p.db.prisma.passRun.count({ where: { epoch: { in: [201, 202] }, finishedAt: { not: null } } }), { timeout: 15_000 })
+        .toBe(12);
       const rows = await p.db.prisma.passRun.findMany({ where: { epoch: { in: [201, 202] } } });
       expect(rows).toHaveLength(12);
     } finally {
@@ -94,7 +100,12 @@ describe('passes', () => {
     expect(await driftChecker(p, 400)).toMatchObject({ flagged: 0 }); // idempotent
     const events = await p.db.prisma.eventOutbox.findMany({ where: { subject: { startsWith: 'cog.sleeve.' } }, orderBy: { id: 'asc' }, skip: flaggedEvents });
     for (const e of events) seen.push({ subject: e.subject, data: e.data as Record<string, unknown> });
-    expect(seen.filter((e) => e.subject.startsWith('cog.sleeve.flagged')).map((e) => e.data.sleeveId).sort()).toEqual([hot.id, warm.id].sort());
+    expect(
+      seen
+        .filter((e) => e.subject.startsWith('cog.sleeve.flagged'))
+        .map((e) => e.data.sleeveId)
+        .sort(),
+    ).toEqual([hot.id, warm.id].sort());
     expect(seen.find((e) => e.subject.startsWith('cog.sleeve.desynced'))!.data).toMatchObject({ id: hot.id, stackId: stack.id, drift: 31 });
     expect((await getSleeveRow(p.db.prisma, warm.id)).flagged).toBe(true);
     expect((await getSleeveRow(p.db.prisma, calm.id)).flagged).toBe(false);
@@ -111,7 +122,12 @@ describe('passes', () => {
 
   it('epoch-anchor commits each folded epoch once', async () => {
     const roots = { crossRoot: 'a'.repeat(64), evmRoot: 'b'.repeat(64), ipfsRoot: 'c'.repeat(64), sleevesRoot: 'd'.repeat(64), btcRoot: '0'.repeat(64) };
-    await p.db.prisma.epochAnchor.createMany({ data: [{ epoch: 500, ...roots }, { epoch: 501, ...roots }] }); // as the Thalamus folds them
+    await p.db.prisma.epochAnchor.createMany({
+      data: [
+        { epoch: 500, ...roots },
+        { epoch: 501, ...roots },
+      ],
+    }); // as the Thalamus folds them
     expect((await epochAnchor(p, 501)).anchored).toEqual([500, 501]);
     expect((await epochAnchor(p, 502)).anchored).toEqual([]);
     const intents = await p.db.prisma.chainOutbox.findMany({ where: { kind: 'anchor', ref: { in: ['anchor:500', 'anchor:501'] } } });

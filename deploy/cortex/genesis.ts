@@ -9,7 +9,10 @@ import { getAddress } from 'ethers';
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 export function cliqueExtraData(signers: string[]): string {
-  const body = signers.map((s) => getAddress(s).slice(2).toLowerCase()).sort().join('');
+  const body = signers
+    .map((s) => getAddress(s).slice(2).toLowerCase())
+    .sort()
+    .join('');
   return '0x' + '00'.repeat(32) + body + '00'.repeat(65);
 }
 

@@ -7,10 +7,7 @@ export const DEFAULT_MAX_IN_FLIGHT = 64;
 export const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
 
 /** Called when a handler throws or rejects; the message is nak'ed. Never given the payload. */
-export type HandlerErrorReporter = (
-  err: unknown,
-  info: { subject: string; seq: number; deliveryCount: number; consumer: string },
-) => void;
+export type HandlerErrorReporter = (err: unknown, info: { subject: string; seq: number; deliveryCount: number; consumer: string }) => void;
 
 /** Default reporter: one JSON line on stderr with the error's name and (truncated) message only. */
 export const reportToStderr: HandlerErrorReporter = (err, info) => {

@@ -203,7 +203,12 @@ class Worker implements Subscription {
       }
       const { m, count } = item;
       const event: BusEvent = { subject: m.subject, seq: m.seq, ts: m.ts, data: JSON.parse(m.json) };
-      const d = makeDelivery(event, count, () => c.ack(m.seq), (delay) => c.nak(m.seq, delay));
+      const d = makeDelivery(
+        event,
+        count,
+        () => c.ack(m.seq),
+        (delay) => c.nak(m.seq, delay),
+      );
       await runHandler(this.handler, d, this.autoAck, this.report, c.name);
     }
   }
@@ -225,7 +230,10 @@ class Journal {
   private fd: number;
   private lines = 0;
 
-  constructor(dir: string, private readonly max: number) {
+  constructor(
+    dir: string,
+    private readonly max: number,
+  ) {
     fs.mkdirSync(dir, { recursive: true });
     this.logFile = path.join(dir, 'bus.jsonl');
     this.posFile = path.join(dir, 'bus-durables.json');

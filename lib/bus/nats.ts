@@ -94,7 +94,10 @@ export class NatsBus implements Bus {
     const prefix = opts.subjectPrefix ?? 'cog';
     if (!STREAM.test(stream)) throw new Error(`invalid stream name ${JSON.stringify(stream)}`);
     if (!PREFIX.test(prefix)) throw new Error(`invalid subject prefix ${JSON.stringify(prefix)}`);
-    const servers = opts.servers.split(',').map((s) => s.trim()).filter(Boolean);
+    const servers = opts.servers
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     let nc: NatsConnection;
     try {
       nc = await connect({ servers, name: opts.name ?? 'cog', maxReconnectAttempts: -1, reconnectTimeWait: 1000 });
@@ -145,9 +148,7 @@ export class NatsBus implements Bus {
     const o = normalizeSubscribe(opts);
     const { filter, clientFilter } = this.filterConfig(o.subjects);
     const name = o.durable ? await this.ensureDurable(o, filter) : await this.createEphemeral(o, filter);
-    const sub = new NatsSubscription(this, this.nc, this.jsm, name, !o.durable, o, clientFilter, handler, this.report, (s) =>
-      this.subs.delete(s),
-    );
+    const sub = new NatsSubscription(this, this.nc, this.jsm, name, !o.durable, o, clientFilter, handler, this.report, (s) => this.subs.delete(s));
     this.subs.add(sub);
     try {
       const consumer = await this.js.consumers.get(this.stream, name);
@@ -174,9 +175,7 @@ export class NatsBus implements Bus {
   }
 
   private startPolicy(o: NormalizedSubscribe): Partial<ConsumerConfig> {
-    return o.startSeq !== undefined
-      ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: o.startSeq }
-      : { deliver_policy: DeliverPolicy.New };
+    return o.startSeq !== undefined ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: o.startSeq } : { deliver_policy: DeliverPolicy.New };
   }
 
   private async ensureDurable(o: NormalizedSubscribe, filter: Partial<ConsumerConfig>): Promise<string> {
@@ -239,10 +238,12 @@ export class NatsBus implements Bus {
 
   async consumerLag(): Promise<Array<{ consumer: string; pending: number }>> {
     const durables = [...new Set([...this.subs].filter((s) => !s.ephemeral).map((s) => s.name))];
-    return Promise.all(durables.map(async (name) => {
-      const ci = await this.jsm.consumers.info(this.stream, name);
-      return { consumer: name, pending: ci.num_pending + ci.num_ack_pending };
-    }));
+    return Promise.all(
+      durables.map(async (name) => {
+        const ci = await this.jsm.consumers.info(this.stream, name);
+        return { consumer: name, pending: ci.num_pending + ci.num_ack_pending };
+      }),
+    );
   }
 
   async close(): Promise<void> {
@@ -327,9 +328,12 @@ class NatsSubscription implements Subscription {
       max_messages: Math.min(this.o.maxInFlight, 64),
       callback: (m) => this.onMessage(m),
     });
-    this.keepAlive = setInterval(() => {
-      for (const m of this.queue) safe(() => m.working());
-    }, Math.max(50, Math.floor(this.o.ackWaitMs / 2)));
+    this.keepAlive = setInterval(
+      () => {
+        for (const m of this.queue) safe(() => m.working());
+      },
+      Math.max(50, Math.floor(this.o.ackWaitMs / 2)),
+    );
     this.keepAlive.unref();
     void this.run();
   }
@@ -416,7 +420,13 @@ async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
   try {
-    return await Promise.race([p.then(() => true, () => false), late]);
+    return await Promise.race([
+      p.then(
+        () => true,
+        () => false,
+      ),
+      late,
+    ]);
   } finally {
     clearTimeout(timer);
   }

@@ -48,7 +48,17 @@ export async function openDatabase(opts: { databaseUrl?: string; dataDir: string
     retryTransientTransactions(prisma);
     const max = opts.poolSize ?? 10;
     const poolStats = () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max });
-    return { prisma, driver, kind: 'postgres', queryCount: () => queries, pool: poolStats, close: async () => { await prisma.$disconnect(); await pool.end(); } };
+    return {
+      prisma,
+      driver,
+      kind: 'postgres',
+      queryCount: () => queries,
+      pool: poolStats,
+      close: async () => {
+        await prisma.$disconnect();
+        await pool.end();
+      },
+    };
   }
   let dir = 'memory://';
   if (!opts.inMemory) {
@@ -63,7 +73,16 @@ export async function openDatabase(opts: { databaseUrl?: string; dataDir: string
   await migrate(driver);
   const prisma = new PrismaClient({ adapter: new PrismaPGlite(lite) as never, log: [{ emit: 'event', level: 'query' }] });
   (prisma as unknown as { $on(e: 'query', cb: () => void): void }).$on('query', () => void queries++);
-  return { prisma, driver, kind: 'pglite', queryCount: () => queries, close: async () => { await prisma.$disconnect(); await lite.close(); } };
+  return {
+    prisma,
+    driver,
+    kind: 'pglite',
+    queryCount: () => queries,
+    close: async () => {
+      await prisma.$disconnect();
+      await lite.close();
+    },
+  };
 }
 
 /** Attempts of an interactive transaction that keeps failing transiently (see transientTransactionError). */

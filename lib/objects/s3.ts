@@ -41,9 +41,7 @@ export class S3ObjectStore implements ObjectStore {
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
       // Without explicit keys the SDK's default chain (env, profile, role) applies.
-      ...(opts.accessKeyId && opts.secretAccessKey
-        ? { credentials: { accessKeyId: opts.accessKeyId, secretAccessKey: opts.secretAccessKey } }
-        : {}),
+      ...(opts.accessKeyId && opts.secretAccessKey ? { credentials: { accessKeyId: opts.accessKeyId, secretAccessKey: opts.secretAccessKey } } : {}),
     });
   }
 
@@ -74,9 +72,7 @@ export class S3ObjectStore implements ObjectStore {
   async put(key: string, body: Uint8Array): Promise<void> {
     assertObjectKey(key);
     await this.init();
-    await this.s3.send(
-      new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: 'application/octet-stream' }),
-    );
+    await this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: 'application/octet-stream' }));
   }
 
   async get(key: string): Promise<Uint8Array | null> {
@@ -119,9 +115,7 @@ export class S3ObjectStore implements ObjectStore {
     const keys: string[] = [];
     let token: string | undefined;
     do {
-      const r = await this.s3.send(
-        new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix || undefined, ContinuationToken: token }),
-      );
+      const r = await this.s3.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix || undefined, ContinuationToken: token }));
       for (const o of r.Contents ?? []) if (o.Key) keys.push(o.Key);
       token = r.IsTruncated ? r.NextContinuationToken : undefined;
     } while (token);

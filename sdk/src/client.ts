@@ -102,9 +102,21 @@ export class CogClient {
   private wsConnected = false;
   private readonly shared: { sockets: Set<WebSocketLike> };
 
-  constructor(readonly options: ClientOptions, shared?: { sockets: Set<WebSocketLike> }) {
-    if (typeof options?.url !== 'string' || !/^https?:\/\/[^\s/]+/.test(options.url)) throw new CogInputError('url', 'must be the gateway\'s http(s) URL, e.g. http://127.0.0.1:7070');
-    this.http = new Transport({ url: options.url, key: options.key, fetch: options.fetch, retry: options.retry, timeoutMs: options.timeoutMs, headers: options.headers, onRetry: options.onRetry });
+  constructor(
+    readonly options: ClientOptions,
+    shared?: { sockets: Set<WebSocketLike> },
+  ) {
+    if (typeof options?.url !== 'string' || !/^https?:\/\/[^\s/]+/.test(options.url))
+      throw new CogInputError('url', "must be the gateway's http(s) URL, e.g. http://127.0.0.1:7070");
+    this.http = new Transport({
+      url: options.url,
+      key: options.key,
+      fetch: options.fetch,
+      retry: options.retry,
+      timeoutMs: options.timeoutMs,
+      headers: options.headers,
+      onRetry: options.onRetry,
+    });
     this.shared = shared ?? { sockets: new Set() };
     this.rest = restClient(this.http);
   }
@@ -125,7 +137,8 @@ export class CogClient {
     return new CogClient({ ...this.options, key });
   }
 
-  private gql = <R, V>(doc: import('@graphql-typed-document-node/core').TypedDocumentNode<R, V>, vars: V, o?: { timeoutMs?: number }) => this.http.graphql(doc, vars, o);
+  private gql = <R, V>(doc: import('@graphql-typed-document-node/core').TypedDocumentNode<R, V>, vars: V, o?: { timeoutMs?: number }) =>
+    this.http.graphql(doc, vars, o);
 
   private wsClient(): WsClient {
     if (!this.ws) {
@@ -168,7 +181,12 @@ export class CogClient {
      * Creates a stack. Shape A: `{name, kind?, cpv?}`: the platform makes the key and returns
      * `identityPriv` once (keep it: it signs for the stack). Shape B: `{pubkey, cpv}` (all five).
      */
-    create: async (input: { name?: string; kind?: v.SleeveKind; pubkey?: string; cpv?: Partial<Record<(typeof v.CPV_KEYS)[number], number>> }): Promise<CreatedStack> => {
+    create: async (input: {
+      name?: string;
+      kind?: v.SleeveKind;
+      pubkey?: string;
+      cpv?: Partial<Record<(typeof v.CPV_KEYS)[number], number>>;
+    }): Promise<CreatedStack> => {
       const o = v.object('input', input);
       const shapeB = o.pubkey !== undefined;
       const vars: G.CreateStackInput = {};
@@ -237,22 +255,28 @@ export class CogClient {
     /** Writes `text` as a memory node through a sleeve (0.5 compute, drift +1). */
     perceive: async (input: { sleeveId: string; text: string; stackId?: string }): Promise<PerceiveResult> => {
       const o = v.object('input', input);
-      return (await this.gql(G.PerceiveDocument, {
-        sleeveId: v.sleeveId('sleeveId', o.sleeveId),
-        text: v.text('text', o.text),
-        stackId: v.optional(o.stackId, (x) => v.stackId('stackId', x)),
-      })).perceive;
+      return (
+        await this.gql(G.PerceiveDocument, {
+          sleeveId: v.sleeveId('sleeveId', o.sleeveId),
+          text: v.text('text', o.text),
+          stackId: v.optional(o.stackId, (x) => v.stackId('stackId', x)),
+        })
+      ).perceive;
     },
     /** Writes a memory, pinned when `pin` (then it becomes the episodic head and survives decay). */
-    remember: async (input: { text: string; pin?: boolean } & ({ stackId: string; sleeveId?: undefined } | { sleeveId: string; stackId?: undefined })): Promise<RememberResult> => {
+    remember: async (
+      input: { text: string; pin?: boolean } & ({ stackId: string; sleeveId?: undefined } | { sleeveId: string; stackId?: undefined }),
+    ): Promise<RememberResult> => {
       const o = v.object('input', input);
       if ((o.stackId === undefined) === (o.sleeveId === undefined)) throw new CogInputError('stackId', 'or sleeveId is required (one of the two)');
-      return (await this.gql(G.RememberDocument, {
-        stackId: v.optional(o.stackId, (x) => v.stackId('stackId', x)),
-        sleeveId: v.optional(o.sleeveId, (x) => v.sleeveId('sleeveId', x)),
-        text: v.text('text', o.text),
-        pin: v.optional(o.pin, (x) => v.bool('pin', x)),
-      })).remember;
+      return (
+        await this.gql(G.RememberDocument, {
+          stackId: v.optional(o.stackId, (x) => v.stackId('stackId', x)),
+          sleeveId: v.optional(o.sleeveId, (x) => v.sleeveId('sleeveId', x)),
+          text: v.text('text', o.text),
+          pin: v.optional(o.pin, (x) => v.bool('pin', x)),
+        })
+      ).remember;
     },
     /** remember with pin: true (costs 1 memory token more). */
     pin: async (input: { text: string } & ({ stackId: string } | { sleeveId: string })): Promise<RememberResult> =>
@@ -260,17 +284,25 @@ export class CogClient {
     /** Walks the stack's memory from its head, newest first, decrypting; spends memory tokens. */
     recall: async (input: { stackId: string; depth: number; sleeveId?: string; memoryToken?: number }): Promise<RecallResult> => {
       const o = v.object('input', input);
-      return (await this.gql(G.RecallDocument, {
-        stackId: v.stackId('stackId', o.stackId),
-        depth: v.int('depth', o.depth, 1, v.MAX_DEPTH),
-        sleeveId: v.optional(o.sleeveId, (x) => v.sleeveId('sleeveId', x)),
-        memoryToken: v.optional(o.memoryToken, (x) => v.num('memoryToken', x, 0, 1e12)),
-      })).recall;
+      return (
+        await this.gql(G.RecallDocument, {
+          stackId: v.stackId('stackId', o.stackId),
+          depth: v.int('depth', o.depth, 1, v.MAX_DEPTH),
+          sleeveId: v.optional(o.sleeveId, (x) => v.sleeveId('sleeveId', x)),
+          memoryToken: v.optional(o.memoryToken, (x) => v.num('memoryToken', x, 0, 1e12)),
+        })
+      ).recall;
     },
     /** The DHF compositor's reconstruction through a sleeve's key lease (no charge, no drift). */
     reconstruct: async (input: { stackId: string; sleeveId: string; depth: number }): Promise<ReconstructResult> => {
       const o = v.object('input', input);
-      return (await this.gql(G.ReconstructDocument, { stackId: v.stackId('stackId', o.stackId), sleeveId: v.sleeveId('sleeveId', o.sleeveId), depth: v.int('depth', o.depth, 1, v.MAX_DEPTH) })).reconstruct;
+      return (
+        await this.gql(G.ReconstructDocument, {
+          stackId: v.stackId('stackId', o.stackId),
+          sleeveId: v.sleeveId('sleeveId', o.sleeveId),
+          depth: v.int('depth', o.depth, 1, v.MAX_DEPTH),
+        })
+      ).reconstruct;
     },
     node: async (cid: string): Promise<MemoryNode> => {
       const { memoryNode } = await this.gql(G.MemoryNodeDocument, { cid: v.id('cid', cid) });
@@ -327,7 +359,8 @@ export class CogClient {
     /** Shape B balance sheet: raw (sleeves + pool), effective (x cpv x EBC), cpv, epochs. */
     balances: async (stackId: string): Promise<BalanceSheet> => (await this.gql(G.BalancesDocument, { stackId: v.stackId('stackId', stackId) })).balances,
     /** Token totals over the stack's alive sleeves. */
-    totals: async (stackId: string): Promise<TokenTotals> => (await this.gql(G.TokenBalancesDocument, { stackId: v.stackId('stackId', stackId) })).tokenBalances,
+    totals: async (stackId: string): Promise<TokenTotals> =>
+      (await this.gql(G.TokenBalancesDocument, { stackId: v.stackId('stackId', stackId) })).tokenBalances,
     /** 100 of each core token, split over the alive sleeves; once a minute per stack (RATE_LIMITED). */
     faucet: async (stackId: string): Promise<FaucetGrant> => (await this.gql(G.FaucetDripDocument, { stackId: v.stackId('stackId', stackId) })).faucetDrip,
     /** What the stack could claim now (accrued emission). */
@@ -337,7 +370,8 @@ export class CogClient {
       return stack.claimable;
     },
     /** Moves the accrued emission into the stack pool. */
-    claim: async (stackId: string): Promise<ClaimResult> => (await this.gql(G.ClaimEmissionsDocument, { stackId: v.stackId('stackId', stackId) })).claimEmissions,
+    claim: async (stackId: string): Promise<ClaimResult> =>
+      (await this.gql(G.ClaimEmissionsDocument, { stackId: v.stackId('stackId', stackId) })).claimEmissions,
     /** The stack's last emissions, newest first. */
     issuance: async (stackId: string, o: { first?: number } = {}): Promise<Emission[]> =>
       (await this.gql(G.IssuanceDocument, { stackId: v.stackId('stackId', stackId), first: v.optional(o.first, (x) => v.int('first', x, 1, 100)) })).issuance,
@@ -346,13 +380,17 @@ export class CogClient {
   // ---- residues -------------------------------------------------------------------------------
 
   readonly residues = {
-    list: async (o: { first?: number; status?: 'detected' | 'open' | 'claimed' | 'resolved' | 'expired'; kind?: string; stackId?: string } = {}): Promise<Residue[]> =>
-      (await this.gql(G.ResiduesDocument, {
-        first: v.optional(o.first, (x) => v.int('first', x, 1, 50)),
-        status: v.optional(o.status, (x) => v.text('status', x, { allowEmpty: false })),
-        kind: v.optional(o.kind, (x) => v.text('kind', x, { allowEmpty: false })),
-        stackId: v.optional(o.stackId, (x) => v.stackId('stackId', x)),
-      })).residues,
+    list: async (
+      o: { first?: number; status?: 'detected' | 'open' | 'claimed' | 'resolved' | 'expired'; kind?: string; stackId?: string } = {},
+    ): Promise<Residue[]> =>
+      (
+        await this.gql(G.ResiduesDocument, {
+          first: v.optional(o.first, (x) => v.int('first', x, 1, 50)),
+          status: v.optional(o.status, (x) => v.text('status', x, { allowEmpty: false })),
+          kind: v.optional(o.kind, (x) => v.text('kind', x, { allowEmpty: false })),
+          stackId: v.optional(o.stackId, (x) => v.stackId('stackId', x)),
+        })
+      ).residues,
     get: async (id: string): Promise<Residue> => {
       const { residue } = await this.gql(G.ResidueDocument, { id: v.id('id', id) });
       if (!residue) throw notFound('Residue', id);
@@ -361,7 +399,8 @@ export class CogClient {
     /** Submits a proof; the first valid one wins the bounty (minted to the claimant stack's pool). */
     submitProof: async (input: { id: string; claimant: string; proof?: unknown }): Promise<Residue> => {
       const o = v.object('input', input);
-      return (await this.gql(G.SubmitResidueProofDocument, { id: v.id('id', o.id), claimant: v.stackId('claimant', o.claimant), proof: o.proof })).submitResidueProof;
+      return (await this.gql(G.SubmitResidueProofDocument, { id: v.id('id', o.id), claimant: v.stackId('claimant', o.claimant), proof: o.proof }))
+        .submitResidueProof;
     },
   };
 
@@ -381,10 +420,7 @@ export class CogClient {
 
   /** Each subgraph's health and the gateway's own (/healthz). */
   async health(): Promise<{ gateway: { ok: boolean; name: string; ts: number }; subgraphs: Array<{ ok: boolean; name: string }> }> {
-    const [gateway, h] = await Promise.all([
-      this.http.request<{ ok: boolean; name: string; ts: number }>('GET', '/healthz'),
-      this.gql(G.HealthDocument, {}),
-    ]);
+    const [gateway, h] = await Promise.all([this.http.request<{ ok: boolean; name: string; ts: number }>('GET', '/healthz'), this.gql(G.HealthDocument, {})]);
     return { gateway, subgraphs: [h.stacksHealth, h.sleevesHealth, h.memoryHealth, h.economyHealth, h.residuesHealth, h.chainsHealth] };
   }
 
@@ -406,8 +442,16 @@ export class CogClient {
     const subjects = v.subjects('subjects', o.subjects ?? ['cog.>']);
     const since = v.optional(o.since, (x) => Number(v.cursor('since', x)));
     const WS = this.options.webSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
-    if (!WS) throw new CogProblem({ status: 0, code: 'NO_WEBSOCKET', detail: 'No WebSocket in this runtime: on Node 20 import createClient from "@cog/sdk/node"' });
-    return eventStream(this.url, WS, subjects, { ...o, since, onSocket: (s) => { this.shared.sockets.add(s); this.options.onSocket?.(s); } });
+    if (!WS)
+      throw new CogProblem({ status: 0, code: 'NO_WEBSOCKET', detail: 'No WebSocket in this runtime: on Node 20 import createClient from "@cog/sdk/node"' });
+    return eventStream(this.url, WS, subjects, {
+      ...o,
+      since,
+      onSocket: (s) => {
+        this.shared.sockets.add(s);
+        this.options.onSocket?.(s);
+      },
+    });
   }
 }
 
@@ -427,8 +471,13 @@ function startNeedlecast(client: CogClient, input: { from: string; to: string; t
   // Open the subscription (the first next() sends it), and start the saga once its socket is up,
   // so the live steps are not missed; the saga's own record fills any gap at the end.
   let pending: Promise<IteratorResult<NeedlecastStep>> | null = sub.next();
-  const result = client._wsReady().then(() => client._needlecastMutation({ from: input.from, to: input.to, toTickRate: input.toTickRate, sagaId: input.sagaId }));
-  const settled = result.then(() => 'settled' as const, () => 'settled' as const);
+  const result = client
+    ._wsReady()
+    .then(() => client._needlecastMutation({ from: input.from, to: input.to, toTickRate: input.toTickRate, sagaId: input.sagaId }));
+  const settled = result.then(
+    () => 'settled' as const,
+    () => 'settled' as const,
+  );
   let tail: NeedlecastStep[] | null = null;
   let ended = false;
 

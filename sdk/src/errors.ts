@@ -47,7 +47,15 @@ export class CogError extends Error {
 
   /** The problem as the platform would send it. */
   toJSON(): ProblemBody {
-    return { type: this.type, title: this.title, status: this.status, detail: this.detail, code: this.code, ...(this.errors.length ? { errors: this.errors } : {}), ...this.extra };
+    return {
+      type: this.type,
+      title: this.title,
+      status: this.status,
+      detail: this.detail,
+      code: this.code,
+      ...(this.errors.length ? { errors: this.errors } : {}),
+      ...this.extra,
+    };
   }
 
   /** Whether the same request may succeed later unchanged (rate limits, outages, network). */
@@ -76,7 +84,10 @@ export class CogInputError extends CogError {
 
 /** The platform could not be reached (refused connection, DNS, timeout, a socket that closed). */
 export class CogNetworkError extends CogError {
-  constructor(detail: string, readonly cause?: unknown) {
+  constructor(
+    detail: string,
+    readonly cause?: unknown,
+  ) {
     super({ status: 0, code: 'NETWORK', title: 'Network error', detail });
     this.name = 'CogNetworkError';
   }
@@ -101,7 +112,12 @@ export function problemFrom(status: number, body: unknown, fallbackDetail: strin
 export function problemFromGraphQL(err: { message?: string; extensions?: Record<string, unknown> }): CogProblem {
   const ext = err.extensions ?? {};
   const code = typeof ext.code === 'string' ? ext.code : 'GRAPHQL_ERROR';
-  const status = typeof ext.status === 'number' ? ext.status : code === 'GRAPHQL_VALIDATION_FAILED' || code === 'BAD_USER_INPUT' || code === 'GRAPHQL_PARSE_FAILED' ? 400 : 500;
+  const status =
+    typeof ext.status === 'number'
+      ? ext.status
+      : code === 'GRAPHQL_VALIDATION_FAILED' || code === 'BAD_USER_INPUT' || code === 'GRAPHQL_PARSE_FAILED'
+        ? 400
+        : 500;
   const { code: _c, status: _s, stacktrace: _st, ...extra } = ext;
   return new CogProblem({ ...extra, status, code, detail: err.message ?? code } as ProblemBody);
 }

@@ -15,7 +15,11 @@ export type PathsFor<M extends Method> = { [P in keyof paths]: [OpOf<P, M>] exte
 
 type PathParams<O> = O extends { parameters: { path: infer T } } ? ([T] extends [never | undefined] ? never : T) : never;
 type QueryParams<O> = O extends { parameters: { query?: infer T } } ? ([T] extends [never | undefined] ? never : T) : never;
-type Body<O> = O extends { requestBody: { content: { 'application/json': infer B } } } ? B : O extends { requestBody?: { content: { 'application/json': infer B } } } ? B | undefined : never;
+type Body<O> = O extends { requestBody: { content: { 'application/json': infer B } } }
+  ? B
+  : O extends { requestBody?: { content: { 'application/json': infer B } } }
+    ? B | undefined
+    : never;
 type Json<R> = R extends { content: { 'application/json': infer J } } ? J : undefined;
 /** The body of the route's success answer (200 or 201). */
 export type Success<O> = O extends { responses: infer R } ? (200 extends keyof R ? Json<R[200]> : 201 extends keyof R ? Json<R[201]> : unknown) : never;
@@ -43,11 +47,19 @@ export function fillPath(template: string, params: Record<string, unknown> | und
 }
 
 export function restClient(http: Transport): RestClient {
-  const call = (method: string) => async (path: string, input: { params?: Record<string, unknown>; query?: Record<string, unknown>; body?: unknown } = {}) => {
-    if (typeof path !== 'string' || !path.startsWith('/')) throw new CogInputError('path', 'must be a path of the OpenAPI document, e.g. /v1/stacks/{id}');
-    const target = fillPath(path, input.params);
-    const query = input.query ? Object.fromEntries(Object.entries(input.query).filter(([, v]) => v !== undefined).map(([k, v]) => [k, v as string | number | boolean])) : undefined;
-    return http.request(method, target, input.body, { query, idempotent: method === 'GET' });
-  };
+  const call =
+    (method: string) =>
+    async (path: string, input: { params?: Record<string, unknown>; query?: Record<string, unknown>; body?: unknown } = {}) => {
+      if (typeof path !== 'string' || !path.startsWith('/')) throw new CogInputError('path', 'must be a path of the OpenAPI document, e.g. /v1/stacks/{id}');
+      const target = fillPath(path, input.params);
+      const query = input.query
+        ? Object.fromEntries(
+            Object.entries(input.query)
+              .filter(([, v]) => v !== undefined)
+              .map(([k, v]) => [k, v as string | number | boolean]),
+          )
+        : undefined;
+      return http.request(method, target, input.body, { query, idempotent: method === 'GET' });
+    };
   return { get: call('GET'), post: call('POST'), delete: call('DELETE') } as unknown as RestClient;
 }

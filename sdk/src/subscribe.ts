@@ -38,7 +38,12 @@ const FATAL_CLOSE = new Set([4400, 4401, 4403, 4406, 4409, 4429, 4499]);
 /** The graphql-ws connection of one client: lazy, no retries of its own (resume is done per subscription). */
 export function wsClient(url: string, impl: WebSocketConstructor | undefined, onSocket?: (s: WebSocketLike) => void): Client {
   const WS = impl ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
-  if (!WS) throw new CogError({ status: 0, code: 'NO_WEBSOCKET', detail: 'No WebSocket in this runtime: on Node 20 import createClient from "@cog/sdk/node" (it passes the ws package)' });
+  if (!WS)
+    throw new CogError({
+      status: 0,
+      code: 'NO_WEBSOCKET',
+      detail: 'No WebSocket in this runtime: on Node 20 import createClient from "@cog/sdk/node" (it passes the ws package)',
+    });
   const seen = onSocket;
   const Tracked = seen
     ? class extends (WS as any) {
@@ -64,7 +69,7 @@ export function resumable<R extends Record<string, unknown>, V extends { after?:
   o: ResumeOptions = {},
 ): ResumableSubscription<R[keyof R]> {
   const query = printDocument(doc);
-  let last: string | undefined = o.after ?? (variables.after ?? undefined);
+  let last: string | undefined = o.after ?? variables.after ?? undefined;
   let closed = false;
   let current: AsyncIterableIterator<{ data?: R | null; errors?: readonly unknown[] }> | null = null;
   let misses = 0;
@@ -146,7 +151,11 @@ function classify(e: unknown): CogError | null {
   }
   const code = (e as { code?: unknown })?.code;
   if (typeof code === 'number' && FATAL_CLOSE.has(code)) {
-    return new CogProblem({ status: 400, code: 'SUBSCRIPTION_REFUSED', detail: `the router closed the subscription socket (${code}: ${(e as { reason?: string }).reason || 'refused'})` });
+    return new CogProblem({
+      status: 400,
+      code: 'SUBSCRIPTION_REFUSED',
+      detail: `the router closed the subscription socket (${code}: ${(e as { reason?: string }).reason || 'refused'})`,
+    });
   }
   return null;
 }

@@ -61,7 +61,12 @@ export class Transport {
 
   /** One request with retries; resolves with the parsed JSON body of a 2xx answer. */
   async request<T = unknown>(method: string, path: string, body?: unknown, o: RequestOptions = {}): Promise<T> {
-    const qs = o.query ? Object.entries(o.query).filter(([, v]) => v !== undefined).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`).join('&') : '';
+    const qs = o.query
+      ? Object.entries(o.query)
+          .filter(([, v]) => v !== undefined)
+          .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)
+          .join('&')
+      : '';
     const target = qs ? `${path}?${qs}` : path;
     const text = body === undefined ? '' : JSON.stringify(body);
     const idempotent = o.idempotent ?? (method === 'GET' || method === 'HEAD');
@@ -122,8 +127,11 @@ export class Transport {
       });
     } catch (e) {
       if (mayRetry) return 'retry';
-      const why = (e as { name?: string })?.name === 'TimeoutError' ? 'timed out' : String((e as { cause?: { code?: string } })?.cause?.code ?? (e as Error)?.message ?? e);
-      throw new CogNetworkError(`${method} ${this.url}${target.split("?")[0]}: ${why} (the platform is not reachable)`, e);
+      const why =
+        (e as { name?: string })?.name === 'TimeoutError'
+          ? 'timed out'
+          : String((e as { cause?: { code?: string } })?.cause?.code ?? (e as Error)?.message ?? e);
+      throw new CogNetworkError(`${method} ${this.url}${target.split('?')[0]}: ${why} (the platform is not reachable)`, e);
     }
   }
 

@@ -31,7 +31,11 @@ const until = async <T>(f: () => Promise<T | undefined>, ms = 20_000): Promise<T
 beforeAll(async () => {
   cluster = await startCluster({ mode: 'embedded', shift: 32000, env: { COG_AUTH: 'required', COG_FAUCET_COOLDOWN_MS: '1500' } });
   await cluster.waitHealthy(120_000);
-  anon = createClient({ url: cluster.gateway, onSocket: (s) => sockets.push(s), onRetry: ({ problem, delayMs }) => retries.push(`${problem.code}:${delayMs}`) });
+  anon = createClient({
+    url: cluster.gateway,
+    onSocket: (s) => sockets.push(s),
+    onRetry: ({ problem, delayMs }) => retries.push(`${problem.code}:${delayMs}`),
+  });
   const created = await anon.stacks.create({ name: 'sdk-test', kind: 'ai' });
   key = created.key!;
   cog = anon.withKey(key);
@@ -81,7 +85,10 @@ describe('@cog/sdk', () => {
       [async () => counting.events({ subjects: ['perceive.*'] }), 'subjects[0]'],
     ];
     for (const [call, field] of cases) {
-      const e = await call().then(() => null, (x) => x);
+      const e = await call().then(
+        () => null,
+        (x) => x,
+      );
       expect(e, field).toBeInstanceOf(CogInputError);
       expect(e.field, JSON.stringify(e?.toJSON?.())).toBe(field);
       expect(e.code).toBe('INVALID_INPUT');
@@ -234,11 +241,32 @@ describe('@cog/sdk', () => {
   });
 
   it('runs in a browser: the core bundles without Node modules and signs, subscribes and recalls in Chromium', async () => {
-    const out = await build({ entryPoints: [new URL('../src/index.ts', import.meta.url).pathname], bundle: true, platform: 'browser', format: 'iife', globalName: 'CogSDK', target: 'es2022', write: false, logLevel: 'silent' });
+    const out = await build({
+      entryPoints: [new URL('../src/index.ts', import.meta.url).pathname],
+      bundle: true,
+      platform: 'browser',
+      format: 'iife',
+      globalName: 'CogSDK',
+      target: 'es2022',
+      write: false,
+      logLevel: 'silent',
+    });
     const bundle = out.outputFiles[0]!.text;
     expect(bundle).not.toMatch(/require\(["']node:|from ["']node:/);
     // The gateway sends no CORS headers, so the test page (about:blank) calls it with web security off.
-    const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-web-security'] });
+    const browser = await chromium.launch({
+      executablePath: '/usr/bin/chromium',
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--disable-web-security',
+      ],
+    });
     try {
       const page = await browser.newPage();
       await page.addScriptTag({ content: bundle });

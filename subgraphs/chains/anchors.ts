@@ -26,9 +26,9 @@ export async function anchorsOfEpochs(db: Db | Tx, epochs: ReadonlyMap<string, n
   const wanted = [...new Set([...epochs.values()].flat())];
   const rows = wanted.length
     ? await db.epochAnchor.findMany({
-      where: { epoch: { in: wanted } },
-      select: { epoch: true, crossRoot: true, ipfsRoot: true, blockHash: true, blockHeight: true, chainStatus: true },
-    })
+        where: { epoch: { in: wanted } },
+        select: { epoch: true, crossRoot: true, ipfsRoot: true, blockHash: true, blockHeight: true, chainStatus: true },
+      })
     : [];
   const byEpoch = new Map(rows.map((r) => [r.epoch, r]));
   const out = new Map<string, StackAnchor[]>();

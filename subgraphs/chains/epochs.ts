@@ -10,7 +10,10 @@ import type { Block } from './medulla/header.ts';
 /** Medulla's chain info; when Medulla does not answer, the last epoch announced on the bus (difficulty null). */
 export async function currentEpochInfo(p: Platform): Promise<EpochInfo & { difficulty: number | null }> {
   try {
-    const { epoch, height, tip, difficulty } = await medullaRpc<ChainInfo>(p.config.urls.medulla, 'getinfo', [], { timeoutMs: 2000, token: p.config.internalToken });
+    const { epoch, height, tip, difficulty } = await medullaRpc<ChainInfo>(p.config.urls.medulla, 'getinfo', [], {
+      timeoutMs: 2000,
+      token: p.config.internalToken,
+    });
     p.epochs.observe({ epoch, height, tip });
     return { epoch, height, tip, difficulty };
   } catch {

@@ -9,7 +9,8 @@ import type { Block } from './medulla/header.ts';
 export const RECENT_MAX = 64;
 
 function checkLast(last: number): number {
-  if (!Number.isInteger(last) || last < 1 || last > RECENT_MAX) throw badRequest(`last must be an integer from 1 to ${RECENT_MAX}`, [{ path: 'last', message: 'is out of range' }]);
+  if (!Number.isInteger(last) || last < 1 || last > RECENT_MAX)
+    throw badRequest(`last must be an integer from 1 to ${RECENT_MAX}`, [{ path: 'last', message: 'is out of range' }]);
   return last;
 }
 
@@ -23,8 +24,16 @@ export async function recentBlocks(p: Platform, last: number): Promise<Block[]> 
 }
 
 export interface CoherenceTuple {
-  epoch: number; crossRoot: string; evmRoot: string; ipfsRoot: string; sleevesRoot: string;
-  gaps: string[]; submitted: boolean; blockHash: string | null; blockHeight: number | null; chainStatus: string;
+  epoch: number;
+  crossRoot: string;
+  evmRoot: string;
+  ipfsRoot: string;
+  sleevesRoot: string;
+  gaps: string[];
+  submitted: boolean;
+  blockHash: string | null;
+  blockHeight: number | null;
+  chainStatus: string;
 }
 
 /** The newest `last` folded tuples (EpochAnchor rows), newest first; `gaps` names the chains a fold could not read. */
@@ -33,11 +42,27 @@ export async function coherenceTuples(p: Platform, last: number): Promise<Cohere
   return p.db.prisma.epochAnchor.findMany({
     orderBy: { epoch: 'desc' },
     take: last,
-    select: { epoch: true, crossRoot: true, evmRoot: true, ipfsRoot: true, sleevesRoot: true, gaps: true, submitted: true, blockHash: true, blockHeight: true, chainStatus: true },
+    select: {
+      epoch: true,
+      crossRoot: true,
+      evmRoot: true,
+      ipfsRoot: true,
+      sleevesRoot: true,
+      gaps: true,
+      submitted: true,
+      blockHash: true,
+      blockHeight: true,
+      chainStatus: true,
+    },
   });
 }
 
-export interface ServiceHealth { name: string; ok: boolean; latencyMs: number; detail: string | null }
+export interface ServiceHealth {
+  name: string;
+  ok: boolean;
+  latencyMs: number;
+  detail: string | null;
+}
 
 async function probe(name: string, check: () => Promise<Response>): Promise<ServiceHealth> {
   const t0 = performance.now();
@@ -59,10 +84,14 @@ export function servicesHealth(p: Platform): Promise<ServiceHealth[]> {
   return Promise.all([
     probe('medulla', get(u.medulla)),
     probe('hippocampus', get(u.hippocampus)),
-    probe('cortex', () => fetch(u.cortex, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, signal: AbortSignal.timeout(1500),
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] }),
-    })),
+    probe('cortex', () =>
+      fetch(u.cortex, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        signal: AbortSignal.timeout(1500),
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] }),
+      }),
+    ),
     probe('thalamus', get(u.thalamus)),
     probe('dhf', get(u.dhf)),
     probe('needlecast', get(u.needlecast)),

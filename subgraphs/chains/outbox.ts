@@ -20,10 +20,7 @@ export type ChainTxKind =
   | 'validationRequest'
   | 'validationResponse';
 
-export async function enqueueChainTx(
-  tx: Tx,
-  intent: { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number },
-): Promise<void> {
+export async function enqueueChainTx(tx: Tx, intent: { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number }): Promise<void> {
   await tx.chainOutbox.create({ data: { kind: intent.kind, ref: intent.ref, payload: intent.payload as never, epoch: intent.epoch } });
   await markPending(tx, intent.kind, intent.payload);
 }
@@ -37,6 +34,9 @@ export async function enqueueCoalescedChainTx(
   tx: Tx,
   intent: { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number },
 ): Promise<void> {
-  const waiting = await tx.chainOutbox.updateMany({ where: { kind: intent.kind, ref: intent.ref, status: 'pending' }, data: { payload: intent.payload as never } });
+  const waiting = await tx.chainOutbox.updateMany({
+    where: { kind: intent.kind, ref: intent.ref, status: 'pending' },
+    data: { payload: intent.payload as never },
+  });
   if (waiting.count === 0) await enqueueChainTx(tx, intent);
 }

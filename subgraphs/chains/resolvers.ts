@@ -41,7 +41,8 @@ export const resolvers = {
       try {
         return await recentBlocks(ctx.platform, a.last ?? 30);
       } catch (e) {
-        if (e instanceof MedullaRpcError || (e as Error).name === 'TimeoutError' || e instanceof TypeError) throw unavailable(`Medulla did not answer: ${(e as Error).message}`);
+        if (e instanceof MedullaRpcError || (e as Error).name === 'TimeoutError' || e instanceof TypeError)
+          throw unavailable(`Medulla did not answer: ${(e as Error).message}`);
         throw e;
       }
     }),

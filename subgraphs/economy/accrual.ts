@@ -55,17 +55,26 @@ export const accrualRowsSql = (ids: string) => `SELECT s.*, COALESCE(a."sinceEpo
     COALESCE(a."syncMilli", 0) AS "syncMilli", COALESCE(a."routingMilli", 0) AS "routingMilli"
   FROM "Stack" s LEFT JOIN "EmissionAccrual" a ON a."stackId" = s.id WHERE s.id = ANY(${ids})`;
 
-export interface MilliAmounts { compute: bigint; memory: bigint; sync: bigint; routing: bigint }
+export interface MilliAmounts {
+  compute: bigint;
+  memory: bigint;
+  sync: bigint;
+  routing: bigint;
+}
 
 /** What each stack accrued and has not claimed, as of `epoch` (settled part + the open sum). */
 export async function accruedOf(db: Db | Tx, stackIds: string[], epoch: number): Promise<Map<string, MilliAmounts>> {
   const out = new Map<string, MilliAmounts>();
   if (!stackIds.length) return out;
   // Epochs settled+1..epoch, each with d = e - 1 - lastActiveEpoch.
-  const cols = ACCRUAL_TOKENS.map(([t, coeff, milli]) =>
-    `(s."${milli}" + ${sumSql(coeff, 's.settled - s."lastActiveEpoch"', `$2::int - 1 - s."lastActiveEpoch"`)})::text AS ${t}`).join(', ');
+  const cols = ACCRUAL_TOKENS.map(
+    ([t, coeff, milli]) => `(s."${milli}" + ${sumSql(coeff, 's.settled - s."lastActiveEpoch"', `$2::int - 1 - s."lastActiveEpoch"`)})::text AS ${t}`,
+  ).join(', ');
   const rows = await db.$queryRawUnsafe<Array<{ id: string } & Record<string, string>>>(
-    `SELECT s.id, ${cols} FROM (${accrualRowsSql('$1::text[]')}) s`, stackIds, epoch);
+    `SELECT s.id, ${cols} FROM (${accrualRowsSql('$1::text[]')}) s`,
+    stackIds,
+    epoch,
+  );
   for (const r of rows) out.set(r.id, { compute: BigInt(r.compute), memory: BigInt(r.memory), sync: BigInt(r.sync), routing: BigInt(r.routing) });
   return out;
 }
@@ -75,7 +84,10 @@ export async function openAccrual(tx: Tx, stackId: string, epoch: number): Promi
   await tx.$executeRawUnsafe(
     `INSERT INTO "EmissionAccrual" ("stackId", "sinceEpoch", "settledEpoch", "floorEpoch")
      SELECT s.id, $2::int + 1, $2::int, $2::int + 1 + ${tailSql} FROM "Stack" s WHERE s.id = $1
-     ON CONFLICT ("stackId") DO NOTHING`, stackId, epoch);
+     ON CONFLICT ("stackId") DO NOTHING`,
+    stackId,
+    epoch,
+  );
 }
 
 /**
@@ -91,10 +103,13 @@ export async function markActive(tx: Tx, stackId: string, epoch: number): Promis
   await tx.$executeRawUnsafe(
     `INSERT INTO "EmissionAccrual" ("stackId", "sinceEpoch", "settledEpoch", "floorEpoch")
      SELECT s.id, s."lastActiveEpoch" + 1, s."lastActiveEpoch", s."lastActiveEpoch" + 1 + ${tailSql} FROM "Stack" s WHERE s.id = $1
-     ON CONFLICT ("stackId") DO NOTHING`, stackId);
+     ON CONFLICT ("stackId") DO NOTHING`,
+    stackId,
+  );
   await tx.$queryRaw`SELECT 1 FROM "EmissionAccrual" WHERE "stackId" = ${stackId} FOR UPDATE`;
-  const sets = ACCRUAL_TOKENS.map(([, coeff, milli]) =>
-    `"${milli}" = a."${milli}" + ${sumSql(coeff, 'a."settledEpoch" - s."lastActiveEpoch"', '$2::int - 1 - s."lastActiveEpoch"')}`).join(', ');
+  const sets = ACCRUAL_TOKENS.map(
+    ([, coeff, milli]) => `"${milli}" = a."${milli}" + ${sumSql(coeff, 'a."settledEpoch" - s."lastActiveEpoch"', '$2::int - 1 - s."lastActiveEpoch"')}`,
+  ).join(', ');
   await tx.$executeRawUnsafe(
     `WITH run AS (
        INSERT INTO "EmissionRun" ("stackId", "fromEpoch", "toEpoch", "lastActiveEpoch")
@@ -105,7 +120,10 @@ export async function markActive(tx: Tx, stackId: string, epoch: number): Promis
      )
      UPDATE "EmissionAccrual" a SET ${sets}, "settledEpoch" = GREATEST(a."settledEpoch", $2::int),
        "floorEpoch" = $2::int + 1 + ${tailSql}
-     FROM "Stack" s WHERE a."stackId" = $1 AND s.id = $1`, stackId, epoch);
+     FROM "Stack" s WHERE a."stackId" = $1 AND s.id = $1`,
+    stackId,
+    epoch,
+  );
   await tx.$executeRaw`DELETE FROM "EmissionRun" WHERE "stackId" = ${stackId} AND "toEpoch" < ${epoch - RUN_HISTORY_EPOCHS}`;
   await tx.$executeRaw`UPDATE "Stack" SET "lastActiveEpoch" = ${epoch} WHERE id = ${stackId}`;
   return true;
@@ -119,7 +137,9 @@ export async function takeAccrued(tx: Tx, stackId: string, epoch: number): Promi
   await tx.$executeRawUnsafe(
     `INSERT INTO "EmissionAccrual" ("stackId", "sinceEpoch", "settledEpoch", "floorEpoch")
      SELECT s.id, s."lastActiveEpoch" + 1, s."lastActiveEpoch", s."lastActiveEpoch" + 1 + ${tailSql} FROM "Stack" s WHERE s.id = $1
-     ON CONFLICT ("stackId") DO NOTHING`, stackId);
+     ON CONFLICT ("stackId") DO NOTHING`,
+    stackId,
+  );
   // Locked first, read after: the sums below see the stack as the last activity left it.
   await tx.$queryRaw`SELECT 1 FROM "EmissionAccrual" WHERE "stackId" = ${stackId} FOR UPDATE`;
   const got = (await accruedOf(tx, [stackId], epoch)).get(stackId) ?? { compute: 0n, memory: 0n, sync: 0n, routing: 0n };
@@ -156,12 +176,24 @@ export async function computedEmissions(db: Db | Tx, stackIds: string[], epoch: 
        FROM generate_series(GREATEST(s.since, $2::int - $3::int + 1, COALESCE($4::int, s.since)), LEAST($2::int, COALESCE($4::int, $2::int))) AS g(e)
      ) e
      LEFT JOIN "EmissionEpoch" ee ON ee.epoch = e.epoch
-     ORDER BY e.epoch DESC`, stackIds, epoch, limit, only ?? null);
+     ORDER BY e.epoch DESC`,
+    stackIds,
+    epoch,
+    limit,
+    only ?? null,
+  );
   return rows.map((r) => ({
-    stackId: r.id as string, epoch: Number(r.epoch),
+    stackId: r.id as string,
+    epoch: Number(r.epoch),
     milli: { compute: BigInt(r.compute as string), memory: BigInt(r.memory as string), sync: BigInt(r.sync as string), routing: BigInt(r.routing as string) },
     ebcFactor: Number(r.ebc),
-    cpv: { syncCoeff: Number(r.syncCoeff), memoryCoeff: Number(r.memoryCoeff), computeCoeff: Number(r.computeCoeff), residueCoeff: Number(r.residueCoeff), routingCoeff: Number(r.routingCoeff) },
+    cpv: {
+      syncCoeff: Number(r.syncCoeff),
+      memoryCoeff: Number(r.memoryCoeff),
+      computeCoeff: Number(r.computeCoeff),
+      residueCoeff: Number(r.residueCoeff),
+      routingCoeff: Number(r.routingCoeff),
+    },
     createdAt: new Date(r.createdAt as string | Date),
   }));
 }

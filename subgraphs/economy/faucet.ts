@@ -11,7 +11,11 @@ import type { CoreAmounts } from './treasury.ts';
 
 export const DRIP_UNITS = 100;
 
-export interface FaucetGrant { ok: boolean; granted: CoreAmounts; sleeves: string[] }
+export interface FaucetGrant {
+  ok: boolean;
+  granted: CoreAmounts;
+  sleeves: string[];
+}
 
 export const faucetKey = (stackId: string) => `faucet:${stackId}`;
 
@@ -40,9 +44,18 @@ export async function drip(p: Platform, stackId: string): Promise<FaucetGrant> {
       const accounts = ids.length ? ids.map(sleeveAccount) : [poolAccount(stackId)];
       const shares = splitMilli(toMilli(DRIP_UNITS), accounts.length);
       for (let i = 0; i < accounts.length; i++) {
-        await mint(tx, accounts[i]!, CORE_TOKENS.map((token) => ({ token, milli: shares[i]! })), {
-          reason: 'faucet', ref: `faucet:${stackId}`, epoch, stackId, from: SYSTEM.faucet,
-        });
+        await mint(
+          tx,
+          accounts[i]!,
+          CORE_TOKENS.map((token) => ({ token, milli: shares[i]! })),
+          {
+            reason: 'faucet',
+            ref: `faucet:${stackId}`,
+            epoch,
+            stackId,
+            from: SYSTEM.faucet,
+          },
+        );
       }
       const granted: CoreAmounts = { compute: DRIP_UNITS, memory: DRIP_UNITS, sync: DRIP_UNITS, routing: DRIP_UNITS };
       await recordEvent(tx, { subject: `cog.faucet.drip.${stackId}`, type: 'faucet.drip', data: { stackId, epoch, granted, sleeves: ids } });

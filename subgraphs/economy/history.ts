@@ -8,7 +8,8 @@ import { fromMilli, zeroAmounts, TOKENS, type Token, type TokenAmounts } from '.
 export const HISTORY_MAX = 500;
 
 export async function balanceHistoryOf(db: Db, accounts: string[], last: number): Promise<{ epoch: number; raw: TokenAmounts }[]> {
-  if (!Number.isInteger(last) || last < 1 || last > HISTORY_MAX) throw badRequest(`last must be an integer from 1 to ${HISTORY_MAX}`, [{ path: 'last', message: 'is out of range' }]);
+  if (!Number.isInteger(last) || last < 1 || last > HISTORY_MAX)
+    throw badRequest(`last must be an integer from 1 to ${HISTORY_MAX}`, [{ path: 'last', message: 'is out of range' }]);
   const rows = await db.ledgerEntry.groupBy({ by: ['epoch', 'token'], where: { account: { in: accounts } }, _sum: { milli: true }, orderBy: { epoch: 'asc' } });
   const running = new Map<Token, bigint>(TOKENS.map((t) => [t, 0n]));
   const points: { epoch: number; raw: TokenAmounts }[] = [];

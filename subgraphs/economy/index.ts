@@ -2,11 +2,43 @@
 // claims, slashing) and the Bandwidth Faucet. Everything outside subgraphs/economy/ imports the
 // context from here and nowhere else.
 export {
-  TOKENS, CORE_TOKENS, SYSTEM, sleeveAccount, poolAccount, claimableAccount, toMilli, fromMilli, zeroAmounts, addAmounts,
-  post, transfer, mint, burn, sweep, balanceOf, balancesOf, systemBalance,
-  type Token, type TokenAmounts, type Move, type Leg, type Posting,
+  TOKENS,
+  CORE_TOKENS,
+  SYSTEM,
+  sleeveAccount,
+  poolAccount,
+  claimableAccount,
+  toMilli,
+  fromMilli,
+  zeroAmounts,
+  addAmounts,
+  post,
+  transfer,
+  mint,
+  burn,
+  sweep,
+  balanceOf,
+  balancesOf,
+  systemBalance,
+  type Token,
+  type TokenAmounts,
+  type Move,
+  type Leg,
+  type Posting,
 } from './ledger.ts';
-export { emitEpoch, issuance, claim, claimableOf, stackBalancesB, ebcFactor, EMISSION_PER_EPOCH, type EmissionEvent, type ClaimResult, type StackBalancesB, type CoreAmounts } from './treasury.ts';
+export {
+  emitEpoch,
+  issuance,
+  claim,
+  claimableOf,
+  stackBalancesB,
+  ebcFactor,
+  EMISSION_PER_EPOCH,
+  type EmissionEvent,
+  type ClaimResult,
+  type StackBalancesB,
+  type CoreAmounts,
+} from './treasury.ts';
 export { balanceHistoryOf } from './history.ts';
 export { markActive, openAccrual, tailSql } from './accrual.ts';
 export { watchEmissions, type EmissionWatchHandle } from './watch.ts';

@@ -63,7 +63,8 @@ export async function post(tx: Tx, p: Posting): Promise<string> {
   for (const l of legs) {
     if (l.milli < 0n && !isSystem(l.account)) {
       const need = -l.milli;
-      const updated = await tx.$executeRaw`UPDATE "Balance" SET milli = milli - ${need} WHERE account = ${l.account} AND token = ${l.token} AND milli >= ${need}`;
+      const updated =
+        await tx.$executeRaw`UPDATE "Balance" SET milli = milli - ${need} WHERE account = ${l.account} AND token = ${l.token} AND milli >= ${need}`;
       if (updated === 0) {
         const row = await tx.balance.findUnique({ where: { account_token: { account: l.account, token: l.token } } });
         throw insufficientTokens(l.token, fromMilli(need), fromMilli(row?.milli ?? 0n));

@@ -27,8 +27,7 @@ const stackEmissions = (ctx: GqlContext, first: number) =>
     return stackIds.map((id) => lists.get(id) ?? []);
   });
 
-const emissionLoader = (ctx: GqlContext) =>
-  loader<string, EmissionEvent | null>(ctx, 'emission', (ids) => emissionsById(ctx.platform, ids));
+const emissionLoader = (ctx: GqlContext) => loader<string, EmissionEvent | null>(ctx, 'emission', (ids) => emissionsById(ctx.platform, ids));
 
 const stackRef = (o: { stackId: string }) => ({ __typename: 'Stack', id: o.stackId });
 const clampFirst = (first: number | undefined, max: number) => Math.min(Math.max(first ?? max, 0), max);
@@ -39,7 +38,10 @@ export const resolvers = {
     claimEmissions: guarded((_: unknown, a: { stackId: string }, ctx: GqlContext) => claim(ctx.platform, a.stackId)),
   },
   Query: {
-    balances: guarded(async (_: unknown, a: { stackId: string }, ctx: GqlContext) => ({ stackId: a.stackId, ...(await stackBalancesB(ctx.platform, a.stackId)) })),
+    balances: guarded(async (_: unknown, a: { stackId: string }, ctx: GqlContext) => ({
+      stackId: a.stackId,
+      ...(await stackBalancesB(ctx.platform, a.stackId)),
+    })),
     issuance: guarded((_: unknown, a: { stackId: string; first?: number }, ctx: GqlContext) => issuance(ctx.platform, a.stackId, clampFirst(a.first, 100))),
     economyHealth: health('economy'),
   },

@@ -12,7 +12,13 @@ export const OPERATOR_BOND = 1000;
 export const SLASH_AMOUNT = 100;
 export const operatorAccount = (operator: string) => `operator:${operator}`;
 
-export interface SlashResult { operator: string; epoch: number; slashed: number; remaining: number; duplicate: boolean }
+export interface SlashResult {
+  operator: string;
+  epoch: number;
+  slashed: number;
+  remaining: number;
+  duplicate: boolean;
+}
 
 async function milliOf(tx: Tx, account: string): Promise<bigint> {
   const row = await tx.balance.findUnique({ where: { account_token: { account, token: 'routing' } } });
@@ -31,10 +37,16 @@ export async function slashOperator(p: Platform, input: { operator: string; epoc
     await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtext(${account}))`;
     const bondTx = `bond:${operator}`;
     if (!(await hasTx(tx, bondTx))) {
-      await post(tx, { txId: bondTx, reason: 'bond', ref: account, epoch, legs: [
-        { account: SYSTEM.treasury, token: 'routing', milli: -toMilli(OPERATOR_BOND) },
-        { account, token: 'routing', milli: toMilli(OPERATOR_BOND) },
-      ] });
+      await post(tx, {
+        txId: bondTx,
+        reason: 'bond',
+        ref: account,
+        epoch,
+        legs: [
+          { account: SYSTEM.treasury, token: 'routing', milli: -toMilli(OPERATOR_BOND) },
+          { account, token: 'routing', milli: toMilli(OPERATOR_BOND) },
+        ],
+      });
     }
     const slashTx = `slash:${operator}:${epoch}`;
     if (await hasTx(tx, slashTx)) {
@@ -43,21 +55,36 @@ export async function slashOperator(p: Platform, input: { operator: string; epoc
     const have = await milliOf(tx, account);
     const take = have < toMilli(SLASH_AMOUNT) ? have : toMilli(SLASH_AMOUNT);
     // A zero-amount slash still writes a marker entry pair so a replay stays a duplicate.
-    await post(tx, { txId: slashTx, reason: 'slash', ref: account, epoch, legs: [
-      { account, token: 'routing', milli: -take },
-      { account: SYSTEM.burn, token: 'routing', milli: take },
-    ] });
+    await post(tx, {
+      txId: slashTx,
+      reason: 'slash',
+      ref: account,
+      epoch,
+      legs: [
+        { account, token: 'routing', milli: -take },
+        { account: SYSTEM.burn, token: 'routing', milli: take },
+      ],
+    });
     if (take === 0n) {
-      await tx.ledgerEntry.createMany({ data: [
-        { txId: slashTx, account, token: 'routing', milli: 0n, reason: 'slash', ref: account, epoch },
-        { txId: slashTx, account: SYSTEM.burn, token: 'routing', milli: 0n, reason: 'slash', ref: account, epoch },
-      ] });
+      await tx.ledgerEntry.createMany({
+        data: [
+          { txId: slashTx, account, token: 'routing', milli: 0n, reason: 'slash', ref: account, epoch },
+          { txId: slashTx, account: SYSTEM.burn, token: 'routing', milli: 0n, reason: 'slash', ref: account, epoch },
+        ],
+      });
     }
     const slashed = fromMilli(take);
     const remaining = fromMilli(have - take);
-    await enqueueChainTx(tx, { kind: 'burn', ref: `ledger:${slashTx}`, epoch, payload: { operator, amounts: [{ token: 'routing', milli: take.toString() }], reason: 'slash' } });
+    await enqueueChainTx(tx, {
+      kind: 'burn',
+      ref: `ledger:${slashTx}`,
+      epoch,
+      payload: { operator, amounts: [{ token: 'routing', milli: take.toString() }], reason: 'slash' },
+    });
     await recordEvent(tx, {
-      subject: 'cog.treasury.slashed', type: 'treasury.slashed', msgId: `treasury-slashed:${operator}:${epoch}`,
+      subject: 'cog.treasury.slashed',
+      type: 'treasury.slashed',
+      msgId: `treasury-slashed:${operator}:${epoch}`,
       data: { operator, epoch, slashed, remaining, reason: input.reason ?? 'routing-equivocation' },
     });
     return { operator, epoch, slashed, remaining, duplicate: false };

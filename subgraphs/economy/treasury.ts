@@ -10,19 +10,42 @@ import { enqueueChainTx } from '../chains/index.ts';
 import { getStackRow } from '../stacks/index.ts';
 import { listAliveSleeves } from '../sleeves/index.ts';
 import {
-  CORE_TOKENS, SYSTEM, TOKENS, balancesOf, claimableAccount, fromMilli, poolAccount, post, sleeveAccount, transfer,
-  type Token, type TokenAmounts,
+  CORE_TOKENS,
+  SYSTEM,
+  TOKENS,
+  balancesOf,
+  claimableAccount,
+  fromMilli,
+  poolAccount,
+  post,
+  sleeveAccount,
+  transfer,
+  type Token,
+  type TokenAmounts,
 } from './ledger.ts';
 import {
-  ACCRUAL_TOKENS, EMISSION_PER_EPOCH, accruedOf, amountSql, computedEmissions, tailSql, takeAccrued,
-  type ComputedEmission, type MilliAmounts,
+  ACCRUAL_TOKENS,
+  EMISSION_PER_EPOCH,
+  accruedOf,
+  amountSql,
+  computedEmissions,
+  tailSql,
+  takeAccrued,
+  type ComputedEmission,
+  type MilliAmounts,
 } from './accrual.ts';
 import { watchedStacks } from './watch.ts';
 
 export { EMISSION_PER_EPOCH };
 
 export type CoreAmounts = Record<(typeof CORE_TOKENS)[number], number>;
-export interface Cpv { syncCoeff: number; memoryCoeff: number; computeCoeff: number; residueCoeff: number; routingCoeff: number }
+export interface Cpv {
+  syncCoeff: number;
+  memoryCoeff: number;
+  computeCoeff: number;
+  residueCoeff: number;
+  routingCoeff: number;
+}
 
 export interface EmissionEvent {
   id: string;
@@ -35,7 +58,11 @@ export interface EmissionEvent {
 }
 
 export const COEFF: Record<Token, keyof Cpv> = {
-  compute: 'computeCoeff', memory: 'memoryCoeff', sync: 'syncCoeff', routing: 'routingCoeff', residue: 'residueCoeff',
+  compute: 'computeCoeff',
+  memory: 'memoryCoeff',
+  sync: 'syncCoeff',
+  routing: 'routingCoeff',
+  residue: 'residueCoeff',
 };
 
 /** EBC decay: max(floor, e^(-decayRate x delta epoch)); delta never negative. */
@@ -43,9 +70,17 @@ export function ebcFactor(binding: { floor: number; decayRate: number }, deltaEp
   return Math.max(binding.floor, Math.exp(-binding.decayRate * Math.max(0, deltaEpoch)));
 }
 
-interface StackEconomics extends Cpv { bindingFloor: number; bindingDecay: number; lastActiveEpoch: number }
+interface StackEconomics extends Cpv {
+  bindingFloor: number;
+  bindingDecay: number;
+  lastActiveEpoch: number;
+}
 export const cpvOf = (s: Cpv): Cpv => ({
-  syncCoeff: s.syncCoeff, memoryCoeff: s.memoryCoeff, computeCoeff: s.computeCoeff, residueCoeff: s.residueCoeff, routingCoeff: s.routingCoeff,
+  syncCoeff: s.syncCoeff,
+  memoryCoeff: s.memoryCoeff,
+  computeCoeff: s.computeCoeff,
+  residueCoeff: s.residueCoeff,
+  routingCoeff: s.routingCoeff,
 });
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
@@ -60,73 +95,118 @@ const FLOOR_COLS = { compute: 'floorCompute', memory: 'floorMemory', sync: 'floo
  * older than one already recorded is not recorded any more (the running sums have moved past it).
  */
 export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: number; stacks: number; computed?: number; watched?: number }> {
-  return p.db.prisma.$transaction(async (tx) => {
-    await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtext('cog-emission-epoch'))`;
-    const [done] = await tx.$queryRaw<{ n: bigint }[]>`SELECT COUNT(*) AS n FROM "EmissionEpoch" WHERE epoch >= ${epoch}`;
-    if (Number(done!.n) > 0) return { epoch, stacks: 0 };
-    const [prev] = await tx.$queryRaw<Array<Record<string, bigint | number>>>`SELECT * FROM "EmissionEpoch" ORDER BY epoch DESC LIMIT 1`;
-    // Stacks that begin accruing by this epoch join the running sums once.
-    const floors = ACCRUAL_TOKENS.map(([t, coeff]) => `COALESCE(SUM(${amountSql(coeff, tailSql)}), 0)::text AS ${t}`).join(', ');
-    const [joined] = await tx.$queryRawUnsafe<Array<Record<string, string>>>(
-      `WITH t AS (
+  return p.db.prisma.$transaction(
+    async (tx) => {
+      await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtext('cog-emission-epoch'))`;
+      const [done] = await tx.$queryRaw<{ n: bigint }[]>`SELECT COUNT(*) AS n FROM "EmissionEpoch" WHERE epoch >= ${epoch}`;
+      if (Number(done!.n) > 0) return { epoch, stacks: 0 };
+      const [prev] = await tx.$queryRaw<Array<Record<string, bigint | number>>>`SELECT * FROM "EmissionEpoch" ORDER BY epoch DESC LIMIT 1`;
+      // Stacks that begin accruing by this epoch join the running sums once.
+      const floors = ACCRUAL_TOKENS.map(([t, coeff]) => `COALESCE(SUM(${amountSql(coeff, tailSql)}), 0)::text AS ${t}`).join(', ');
+      const [joined] = await tx.$queryRawUnsafe<Array<Record<string, string>>>(
+        `WITH t AS (
          UPDATE "EmissionAccrual" a SET tallied = true FROM "Stack" s
          WHERE a."stackId" = s.id AND NOT a.tallied AND a."sinceEpoch" <= $1::int RETURNING s.*
-       ) SELECT COUNT(*)::text AS n, ${floors} FROM t s`, epoch);
-    // The stacks not at their floor this epoch: their amount less the floor amount already counted.
-    const near = ACCRUAL_TOKENS.map(([t, coeff]) => `COALESCE(SUM(${amountSql(coeff, 'x.d')} - ${amountSql(coeff, tailSql)}), 0)::text AS ${t}`).join(', ');
-    const [above] = await tx.$queryRawUnsafe<Array<Record<string, string>>>(
-      `SELECT COUNT(*)::text AS n, ${near} FROM "EmissionAccrual" a JOIN "Stack" s ON s.id = a."stackId"
+       ) SELECT COUNT(*)::text AS n, ${floors} FROM t s`,
+        epoch,
+      );
+      // The stacks not at their floor this epoch: their amount less the floor amount already counted.
+      const near = ACCRUAL_TOKENS.map(([t, coeff]) => `COALESCE(SUM(${amountSql(coeff, 'x.d')} - ${amountSql(coeff, tailSql)}), 0)::text AS ${t}`).join(', ');
+      const [above] = await tx.$queryRawUnsafe<Array<Record<string, string>>>(
+        `SELECT COUNT(*)::text AS n, ${near} FROM "EmissionAccrual" a JOIN "Stack" s ON s.id = a."stackId"
        CROSS JOIN LATERAL (SELECT $1::int - 1 - COALESCE((SELECT r."lastActiveEpoch" FROM "EmissionRun" r
          WHERE r."stackId" = s.id AND r."toEpoch" >= $1::int AND r."fromEpoch" <= $1::int ORDER BY r."toEpoch" LIMIT 1), s."lastActiveEpoch") AS d) x
-       WHERE a."floorEpoch" > $1::int AND a.tallied AND a."sinceEpoch" <= $1::int`, epoch);
-    const stacks = Number(prev?.stacks ?? 0) + Number(joined!.n);
-    const floor = {} as MilliAmounts;
-    const total = {} as MilliAmounts;
-    for (const [t] of ACCRUAL_TOKENS) {
-      floor[t] = BigInt(prev?.[FLOOR_COLS[t]] ?? 0) + BigInt(joined![t]!);
-      total[t] = floor[t] + BigInt(above![t]!);
-    }
-    await tx.emissionEpoch.create({
-      data: {
-        epoch, stacks, floorCompute: floor.compute, floorMemory: floor.memory, floorSync: floor.sync, floorRouting: floor.routing,
-        compute: total.compute, memory: total.memory, sync: total.sync, routing: total.routing,
-      },
-    });
-    if (stacks > 0) {
-      // One QuellistTreasury record per epoch; tokens are minted to a stack on chain when claimed.
-      await enqueueChainTx(tx, {
-        kind: 'emission', ref: `emission:${epoch}`, epoch,
-        payload: { epoch, stacks, totalsMilli: { compute: total.compute.toString(), memory: total.memory.toString(), sync: total.sync.toString(), routing: total.routing.toString() } },
+       WHERE a."floorEpoch" > $1::int AND a.tallied AND a."sinceEpoch" <= $1::int`,
+        epoch,
+      );
+      const stacks = Number(prev?.stacks ?? 0) + Number(joined!.n);
+      const floor = {} as MilliAmounts;
+      const total = {} as MilliAmounts;
+      for (const [t] of ACCRUAL_TOKENS) {
+        floor[t] = BigInt(prev?.[FLOOR_COLS[t]] ?? 0) + BigInt(joined![t]!);
+        total[t] = floor[t] + BigInt(above![t]!);
+      }
+      await tx.emissionEpoch.create({
+        data: {
+          epoch,
+          stacks,
+          floorCompute: floor.compute,
+          floorMemory: floor.memory,
+          floorSync: floor.sync,
+          floorRouting: floor.routing,
+          compute: total.compute,
+          memory: total.memory,
+          sync: total.sync,
+          routing: total.routing,
+        },
       });
-    }
-    // Events only for the stacks a subscriber watches: an idle stack nobody listens to costs nothing.
-    const watched = await watchedStacks(tx);
-    for (const e of await computedEmissions(tx, watched, epoch, 1, epoch)) {
-      const v = eventView(e);
-      await recordEvent(tx, {
-        subject: `cog.treasury.emitted.${e.stackId}`, type: 'treasury.emitted', msgId: `treasury-emitted:${e.stackId}:${epoch}`,
-        data: { stackId: e.stackId, epoch, amounts: v.amounts, ebcFactor: e.ebcFactor },
-      });
-    }
-    return { epoch, stacks, computed: Number(above!.n), watched: watched.length };
-  }, { timeout: 120_000 });
+      if (stacks > 0) {
+        // One QuellistTreasury record per epoch; tokens are minted to a stack on chain when claimed.
+        await enqueueChainTx(tx, {
+          kind: 'emission',
+          ref: `emission:${epoch}`,
+          epoch,
+          payload: {
+            epoch,
+            stacks,
+            totalsMilli: { compute: total.compute.toString(), memory: total.memory.toString(), sync: total.sync.toString(), routing: total.routing.toString() },
+          },
+        });
+      }
+      // Events only for the stacks a subscriber watches: an idle stack nobody listens to costs nothing.
+      const watched = await watchedStacks(tx);
+      for (const e of await computedEmissions(tx, watched, epoch, 1, epoch)) {
+        const v = eventView(e);
+        await recordEvent(tx, {
+          subject: `cog.treasury.emitted.${e.stackId}`,
+          type: 'treasury.emitted',
+          msgId: `treasury-emitted:${e.stackId}:${epoch}`,
+          data: { stackId: e.stackId, epoch, amounts: v.amounts, ebcFactor: e.ebcFactor },
+        });
+      }
+      return { epoch, stacks, computed: Number(above!.n), watched: watched.length };
+    },
+    { timeout: 120_000 },
+  );
 }
 
-const unitsOf = (m: MilliAmounts): CoreAmounts => ({ compute: fromMilli(m.compute), memory: fromMilli(m.memory), sync: fromMilli(m.sync), routing: fromMilli(m.routing) });
+const unitsOf = (m: MilliAmounts): CoreAmounts => ({
+  compute: fromMilli(m.compute),
+  memory: fromMilli(m.memory),
+  sync: fromMilli(m.sync),
+  routing: fromMilli(m.routing),
+});
 
 function eventView(e: ComputedEmission): EmissionEvent {
   return {
-    id: `emission:${e.stackId}:${e.epoch}`, stackId: e.stackId, epoch: e.epoch, amounts: unitsOf(e.milli),
-    cpv: e.cpv, ebcFactor: e.ebcFactor, createdAt: e.createdAt.toISOString(),
+    id: `emission:${e.stackId}:${e.epoch}`,
+    stackId: e.stackId,
+    epoch: e.epoch,
+    amounts: unitsOf(e.milli),
+    cpv: e.cpv,
+    ebcFactor: e.ebcFactor,
+    createdAt: e.createdAt.toISOString(),
   };
 }
 
-export function emissionView(r: { id: string; stackId: string; epoch: number; amounts: unknown; cpv: unknown; ebcFactor: number; createdAt: Date }): EmissionEvent {
+export function emissionView(r: {
+  id: string;
+  stackId: string;
+  epoch: number;
+  amounts: unknown;
+  cpv: unknown;
+  ebcFactor: number;
+  createdAt: Date;
+}): EmissionEvent {
   const a = r.amounts as Record<string, number>;
   return {
-    id: r.id, stackId: r.stackId, epoch: r.epoch,
+    id: r.id,
+    stackId: r.stackId,
+    epoch: r.epoch,
     amounts: { compute: Number(a.compute), memory: Number(a.memory), sync: Number(a.sync), routing: Number(a.routing) },
-    cpv: r.cpv as Cpv, ebcFactor: r.ebcFactor, createdAt: r.createdAt.toISOString(),
+    cpv: r.cpv as Cpv,
+    ebcFactor: r.ebcFactor,
+    createdAt: r.createdAt.toISOString(),
   };
 }
 
@@ -179,7 +259,10 @@ export async function emissionsById(p: Platform, ids: readonly string[]): Promis
   return ids.map((id) => out.get(id) ?? null);
 }
 
-export interface ClaimResult { stackId: string; claimable: CoreAmounts }
+export interface ClaimResult {
+  stackId: string;
+  claimable: CoreAmounts;
+}
 
 /** Moves everything claimable into the stack pool; returns what moved (zeros when nothing). */
 export async function claim(p: Platform, stackId: string): Promise<ClaimResult> {
@@ -194,14 +277,28 @@ export async function claim(p: Platform, stackId: string): Promise<ClaimResult> 
     ]);
     if (legs.length) await post(tx, { reason: 'emission', ref: `emission:${stackId}:${epoch}`, epoch, legs });
     // Row locks serialise concurrent claims: the second sees what the first left (zero).
-    const rows = await tx.$queryRaw<{ token: string; milli: bigint }[]>`SELECT token, milli FROM "Balance" WHERE account = ${claimableAccount(stackId)} FOR UPDATE`;
-    const moves = rows.filter((r) => r.milli > 0n && (CORE_TOKENS as readonly string[]).includes(r.token)).map((r) => ({ token: r.token as Token, milli: BigInt(r.milli) }));
+    const rows = await tx.$queryRaw<
+      { token: string; milli: bigint }[]
+    >`SELECT token, milli FROM "Balance" WHERE account = ${claimableAccount(stackId)} FOR UPDATE`;
+    const moves = rows
+      .filter((r) => r.milli > 0n && (CORE_TOKENS as readonly string[]).includes(r.token))
+      .map((r) => ({ token: r.token as Token, milli: BigInt(r.milli) }));
     const claimed: CoreAmounts = { compute: 0, memory: 0, sync: 0, routing: 0 };
     if (!moves.length) return { stackId, claimable: claimed };
     const txId = await transfer(tx, claimableAccount(stackId), poolAccount(stackId), moves, { reason: 'claim', ref: `claim:${stackId}`, epoch });
     for (const m of moves) claimed[m.token as keyof CoreAmounts] = fromMilli(m.milli);
-    await enqueueChainTx(tx, { kind: 'mint', ref: `ledger:${txId}`, epoch, payload: { stackId, amounts: moves.map((m) => ({ token: m.token, milli: m.milli.toString() })), reason: 'claim' } });
-    await recordEvent(tx, { subject: `cog.treasury.claimed.${stackId}`, type: 'treasury.claimed', data: { stackId, epoch, claimed }, msgId: `treasury-claimed:${txId}` });
+    await enqueueChainTx(tx, {
+      kind: 'mint',
+      ref: `ledger:${txId}`,
+      epoch,
+      payload: { stackId, amounts: moves.map((m) => ({ token: m.token, milli: m.milli.toString() })), reason: 'claim' },
+    });
+    await recordEvent(tx, {
+      subject: `cog.treasury.claimed.${stackId}`,
+      type: 'treasury.claimed',
+      data: { stackId, epoch, claimed },
+      msgId: `treasury-claimed:${txId}`,
+    });
     return { stackId, claimable: claimed };
   });
 }
@@ -210,12 +307,14 @@ export async function claim(p: Platform, stackId: string): Promise<ClaimResult> 
 export async function claimableOf(db: Db | Tx, stackIds: string[], epoch: number): Promise<Map<string, CoreAmounts>> {
   const bal = await balancesOf(db, stackIds.map(claimableAccount));
   const accrued = await accruedOf(db, stackIds, epoch);
-  return new Map(stackIds.map((id) => {
-    const b = bal.get(claimableAccount(id))!;
-    const a = accrued.get(id) ?? { compute: 0n, memory: 0n, sync: 0n, routing: 0n };
-    const m = (t: keyof MilliAmounts) => fromMilli(BigInt(Math.round(b[t] * 1000)) + a[t]);
-    return [id, { compute: m('compute'), memory: m('memory'), sync: m('sync'), routing: m('routing') }];
-  }));
+  return new Map(
+    stackIds.map((id) => {
+      const b = bal.get(claimableAccount(id))!;
+      const a = accrued.get(id) ?? { compute: 0n, memory: 0n, sync: 0n, routing: 0n };
+      const m = (t: keyof MilliAmounts) => fromMilli(BigInt(Math.round(b[t] * 1000)) + a[t]);
+      return [id, { compute: m('compute'), memory: m('memory'), sync: m('sync'), routing: m('routing') }];
+    }),
+  );
 }
 
 export interface StackBalancesB {

@@ -6,17 +6,20 @@ import { randomBytes } from 'node:crypto';
 import type { Db, Tx } from '../../lib/db/index.ts';
 import type { Platform } from '../../lib/platform.ts';
 
-export interface EmissionWatchHandle { close(): Promise<void> }
+export interface EmissionWatchHandle {
+  close(): Promise<void>;
+}
 
 /** Watches `stackId` until close(); renews the row every epoch interval (expiry: three of them). */
 export async function watchEmissions(p: Platform, stackId: string): Promise<EmissionWatchHandle> {
   const watcher = `watch:${process.pid}:${randomBytes(6).toString('hex')}`;
   const ttlMs = Math.max(10_000, 3 * p.config.epochIntervalMs);
-  const renew = () => p.db.prisma.emissionWatch.upsert({
-    where: { stackId_watcher: { stackId, watcher } },
-    create: { stackId, watcher, expiresAt: new Date(Date.now() + ttlMs) },
-    update: { expiresAt: new Date(Date.now() + ttlMs) },
-  });
+  const renew = () =>
+    p.db.prisma.emissionWatch.upsert({
+      where: { stackId_watcher: { stackId, watcher } },
+      create: { stackId, watcher, expiresAt: new Date(Date.now() + ttlMs) },
+      update: { expiresAt: new Date(Date.now() + ttlMs) },
+    });
   await renew();
   const timer = setInterval(() => renew().catch((e) => p.log.warn({ err: (e as Error).message }, 'emission watch: renew failed')), Math.max(1000, ttlMs / 3));
   timer.unref();

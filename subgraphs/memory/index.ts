@@ -2,9 +2,25 @@
 // nodes), perceive / remember / recall, shadow branches and the DHF compositor. Everything outside
 // subgraphs/memory/ imports the context from here and nowhere else.
 export {
-  reconstruct, openBranches, mergeBranch, checkDepth, checkText, fidelityOf, writeEpoch, sealNode, recordShadowBranch,
-  PIN_COST_MILLI, PERCEIVE_COST_MILLI, RECALL_LEVEL_COST_MILLI, PERCEIVE_DRIFT_MILLI, RECALL_DRIFT_MILLI, MAX_TEXT_BYTES,
-  type ReconstructResult, type Fragment, type BranchRow, type SealedNode,
+  reconstruct,
+  openBranches,
+  mergeBranch,
+  checkDepth,
+  checkText,
+  fidelityOf,
+  writeEpoch,
+  sealNode,
+  recordShadowBranch,
+  PIN_COST_MILLI,
+  PERCEIVE_COST_MILLI,
+  RECALL_LEVEL_COST_MILLI,
+  PERCEIVE_DRIFT_MILLI,
+  RECALL_DRIFT_MILLI,
+  MAX_TEXT_BYTES,
+  type ReconstructResult,
+  type Fragment,
+  type BranchRow,
+  type SealedNode,
 } from './memory.ts';
 export { dhfReconstruct } from './dhf/reconstruct.ts';
 export { hippocampusClient, httpHippocampus, localHippocampus, type HippocampusClient, type NodeMeta } from './hippocampus/client.ts';

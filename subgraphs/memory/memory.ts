@@ -48,7 +48,10 @@ const WRITE_EPOCH_WAIT_MS = 250;
  */
 export async function writeEpoch(p: Platform): Promise<number> {
   if (p.epochs.authoritative) return p.epochs.current();
-  return withTimeout(() => p.epochs.refresh(), WRITE_EPOCH_WAIT_MS).then((i) => i.epoch, () => p.epochs.current());
+  return withTimeout(() => p.epochs.refresh(), WRITE_EPOCH_WAIT_MS).then(
+    (i) => i.epoch,
+    () => p.epochs.current(),
+  );
 }
 
 export interface SealedNode {
@@ -78,8 +81,12 @@ export async function recordShadowBranch(
   epoch: number,
   cid: string,
 ): Promise<string | null> {
-  const shadowed = stack.episodicHead !== null && stack.headSleeveId !== null && stack.headSleeveId !== writer.sleeveId &&
-    stack.headEpoch === epoch && writer.seenHead !== stack.episodicHead;
+  const shadowed =
+    stack.episodicHead !== null &&
+    stack.headSleeveId !== null &&
+    stack.headSleeveId !== writer.sleeveId &&
+    stack.headEpoch === epoch &&
+    writer.seenHead !== stack.episodicHead;
   if (!shadowed) return null;
   const branchId = `branch:${randomBytes(8).toString('hex')}`;
   await tx.memoryBranch.create({ data: { id: branchId, stackId: stack.id, sleeveId: writer.sleeveId, baseCid: writer.seenHead, headCid: cid } });
@@ -153,7 +160,8 @@ export async function mergeBranch(p: Platform, branchId: string): Promise<Branch
     if (!stack.episodicHead) throw new Problem(409, 'NO_HEAD', 'Conflict', `stack ${stack.id} has no episodic head`);
     const merged = await tx.memoryBranch.update({ where: { id: branchId }, data: { status: 'merged', mergedCid: stack.episodicHead, mergedAt: new Date() } });
     await recordEvent(tx, {
-      subject: `cog.memory.branch.merged.${stack.id}`, type: 'memory.branch.merged',
+      subject: `cog.memory.branch.merged.${stack.id}`,
+      type: 'memory.branch.merged',
       data: { stackId: stack.id, branchId, sleeveId: b.sleeveId, baseCid: b.baseCid, headCid: b.headCid, mergedCid: stack.episodicHead },
       msgId: `branch-merged:${branchId}`,
     });

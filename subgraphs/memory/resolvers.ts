@@ -10,8 +10,15 @@ import { badRequest } from '../../lib/errors.ts';
 type NodeRow = NonNullable<Awaited<ReturnType<GqlContext['platform']['db']['prisma']['memoryNode']['findUnique']>>>;
 type NodeMeta = Pick<NodeRow, 'cid' | 'stackId' | 'epoch' | 'links' | 'kind' | 'pinned' | 'branchId' | 'sleeveId'>;
 const gqlNode = (r: NodeMeta) => ({
-  cid: r.cid, stackId: r.stackId, epoch: r.epoch, links: r.links, kind: r.kind, pinned: r.pinned,
-  readableUntilEpoch: r.pinned ? null : r.epoch + GATING_WINDOW, branchId: r.branchId, sleeveId: r.sleeveId,
+  cid: r.cid,
+  stackId: r.stackId,
+  epoch: r.epoch,
+  links: r.links,
+  kind: r.kind,
+  pinned: r.pinned,
+  readableUntilEpoch: r.pinned ? null : r.epoch + GATING_WINDOW,
+  branchId: r.branchId,
+  sleeveId: r.sleeveId,
 });
 
 const nodeLoader = (ctx: GqlContext) =>
@@ -69,7 +76,8 @@ export const resolvers = {
     memory: guarded(async (s: { id: string }, a: { first: number; offset?: number }, ctx: GqlContext) => {
       const first = Math.min(Math.max(a.first ?? 20, 0), 1000);
       const offset = a.offset ?? 0;
-      if (!Number.isInteger(offset) || offset < 0 || offset > 10_000_000) throw badRequest('offset must be a non-negative integer', [{ path: 'offset', message: 'is out of range' }]);
+      if (!Number.isInteger(offset) || offset < 0 || offset > 10_000_000)
+        throw badRequest('offset must be a non-negative integer', [{ path: 'offset', message: 'is out of range' }]);
       return (await newestNodes(ctx, first, offset).load(s.id)).map(gqlNode);
     }),
     memoryCount: guarded((s: { id: string }, _: unknown, ctx: GqlContext) =>
@@ -77,6 +85,7 @@ export const resolvers = {
         const rows = await ctx.platform.db.prisma.memoryNode.groupBy({ by: ['stackId'], where: { stackId: { in: [...ids] } }, _count: { _all: true } });
         const m = new Map(rows.map((r) => [r.stackId, r._count._all]));
         return ids.map((id) => m.get(id) ?? 0);
-      }).load(s.id)),
+      }).load(s.id),
+    ),
   },
 };

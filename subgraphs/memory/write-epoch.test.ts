@@ -22,7 +22,7 @@ afterAll(async () => {
 });
 
 describe('the epoch a write is stamped with', () => {
-  it('is Medulla\'s current epoch, and the follower\'s when Medulla is slow', async () => {
+  it("is Medulla's current epoch, and the follower's when Medulla is slow", async () => {
     expect(t.p.epochs.authoritative).toBe(false);
     const stack = await createStack(t.p, { name: 'w' });
     const sleeve = await spawnSleeve(t.p, { stackId: stack.id, kind: 'ai', shape: 'B' });

@@ -33,12 +33,27 @@ export interface ResidueRecord {
 }
 
 export function residueView(r: {
-  id: string; kind: string; trigger: string; bountyMilli: number; status: string; stackId: string | null; sleeveId: string | null;
-  epoch: number; openedAt: Date; expiresAtEpoch: number; claimant: string | null;
+  id: string;
+  kind: string;
+  trigger: string;
+  bountyMilli: number;
+  status: string;
+  stackId: string | null;
+  sleeveId: string | null;
+  epoch: number;
+  openedAt: Date;
+  expiresAtEpoch: number;
+  claimant: string | null;
 }): ResidueRecord {
   const v: ResidueRecord = {
-    id: r.id, kind: r.kind, trigger: r.trigger, bounty: r.bountyMilli / 1000, status: r.status, epoch: r.epoch,
-    openedAt: r.openedAt.toISOString(), expiresAtEpoch: r.expiresAtEpoch,
+    id: r.id,
+    kind: r.kind,
+    trigger: r.trigger,
+    bounty: r.bountyMilli / 1000,
+    status: r.status,
+    epoch: r.epoch,
+    openedAt: r.openedAt.toISOString(),
+    expiresAtEpoch: r.expiresAtEpoch,
   };
   if (r.stackId) v.stackId = r.stackId;
   if (r.sleeveId) v.sleeveId = r.sleeveId;
@@ -67,13 +82,26 @@ export async function openResidue(tx: Tx, r: OpenResidue): Promise<{ residue: Re
   const id = `residue:${r.kind}:${randomBytes(6).toString('hex')}`;
   const row = await tx.residue.create({
     data: {
-      id, kind: r.kind, trigger: r.trigger, bountyMilli: RESIDUE_BOUNTY[r.kind] * 1000, status: 'open',
-      stackId: r.stackId, sleeveId: r.sleeveId, epoch: r.epoch, expiresAtEpoch: r.epoch + r.expiryEpochs,
-      evidence: r.evidence as never, dedupeKey: r.dedupeKey,
+      id,
+      kind: r.kind,
+      trigger: r.trigger,
+      bountyMilli: RESIDUE_BOUNTY[r.kind] * 1000,
+      status: 'open',
+      stackId: r.stackId,
+      sleeveId: r.sleeveId,
+      epoch: r.epoch,
+      expiresAtEpoch: r.epoch + r.expiryEpochs,
+      evidence: r.evidence as never,
+      dedupeKey: r.dedupeKey,
     },
   });
   const residue = residueView(row);
-  await enqueueChainTx(tx, { kind: 'openResidue', ref: id, payload: { residueId: id, kind: r.kind, bountyMilli: RESIDUE_BOUNTY[r.kind] * 1000 }, epoch: r.epoch });
+  await enqueueChainTx(tx, {
+    kind: 'openResidue',
+    ref: id,
+    payload: { residueId: id, kind: r.kind, bountyMilli: RESIDUE_BOUNTY[r.kind] * 1000 },
+    epoch: r.epoch,
+  });
   await recordEvent(tx, { subject: 'cog.residue.opened', type: 'residue.opened', data: { residue }, msgId: `residue-opened:${id}` });
   return { residue, created: true };
 }

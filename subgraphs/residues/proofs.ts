@@ -25,7 +25,13 @@ import { cortexTxSource, crossRootOf, evmRootOf, ipfsRootOf, tupleMessage, type 
 import type { ResidueKind } from './open.ts';
 
 export type Verdict = { ok: true; facts: Record<string, unknown> } | { ok: false; reason: string };
-export interface ResidueFacts { kind: ResidueKind; evidence: Record<string, unknown>; stackId: string | null; sleeveId: string | null; epoch: number }
+export interface ResidueFacts {
+  kind: ResidueKind;
+  evidence: Record<string, unknown>;
+  stackId: string | null;
+  sleeveId: string | null;
+  epoch: number;
+}
 
 const no = (reason: string): Verdict => ({ ok: false, reason });
 const yes = (facts: Record<string, unknown>): Verdict => ({ ok: true, facts });
@@ -35,7 +41,10 @@ export const coherenceTupleMessage = (t: CoherenceTuple) => tupleMessage(t);
 
 /** Calls an internal service (Medulla, DHF), with the internal bearer token when one is set. */
 async function call(p: Platform, url: string, init: RequestInit = {}): Promise<Response> {
-  const headers = { ...(init.headers as Record<string, string> | undefined), ...(p.config.internalToken ? { authorization: `Bearer ${p.config.internalToken}` } : {}) };
+  const headers = {
+    ...(init.headers as Record<string, string> | undefined),
+    ...(p.config.internalToken ? { authorization: `Bearer ${p.config.internalToken}` } : {}),
+  };
   try {
     return await fetch(url, { ...init, headers, signal: AbortSignal.timeout(3000) });
   } catch {
@@ -56,7 +65,8 @@ async function dagNode(p: Platform, cid: string): Promise<{ links: string[]; sta
 
 async function medullaBlock(p: Platform, height: number): Promise<Record<string, unknown> | null> {
   const res = await call(p, `${p.config.urls.medulla}/rpc`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getblock', params: [height] }),
   });
   if (res.status >= 500) throw unavailable('Medulla failed to answer');
@@ -85,7 +95,7 @@ async function ancestry(p: Platform, root: string, limit = 256): Promise<Set<str
     const next: string[] = [];
     for (const cid of level) {
       const m = await hippo.meta(cid);
-      for (const l of m?.links ?? []) if (!seen.has(l)) (seen.add(l), next.push(l));
+      for (const l of m?.links ?? []) if (!seen.has(l)) seen.add(l), next.push(l);
     }
     level = next;
   }
@@ -111,7 +121,7 @@ async function evmRefoldProof(p: Platform, r: ResidueFacts, proof: Record<string
   const epoch = Number(r.evidence.epoch ?? r.epoch);
   if (!isHex(canonical.evmRoot, 32)) return no('the residue records no canonical evmRoot');
   const list = proof.txHashes;
-  if (!Array.isArray(list) || list.length > 100_000) return no('proof.txHashes (the epoch\'s Cortex transaction hashes) is required');
+  if (!Array.isArray(list) || list.length > 100_000) return no("proof.txHashes (the epoch's Cortex transaction hashes) is required");
   const norm = list.map((h) => (typeof h === 'string' ? h.replace(/^0x/i, '').toLowerCase() : ''));
   if (!norm.every((h) => isHex(h, 32))) return no('proof.txHashes must be 32-byte hex transaction hashes');
   if (evmRootOf(norm) !== canonical.evmRoot) return no(`proof.txHashes do not fold to the canonical evmRoot ${String(canonical.evmRoot)}`);
@@ -119,7 +129,8 @@ async function evmRefoldProof(p: Platform, r: ResidueFacts, proof: Record<string
   const given = new Set(norm);
   const missing = [...onCortex].filter((h) => !given.has(h));
   const extra = [...given].filter((h) => !onCortex.has(h));
-  if (missing.length || extra.length) return no(`proof.txHashes differ from Cortex's confirmed transactions of epoch ${epoch} (${missing.length} missing, ${extra.length} not on Cortex)`);
+  if (missing.length || extra.length)
+    return no(`proof.txHashes differ from Cortex's confirmed transactions of epoch ${epoch} (${missing.length} missing, ${extra.length} not on Cortex)`);
   return yes({ epoch, evmRoot: canonical.evmRoot, txs: given.size });
 }
 
@@ -133,7 +144,8 @@ async function lateWritesProof(p: Platform, r: ResidueFacts, proof: Record<strin
   if (ipfsRootOf(list) !== canonical.ipfsRoot) return no(`proof.cids do not fold to the canonical ipfsRoot ${canonical.ipfsRoot}`);
   // A Hippocampus that does not answer is a 503 (try again later), not a wrong proof.
   const served = await hippocampusClient(p).epochWrites(epoch);
-  if (served.length !== list.length || served.some((c, i) => c !== list[i])) return no(`proof.cids differ from Hippocampus's writes of epoch ${epoch} (${served.length} served, ${list.length} given)`);
+  if (served.length !== list.length || served.some((c, i) => c !== list[i]))
+    return no(`proof.cids differ from Hippocampus's writes of epoch ${epoch} (${served.length} served, ${list.length} given)`);
   return yes({ epoch, ipfsRoot: canonical.ipfsRoot, writes: list.length });
 }
 
@@ -145,7 +157,8 @@ async function historicalNonCanonical(p: Platform, r: ResidueFacts, proof: Recor
     if (!str(proof.sleeveId)) return no('proof.sleeveId must be a sleeve id');
     if (!r.stackId) return no('the residue names no stack');
     const res = await call(p, `${p.config.urls.dhf}/v1/reconstruct`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ stackId: r.stackId, sleeveId: proof.sleeveId, depth: Number(r.evidence.depth ?? 8) || 8 }),
     });
     if (res.status >= 500) throw unavailable('DHF failed to answer');
@@ -204,12 +217,14 @@ async function shardLoss(p: Platform, r: ResidueFacts): Promise<Verdict> {
   // Checked 16 at a time (over HTTP in distributed mode, one call per write); the first missing one ends it.
   let next = 0;
   let missing: string | undefined;
-  await Promise.all(Array.from({ length: Math.min(16, cids.length) }, async () => {
-    while (missing === undefined && next < cids.length) {
-      const c = cids[next++]!;
-      if (!(await hippo.meta(c))?.stored) missing ??= c;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(16, cids.length) }, async () => {
+      while (missing === undefined && next < cids.length) {
+        const c = cids[next++]!;
+        if (!(await hippo.meta(c))?.stored) missing ??= c;
+      }
+    }),
+  );
   if (missing) return no(`${missing} of epoch ${epoch} is not stored on Hippocampus`);
   return yes({ epoch, writes: cids.length, ipfsRoot: ipfsRootOf(cids) });
 }
@@ -233,7 +248,8 @@ function routingEquivocation(r: ResidueFacts, proof: Record<string, unknown>): V
     if (!tt || typeof tt !== 'object' || tt.epoch !== epoch) return no(`tuple ${i} is not for epoch ${epoch}`);
     for (const k of ROOTS) if (!isHex(tt[k], 32)) return no(`tuple ${i}: ${k} must be 64 hex chars`);
     if (anonymous) {
-      if (crossRootOf(tt.evmRoot as string, tt.ipfsRoot as string, tt.sleevesRoot as string) !== tt.crossRoot) return no(`tuple ${i}: crossRoot does not recompute from its roots`);
+      if (crossRootOf(tt.evmRoot as string, tt.ipfsRoot as string, tt.sleevesRoot as string) !== tt.crossRoot)
+        return no(`tuple ${i}: crossRoot does not recompute from its roots`);
       continue;
     }
     if (!isHex(tt.signature, 64)) return no(`tuple ${i}: signature must be 128 hex chars`);
@@ -253,12 +269,19 @@ function routingEquivocation(r: ResidueFacts, proof: Record<string, unknown>): V
 
 export async function checkProof(p: Platform, r: ResidueFacts, proof: Record<string, unknown>): Promise<Verdict> {
   switch (r.kind) {
-    case 'stale-ordering': return staleOrdering(p, r);
-    case 'speculative-divergence': return speculativeDivergence(p, r, proof);
-    case 'historical-non-canonical': return historicalNonCanonical(p, r, proof);
-    case 'reorg-orphan': return reorgOrphan(p, r, proof);
-    case 'shard-loss': return shardLoss(p, r);
-    case 'routing-equivocation': return routingEquivocation(r, proof);
-    default: return no(`unknown residue kind ${String(r.kind)}`);
+    case 'stale-ordering':
+      return staleOrdering(p, r);
+    case 'speculative-divergence':
+      return speculativeDivergence(p, r, proof);
+    case 'historical-non-canonical':
+      return historicalNonCanonical(p, r, proof);
+    case 'reorg-orphan':
+      return reorgOrphan(p, r, proof);
+    case 'shard-loss':
+      return shardLoss(p, r);
+    case 'routing-equivocation':
+      return routingEquivocation(r, proof);
+    default:
+      return no(`unknown residue kind ${String(r.kind)}`);
   }
 }

@@ -14,7 +14,11 @@ export const RESIDUE_LIST_LIMIT = 50;
 
 export const invalidProof = (detail: string) => new Problem(422, 'INVALID_PROOF', 'Invalid proof', detail);
 
-export async function listResidues(p: Platform, limit = RESIDUE_LIST_LIMIT, filter: { status?: string; kind?: string; stackId?: string } = {}): Promise<ResidueRecord[]> {
+export async function listResidues(
+  p: Platform,
+  limit = RESIDUE_LIST_LIMIT,
+  filter: { status?: string; kind?: string; stackId?: string } = {},
+): Promise<ResidueRecord[]> {
   const where: Record<string, string> = {};
   if (filter.status) where.status = filter.status;
   if (filter.kind) where.kind = filter.kind;
@@ -49,7 +53,17 @@ export async function submitProof(p: Platform, residueId: string, sub: ProofSubm
   const row = await getResidueRow(p.db.prisma, residueId);
   if (row.status !== 'open') throw conflict(`Residue ${residueId} is ${row.status}, not open`, 'RESIDUE_NOT_OPEN');
   await getStackRow(p.db.prisma, sub.claimant);
-  const verdict = await checkProof(p, { kind: row.kind as ResidueKind, evidence: (row.evidence ?? {}) as Record<string, unknown>, stackId: row.stackId, sleeveId: row.sleeveId, epoch: row.epoch }, sub.proof);
+  const verdict = await checkProof(
+    p,
+    {
+      kind: row.kind as ResidueKind,
+      evidence: (row.evidence ?? {}) as Record<string, unknown>,
+      stackId: row.stackId,
+      sleeveId: row.sleeveId,
+      epoch: row.epoch,
+    },
+    sub.proof,
+  );
   if (!verdict.ok) throw invalidProof(verdict.reason);
   const epoch = p.epochs.current();
   return p.db.prisma.$transaction(async (tx) => {
@@ -62,22 +76,44 @@ export async function submitProof(p: Platform, residueId: string, sub: ProofSubm
       throw conflict(`Residue ${residueId} is ${now.status}, not open`, 'RESIDUE_NOT_OPEN');
     }
     const claimed = residueView(await getResidueRow(tx, residueId));
-    await recordEvent(tx, { subject: 'cog.residue.changed', type: 'residue.changed', data: { residue: claimed, from: 'open' }, msgId: `residue-claimed:${residueId}` });
+    await recordEvent(tx, {
+      subject: 'cog.residue.changed',
+      type: 'residue.changed',
+      data: { residue: claimed, from: 'open' },
+      msgId: `residue-claimed:${residueId}`,
+    });
     // A ledger transfer, not ledger.mint: the claimResidue intent below mints the RT on Cortex
     // (ResidueRegistry), and a mint mirror would mint it twice.
     await transfer(tx, SYSTEM.bounty, poolAccount(sub.claimant), [{ token: 'residue', milli: BigInt(row.bountyMilli) }], {
-      reason: 'bounty', ref: residueId, epoch,
+      reason: 'bounty',
+      ref: residueId,
+      epoch,
     });
     const proofHash = proofHashOf(sub.proof);
-    await enqueueChainTx(tx, { kind: 'claimResidue', ref: residueId, epoch, payload: { residueId, claimant: sub.claimant, bountyMilli: row.bountyMilli, proofHash } });
+    await enqueueChainTx(tx, {
+      kind: 'claimResidue',
+      ref: residueId,
+      epoch,
+      payload: { residueId, claimant: sub.claimant, bountyMilli: row.bountyMilli, proofHash },
+    });
     // The verdict on the ERC-8004 ValidationRegistry: anyone can check on Cortex that the proof
     // behind this claim was accepted (request as the claimant's operator, response 100 as validator).
     const residueUrl = `${p.config.urls.base.replace(/\/+$/, '')}/v1/coordination/residues/${encodeURIComponent(residueId)}`;
-    await enqueueChainTx(tx, { kind: 'validationRequest', ref: residueId, epoch, payload: { residueId, claimant: sub.claimant, proofHash, requestURI: residueUrl } });
+    await enqueueChainTx(tx, {
+      kind: 'validationRequest',
+      ref: residueId,
+      epoch,
+      payload: { residueId, claimant: sub.claimant, proofHash, requestURI: residueUrl },
+    });
     await enqueueChainTx(tx, { kind: 'validationResponse', ref: residueId, epoch, payload: { residueId, proofHash, response: 100, responseURI: residueUrl } });
     const resolved = await tx.residue.update({ where: { id: residueId }, data: { status: 'resolved', resolvedAt: new Date() } });
     const view = residueView(resolved);
-    await recordEvent(tx, { subject: 'cog.residue.changed', type: 'residue.changed', data: { residue: view, from: 'claimed' }, msgId: `residue-resolved:${residueId}` });
+    await recordEvent(tx, {
+      subject: 'cog.residue.changed',
+      type: 'residue.changed',
+      data: { residue: view, from: 'claimed' },
+      msgId: `residue-resolved:${residueId}`,
+    });
     return view;
   });
 }
@@ -85,7 +121,9 @@ export async function submitProof(p: Platform, residueId: string, sub: ProofSubm
 /** open -> expired for every residue whose expiresAtEpoch has been reached. */
 export async function expireResidues(p: Platform, epoch: number): Promise<string[]> {
   return p.db.prisma.$transaction(async (tx) => {
-    const rows = await tx.$queryRaw<{ id: string }[]>`UPDATE "Residue" SET status = 'expired' WHERE status = 'open' AND "expiresAtEpoch" <= ${epoch} RETURNING id`;
+    const rows = await tx.$queryRaw<
+      { id: string }[]
+    >`UPDATE "Residue" SET status = 'expired' WHERE status = 'open' AND "expiresAtEpoch" <= ${epoch} RETURNING id`;
     for (const { id } of rows) {
       const view = residueView(await getResidueRow(tx, id));
       await recordEvent(tx, { subject: 'cog.residue.changed', type: 'residue.changed', data: { residue: view, from: 'open' }, msgId: `residue-expired:${id}` });

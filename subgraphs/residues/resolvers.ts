@@ -19,10 +19,13 @@ const residueLoader = (ctx: GqlContext) =>
 
 /** The same checks as the REST list's query schema, as BAD_REQUEST Problems. */
 function checkFilter(f: { status?: string | null; kind?: string | null; first?: number | null }) {
-  if (f.status != null && !RESIDUE_STATUSES.includes(f.status)) throw badRequest(`status must be one of ${RESIDUE_STATUSES.join(', ')}`, [{ path: 'status', message: 'is not a known status' }]);
-  if (f.kind != null && !(RESIDUE_KINDS as string[]).includes(f.kind)) throw badRequest(`kind must be one of ${RESIDUE_KINDS.join(', ')}`, [{ path: 'kind', message: 'is not a known kind' }]);
+  if (f.status != null && !RESIDUE_STATUSES.includes(f.status))
+    throw badRequest(`status must be one of ${RESIDUE_STATUSES.join(', ')}`, [{ path: 'status', message: 'is not a known status' }]);
+  if (f.kind != null && !(RESIDUE_KINDS as string[]).includes(f.kind))
+    throw badRequest(`kind must be one of ${RESIDUE_KINDS.join(', ')}`, [{ path: 'kind', message: 'is not a known kind' }]);
   const first = f.first ?? RESIDUE_LIST_LIMIT;
-  if (!Number.isInteger(first) || first < 1 || first > RESIDUE_LIST_LIMIT) throw badRequest(`first must be an integer from 1 to ${RESIDUE_LIST_LIMIT}`, [{ path: 'first', message: 'is out of range' }]);
+  if (!Number.isInteger(first) || first < 1 || first > RESIDUE_LIST_LIMIT)
+    throw badRequest(`first must be an integer from 1 to ${RESIDUE_LIST_LIMIT}`, [{ path: 'first', message: 'is out of range' }]);
   return first;
 }
 
@@ -33,7 +36,12 @@ const residuesOf = (ctx: GqlContext, owner: 'stackId' | 'sleeveId', first: numbe
       where: { [owner]: { in: [...ids] }, ...(status ? { status } : {}) },
       orderBy: [{ openedAt: 'desc' }, { id: 'desc' }],
     });
-    return ids.map((id) => rows.filter((r) => r[owner] === id).slice(0, first).map(residueView));
+    return ids.map((id) =>
+      rows
+        .filter((r) => r[owner] === id)
+        .slice(0, first)
+        .map(residueView),
+    );
   });
 
 const ownerResidues = (owner: 'stackId' | 'sleeveId') =>

@@ -4,7 +4,15 @@ import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
 import { balancesOf, sleeveAccount, zeroAmounts, type TokenAmounts } from '../economy/index.ts';
 import {
-  decommissionSleeve, desyncedSleeves, getSleeveRow, spawnSleeve, stackTokenTotals, syncSleeve, sleeveView, type SleeveRow, type SleeveView,
+  decommissionSleeve,
+  desyncedSleeves,
+  getSleeveRow,
+  spawnSleeve,
+  stackTokenTotals,
+  syncSleeve,
+  sleeveView,
+  type SleeveRow,
+  type SleeveView,
 } from './sleeves.ts';
 import { sagaView, shapeA, shapeB, type SagaRow, type SagaView } from './needlecast/view.ts';
 import { countAliveSleeves, driftLimits, stackBalanceHistory } from './inspect.ts';
@@ -50,11 +58,13 @@ const present = (o: Record<string, unknown>) => Object.fromEntries(Object.entrie
 
 export const resolvers = {
   Mutation: {
-    spawnSleeve: guarded(async (_: unknown, a: { stackId: string; embodimentType?: string; kind?: string; hostname?: string; tickRate?: number }, ctx: GqlContext) => {
-      const input = present(a) as typeof a;
-      const v = await spawnSleeve(ctx.platform, { ...input, shape: input.embodimentType !== undefined ? 'A' : 'B' });
-      return gqlSleeve(await getSleeveRow(ctx.platform.db.prisma, v.id));
-    }),
+    spawnSleeve: guarded(
+      async (_: unknown, a: { stackId: string; embodimentType?: string; kind?: string; hostname?: string; tickRate?: number }, ctx: GqlContext) => {
+        const input = present(a) as typeof a;
+        const v = await spawnSleeve(ctx.platform, { ...input, shape: input.embodimentType !== undefined ? 'A' : 'B' });
+        return gqlSleeve(await getSleeveRow(ctx.platform.db.prisma, v.id));
+      },
+    ),
     decommissionSleeve: guarded(async (_: unknown, a: { id: string }, ctx: GqlContext) => {
       await decommissionSleeve(ctx.platform, a.id, 'deleted');
       return gqlSleeve(await getSleeveRow(ctx.platform.db.prisma, a.id));

@@ -7,7 +7,22 @@ import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
 import { enqueueChainTx } from '../chains/index.ts';
-import { addAmounts, balanceOf, balancesOf, burn, mint, poolAccount, sleeveAccount, sweep, toMilli, zeroAmounts, TOKENS, type Move, type Token, type TokenAmounts } from '../economy/index.ts';
+import {
+  addAmounts,
+  balanceOf,
+  balancesOf,
+  burn,
+  mint,
+  poolAccount,
+  sleeveAccount,
+  sweep,
+  toMilli,
+  zeroAmounts,
+  TOKENS,
+  type Move,
+  type Token,
+  type TokenAmounts,
+} from '../economy/index.ts';
 import { getStackRow, markStackActive } from '../stacks/index.ts';
 import { sleeveView, type SleeveRow, type SleeveView } from './view.ts';
 
@@ -51,14 +66,17 @@ function parseKind(v: unknown, field: string): SleeveKind {
 function parseTickRate(v: unknown): number | undefined {
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > MAX_TICK_RATE_MS || (v > 0 && v < MIN_TICK_RATE_MS)) {
-    throw badRequest(`tickRate must be 0 (event-driven) or an integer from ${MIN_TICK_RATE_MS} to ${MAX_TICK_RATE_MS} ms`, [{ path: 'tickRate', message: 'is out of range' }]);
+    throw badRequest(`tickRate must be 0 (event-driven) or an integer from ${MIN_TICK_RATE_MS} to ${MAX_TICK_RATE_MS} ms`, [
+      { path: 'tickRate', message: 'is out of range' },
+    ]);
   }
   return v;
 }
 
 function parseHostname(v: unknown): string | null {
   if (v === undefined || v === null) return null;
-  if (typeof v !== 'string' || v.length === 0 || v.length > 253) throw badRequest('hostname must be a string of 1 to 253 characters', [{ path: 'hostname', message: 'is invalid' }]);
+  if (typeof v !== 'string' || v.length === 0 || v.length > 253)
+    throw badRequest('hostname must be a string of 1 to 253 characters', [{ path: 'hostname', message: 'is invalid' }]);
   return v;
 }
 
@@ -69,13 +87,14 @@ async function nextSeq(tx: Tx): Promise<number> {
 
 const changed = (tx: Tx, row: SleeveRow, what: string) =>
   recordEvent(tx, {
-    subject: `cog.sleeve.changed.${row.stackId}`, type: 'sleeve.changed',
+    subject: `cog.sleeve.changed.${row.stackId}`,
+    type: 'sleeve.changed',
     data: { stackId: row.stackId, sleeveId: row.id, kind: row.embodimentType, alive: row.alive, frozen: row.frozen, tickRate: row.tickRate, what },
   });
 
 /** Spawns a sleeve on an existing stack (404 otherwise) with its shape's initial tokens. */
 export async function spawnSleeve(p: Platform, input: SpawnInput): Promise<SleeveView> {
-  const kind = parseKind(input.shape === 'A' ? input.embodimentType : input.kind ?? input.embodimentType, input.shape === 'A' ? 'embodimentType' : 'kind');
+  const kind = parseKind(input.shape === 'A' ? input.embodimentType : (input.kind ?? input.embodimentType), input.shape === 'A' ? 'embodimentType' : 'kind');
   const hostname = parseHostname(input.hostname);
   const tickRate = parseTickRate(input.tickRate) ?? defaultTickRate(p, kind);
   if (typeof input.stackId !== 'string' || !input.stackId) throw badRequest('stackId is required', [{ path: 'stackId', message: 'is required' }]);
@@ -93,8 +112,10 @@ export async function spawnSleeve(p: Platform, input: SpawnInput): Promise<Sleev
     await mint(tx, sleeveAccount(id), moves, { reason: 'spawn', ref: id, epoch, stackId });
     await enqueueChainTx(tx, { kind: 'spawnSleeve', ref: id, payload: { sleeveId: id, stackId, kind, tokenId: stack.tokenId }, epoch });
     await recordEvent(tx, {
-      subject: `cog.sleeve.spawned.${stackId}`, type: 'sleeve.spawned',
-      data: { stackId, sleeveId: id, kind, tickRate, hostname }, msgId: `sleeve-spawned:${id}`,
+      subject: `cog.sleeve.spawned.${stackId}`,
+      type: 'sleeve.spawned',
+      data: { stackId, sleeveId: id, kind, tickRate, hostname },
+      msgId: `sleeve-spawned:${id}`,
     });
     return created;
   });
@@ -128,7 +149,10 @@ export async function aliveSleeveTotals(db: Db | Tx, stackIds: readonly string[]
   const out = new Map<string, TokenAmounts>(stackIds.map((id) => [id, zeroAmounts()]));
   if (!stackIds.length) return out;
   const alive = await db.sleeve.findMany({ where: { alive: true, stackId: { in: [...stackIds] } }, select: { id: true, stackId: true } });
-  const balances = await balancesOf(db, alive.map((s) => sleeveAccount(s.id)));
+  const balances = await balancesOf(
+    db,
+    alive.map((s) => sleeveAccount(s.id)),
+  );
   for (const s of alive) {
     addAmounts(out.get(s.stackId)!, balances.get(sleeveAccount(s.id))!);
   }
@@ -138,7 +162,10 @@ export async function aliveSleeveTotals(db: Db | Tx, stackIds: readonly string[]
 /** Alive sleeves with their balances (GET /v1/sleeves). */
 export async function listAliveSleeveViews(p: Platform): Promise<SleeveView[]> {
   const rows = await listAliveSleeves(p.db.prisma);
-  const b = await balancesOf(p.db.prisma, rows.map((r) => sleeveAccount(r.id)));
+  const b = await balancesOf(
+    p.db.prisma,
+    rows.map((r) => sleeveAccount(r.id)),
+  );
   return rows.map((r) => sleeveView(r, b.get(sleeveAccount(r.id))!));
 }
 
@@ -169,7 +196,10 @@ export async function addDrift(tx: Tx, sleeveId: string, milli: number): Promise
 /** Decommission inside the caller's transaction: alive=false, lease ends, tokens to the pool. */
 export async function decommissionInTx(tx: Tx, epoch: number, sleeveId: string, reason: string): Promise<SleeveRow> {
   const row = await getSleeveRow(tx, sleeveId);
-  const done = await tx.sleeve.updateMany({ where: { id: sleeveId, alive: true }, data: { alive: false, frozen: false, decommissionedAt: new Date(), decommissionWhy: reason } });
+  const done = await tx.sleeve.updateMany({
+    where: { id: sleeveId, alive: true },
+    data: { alive: false, frozen: false, decommissionedAt: new Date(), decommissionWhy: reason },
+  });
   if (done.count === 0) throw conflict(`sleeve ${sleeveId} is already decommissioned`, 'SLEEVE_DECOMMISSIONED');
   const held: TokenAmounts = await balanceOf(tx, sleeveAccount(sleeveId));
   await sweep(tx, sleeveAccount(sleeveId), poolAccount(row.stackId), { reason: 'decommission', ref: sleeveId, epoch });
@@ -177,8 +207,10 @@ export async function decommissionInTx(tx: Tx, epoch: number, sleeveId: string, 
   await tx.keyLease.updateMany({ where: { sleeveId, active: true }, data: { active: false, endedAt: new Date() } });
   await enqueueChainTx(tx, { kind: 'decommissionSleeve', ref: sleeveId, payload: { sleeveId, stackId: row.stackId, reason }, epoch });
   await recordEvent(tx, {
-    subject: `cog.sleeve.decommissioned.${row.stackId}`, type: 'sleeve.decommissioned',
-    data: { stackId: row.stackId, sleeveId, kind: row.embodimentType, reason }, msgId: `sleeve-decommissioned:${sleeveId}`,
+    subject: `cog.sleeve.decommissioned.${row.stackId}`,
+    type: 'sleeve.decommissioned',
+    data: { stackId: row.stackId, sleeveId, kind: row.embodimentType, reason },
+    msgId: `sleeve-decommissioned:${sleeveId}`,
   });
   return updated;
 }
@@ -196,7 +228,10 @@ export async function syncSleeve(p: Platform, sleeveId: string): Promise<{ ok: t
     const row = await requireActiveSleeve(tx, sleeveId);
     await spendFromSleeve(tx, row, [{ token: 'sync', milli: 1000n }], { reason: 'sync', ref: sleeveId, epoch });
     const stack = await getStackRow(tx, row.stackId);
-    const updated = await tx.sleeve.update({ where: { id: sleeveId }, data: { driftMilli: 0, flagged: false, syncEpoch: epoch, lastSync: new Date(), seenHead: stack.episodicHead } });
+    const updated = await tx.sleeve.update({
+      where: { id: sleeveId },
+      data: { driftMilli: 0, flagged: false, syncEpoch: epoch, lastSync: new Date(), seenHead: stack.episodicHead },
+    });
     await changed(tx, updated, 'sync');
   });
   return { ok: true, epoch };
@@ -234,7 +269,10 @@ export async function desyncedSleeves(p: Platform): Promise<Array<{ id: string; 
 export async function richestMemorySleeve(tx: Db | Tx, stackId: string): Promise<SleeveRow | null> {
   const rows = (await listAliveSleeves(tx, stackId)).filter((r) => !r.frozen);
   if (!rows.length) return null;
-  const b = await balancesOf(tx, rows.map((r) => sleeveAccount(r.id)));
+  const b = await balancesOf(
+    tx,
+    rows.map((r) => sleeveAccount(r.id)),
+  );
   let best = rows[0];
   for (const r of rows) if (b.get(sleeveAccount(r.id))!.memory > b.get(sleeveAccount(best.id))!.memory) best = r;
   return best;
@@ -254,7 +292,10 @@ export async function flagSleeve(tx: Tx, id: string): Promise<boolean> {
  * is, not a 402 "not enough tokens".
  */
 export async function spendFromSleeve(
-  tx: Tx, sleeve: Pick<SleeveRow, 'id' | 'stackId'>, costs: Move[], meta: { reason: string; ref?: string; epoch: number; activity?: boolean },
+  tx: Tx,
+  sleeve: Pick<SleeveRow, 'id' | 'stackId'>,
+  costs: Move[],
+  meta: { reason: string; ref?: string; epoch: number; activity?: boolean },
 ): Promise<string> {
   if (meta.activity !== false) await markStackActive(tx, sleeve.stackId, meta.epoch);
   try {

@@ -2,9 +2,25 @@
 // episodic head and its reads. Everything outside subgraphs/stacks/ imports the context from here
 // and nowhere else.
 export {
-  createStack, getStackRow, lockStack, lockStackForWrite, markStackActive, stackCore, listStackRows, stackMasterSecret, setEpisodicHead,
-  existingStackIds, stackPubKey,
-  STACK_KINDS, CPV_KEYS, type StackKind, type Cpv, type CreateStackInput, type StackCore, type CreatedStack, type StackRow,
+  createStack,
+  getStackRow,
+  lockStack,
+  lockStackForWrite,
+  markStackActive,
+  stackCore,
+  listStackRows,
+  stackMasterSecret,
+  setEpisodicHead,
+  existingStackIds,
+  stackPubKey,
+  STACK_KINDS,
+  CPV_KEYS,
+  type StackKind,
+  type Cpv,
+  type CreateStackInput,
+  type StackCore,
+  type CreatedStack,
+  type StackRow,
 } from './stacks.ts';
 
 export const loadResolvers = async () => (await import('./resolvers.ts')).resolvers;

@@ -9,24 +9,30 @@ export const STACK_PAGE_MAX = 100;
 const SEARCH_MAX = 200;
 const OFFSET_MAX = 1_000_000;
 
-export interface StackPageInput { search?: string | null; first?: number | null; offset?: number | null }
+export interface StackPageInput {
+  search?: string | null;
+  first?: number | null;
+  offset?: number | null;
+}
 
 export async function pageStacks(db: Db, input: StackPageInput): Promise<{ total: number; rows: StackRow[] }> {
   const first = input.first ?? 25;
   const offset = input.offset ?? 0;
-  if (!Number.isInteger(first) || first < 0 || first > STACK_PAGE_MAX) throw badRequest(`first must be an integer from 0 to ${STACK_PAGE_MAX}`, [{ path: 'first', message: 'is out of range' }]);
-  if (!Number.isInteger(offset) || offset < 0 || offset > OFFSET_MAX) throw badRequest(`offset must be an integer from 0 to ${OFFSET_MAX}`, [{ path: 'offset', message: 'is out of range' }]);
+  if (!Number.isInteger(first) || first < 0 || first > STACK_PAGE_MAX)
+    throw badRequest(`first must be an integer from 0 to ${STACK_PAGE_MAX}`, [{ path: 'first', message: 'is out of range' }]);
+  if (!Number.isInteger(offset) || offset < 0 || offset > OFFSET_MAX)
+    throw badRequest(`offset must be an integer from 0 to ${OFFSET_MAX}`, [{ path: 'offset', message: 'is out of range' }]);
   const search = (input.search ?? '').trim();
   if (search.length > SEARCH_MAX) throw badRequest(`search must be at most ${SEARCH_MAX} characters`, [{ path: 'search', message: 'is too long' }]);
   const where = search
     ? {
-      OR: [
-        { id: { contains: search, mode: 'insensitive' as const } },
-        { name: { contains: search, mode: 'insensitive' as const } },
-        { kind: { equals: search.toLowerCase() } },
-        ...(/^\d{1,9}$/.test(search) ? [{ tokenId: Number(search) }] : []),
-      ],
-    }
+        OR: [
+          { id: { contains: search, mode: 'insensitive' as const } },
+          { name: { contains: search, mode: 'insensitive' as const } },
+          { kind: { equals: search.toLowerCase() } },
+          ...(/^\d{1,9}$/.test(search) ? [{ tokenId: Number(search) }] : []),
+        ],
+      }
     : {};
   const [total, rows] = await Promise.all([
     db.stack.count({ where }),

@@ -13,11 +13,19 @@ function stackLoader(ctx: GqlContext) {
 
 function gqlStack(r: StackRow) {
   return {
-    id: r.id, tokenId: r.tokenId, name: r.name, kind: r.kind, pubKey: r.pubKey, pubkey: r.pubKey, epoch: r.epoch, episodicHead: r.episodicHead,
+    id: r.id,
+    tokenId: r.tokenId,
+    name: r.name,
+    kind: r.kind,
+    pubKey: r.pubKey,
+    pubkey: r.pubKey,
+    epoch: r.epoch,
+    episodicHead: r.episodicHead,
     lastActiveEpoch: r.lastActiveEpoch,
     cpv: { syncCoeff: r.syncCoeff, memoryCoeff: r.memoryCoeff, computeCoeff: r.computeCoeff, residueCoeff: r.residueCoeff, routingCoeff: r.routingCoeff },
     binding: { floor: r.bindingFloor, decayRate: r.bindingDecay },
-    createdAt: r.createdAt.toISOString(), chainStatus: r.chainStatus,
+    createdAt: r.createdAt.toISOString(),
+    chainStatus: r.chainStatus,
   };
 }
 

@@ -101,7 +101,11 @@ function parseCpv(cpv: unknown, partial = false): Cpv {
 }
 
 const cpvOf = (r: StackRow): Cpv => ({
-  syncCoeff: r.syncCoeff, memoryCoeff: r.memoryCoeff, computeCoeff: r.computeCoeff, residueCoeff: r.residueCoeff, routingCoeff: r.routingCoeff,
+  syncCoeff: r.syncCoeff,
+  memoryCoeff: r.memoryCoeff,
+  computeCoeff: r.computeCoeff,
+  residueCoeff: r.residueCoeff,
+  routingCoeff: r.routingCoeff,
 });
 
 async function nextTokenId(tx: Tx): Promise<number> {
@@ -148,17 +152,30 @@ export async function createStack(p: Platform, input: CreateStackInput): Promise
       const id = shapeB ? `stack:${owner}` : `stack:${kind}:${tokenId}:${randomBytes(6).toString('hex')}`;
       const created = await tx.stack.create({
         data: {
-          id, tokenId, name: name ?? owner, kind, shape: shapeB ? 'B' : 'A', pubKey, ...cpv,
+          id,
+          tokenId,
+          name: name ?? owner,
+          kind,
+          shape: shapeB ? 'B' : 'A',
+          pubKey,
+          ...cpv,
           masterSecret: wrapSecret(p.masterKey, randomSecret(32), id),
           // Emission decays from the last epoch the stack was active; creation is activity.
           lastActiveEpoch: epoch,
         },
       });
       await openAccrual(tx, id, epoch);
-      await enqueueChainTx(tx, { kind: 'mintIdentity', ref: id, payload: { stackId: id, tokenId, owner, cpv, agentURI: registrationUrl(p.config.urls.base, id) }, epoch });
+      await enqueueChainTx(tx, {
+        kind: 'mintIdentity',
+        ref: id,
+        payload: { stackId: id, tokenId, owner, cpv, agentURI: registrationUrl(p.config.urls.base, id) },
+        epoch,
+      });
       await recordEvent(tx, {
-        subject: `cog.stack.created.${id}`, type: 'stack.created',
-        data: { stackId: id, tokenId, kind, pubKey, shape: created.shape }, msgId: `stack-created:${id}`,
+        subject: `cog.stack.created.${id}`,
+        type: 'stack.created',
+        data: { stackId: id, tokenId, kind, pubKey, shape: created.shape },
+        msgId: `stack-created:${id}`,
       });
       return created;
     });
@@ -187,9 +204,19 @@ export async function lockStack(tx: Tx, id: string): Promise<StackRow> {
 
 export function stackCore(r: StackRow): StackCore {
   return {
-    id: r.id, tokenId: r.tokenId, name: r.name, kind: r.kind, pubKey: r.pubKey, pubkey: r.pubKey, epoch: r.epoch, cpv: cpvOf(r),
-    binding: { floor: r.bindingFloor, decayRate: r.bindingDecay }, createdAt: r.createdAt.toISOString(), episodicHead: r.episodicHead,
-    lastActiveEpoch: r.lastActiveEpoch, chainStatus: r.chainStatus,
+    id: r.id,
+    tokenId: r.tokenId,
+    name: r.name,
+    kind: r.kind,
+    pubKey: r.pubKey,
+    pubkey: r.pubKey,
+    epoch: r.epoch,
+    cpv: cpvOf(r),
+    binding: { floor: r.bindingFloor, decayRate: r.bindingDecay },
+    createdAt: r.createdAt.toISOString(),
+    episodicHead: r.episodicHead,
+    lastActiveEpoch: r.lastActiveEpoch,
+    chainStatus: r.chainStatus,
   };
 }
 

@@ -86,9 +86,7 @@ describe.each(adapters)('Cache contract: $name', ({ setup }) => {
   });
 
   it('setIfAbsent lets exactly one of 20 concurrent callers win', async () => {
-    const results = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => cache.setIfAbsent('nx:race', `caller-${i}`, 5_000)),
-    );
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => cache.setIfAbsent('nx:race', `caller-${i}`, 5_000)));
     expect(results.filter(Boolean)).toHaveLength(1);
     const winner = results.indexOf(true);
     expect(await cache.get('nx:race')).toBe(`caller-${winner}`);
@@ -142,8 +140,6 @@ describe('createCache', () => {
     const mem = await createCache({});
     expect(mem).toBeInstanceOf(MemoryCache);
     await mem.close();
-    await expect(createCache({ redisUrl: 'redis://:hunter2@127.0.0.1:1' })).rejects.toThrow(
-      /cannot connect to Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:1/,
-    );
+    await expect(createCache({ redisUrl: 'redis://:hunter2@127.0.0.1:1' })).rejects.toThrow(/cannot connect to Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:1/);
   });
 });

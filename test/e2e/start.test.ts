@@ -13,9 +13,21 @@ import { createClient } from 'graphql-ws';
 const root = path.resolve(import.meta.dirname, '../..');
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-start-'));
 const shift = 20000;
-const ports = { GATEWAY_PORT: 7070, NEEDLECAST_PORT: 7071, THALAMUS_PORT: 7072, DHF_PORT: 7073, TREASURY_PORT: 7074, FAUCET_PORT: 7075, MEDULLA_PORT: 8332, HIPPOCAMPUS_PORT: 5001, CORTEX_PORT: 8545 };
+const ports = {
+  GATEWAY_PORT: 7070,
+  NEEDLECAST_PORT: 7071,
+  THALAMUS_PORT: 7072,
+  DHF_PORT: 7073,
+  TREASURY_PORT: 7074,
+  FAUCET_PORT: 7075,
+  MEDULLA_PORT: 8332,
+  HIPPOCAMPUS_PORT: 5001,
+  CORTEX_PORT: 8545,
+};
 // The child gets this process's environment without what vitest/vite add to it.
-const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['BASE_URL', 'MODE', 'DEV', 'PROD', 'SSR', 'VITEST', 'VITEST_POOL_ID', 'VITEST_WORKER_ID', 'TEST'].includes(k))) as Record<string, string>;
+const inherited = Object.fromEntries(
+  Object.entries(process.env).filter(([k]) => !['BASE_URL', 'MODE', 'DEV', 'PROD', 'SSR', 'VITEST', 'VITEST_POOL_ID', 'VITEST_WORKER_ID', 'TEST'].includes(k)),
+) as Record<string, string>;
 const env: Record<string, string> = { ...inherited, COG_DATA_DIR: dataDir, LOG_LEVEL: 'warn' };
 for (const [k, v] of Object.entries(ports)) env[k] = String(v + shift);
 const url = (k: keyof typeof ports) => `http://127.0.0.1:${ports[k] + shift}`;
@@ -29,7 +41,17 @@ async function epochEvents(n: number, after?: string): Promise<{ cursor: string;
   await new Promise<void>((resolve, reject) => {
     const stop = client.subscribe<{ epochAdvanced: { cursor: string; epoch: number } }>(
       { query: `subscription { epochAdvanced${after ? `(after: "${after}")` : ''} { cursor epoch } }` },
-      { next: (v) => { got.push(v.data!.epochAdvanced); if (got.length === n) { stop(); resolve(); } }, error: reject, complete: () => resolve() },
+      {
+        next: (v) => {
+          got.push(v.data!.epochAdvanced);
+          if (got.length === n) {
+            stop();
+            resolve();
+          }
+        },
+        error: reject,
+        complete: () => resolve(),
+      },
     );
   });
   await client.dispose();
@@ -61,10 +83,11 @@ async function healthy(timeoutMs: number): Promise<number> {
   throw new Error(`not healthy after ${timeoutMs} ms:\n${output.slice(-3000)}`);
 }
 
-const stop = (c: ChildProcess) => new Promise<number | null>((resolve) => {
-  c.once('exit', (code) => resolve(code));
-  c.kill('SIGTERM');
-});
+const stop = (c: ChildProcess) =>
+  new Promise<number | null>((resolve) => {
+    c.once('exit', (code) => resolve(code));
+    c.kill('SIGTERM');
+  });
 
 afterAll(async () => {
   if (child && child.exitCode === null) await stop(child);
@@ -78,13 +101,30 @@ describe('npm start', () => {
     child = start();
     await healthy(120_000);
     await expect.poll(() => output, { timeout: 30_000 }).toContain('Cognitive Agent Platform');
-    for (const k of ['GATEWAY_PORT', 'NEEDLECAST_PORT', 'THALAMUS_PORT', 'DHF_PORT', 'TREASURY_PORT', 'FAUCET_PORT', 'MEDULLA_PORT', 'HIPPOCAMPUS_PORT'] as const) {
+    for (const k of [
+      'GATEWAY_PORT',
+      'NEEDLECAST_PORT',
+      'THALAMUS_PORT',
+      'DHF_PORT',
+      'TREASURY_PORT',
+      'FAUCET_PORT',
+      'MEDULLA_PORT',
+      'HIPPOCAMPUS_PORT',
+    ] as const) {
       const r = await fetch(`${url(k)}/health`);
       expect(r.status, k).toBeLessThan(500);
     }
-    const rpc = await fetch(url('CORTEX_PORT'), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }) });
+    const rpc = await fetch(url('CORTEX_PORT'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }),
+    });
     expect(((await rpc.json()) as { result: string }).result).toBe('0x20000');
-    const created = await fetch(`${url('GATEWAY_PORT')}/v1/stacks`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'persisted' }) });
+    const created = await fetch(`${url('GATEWAY_PORT')}/v1/stacks`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'persisted' }),
+    });
     expect(created.status).toBe(201);
     stackId = ((await created.json()) as { id: string }).id;
     // A live subscription sees Medulla's epochs; remember the last cursor for after the restart.

@@ -20,14 +20,17 @@ type Data = Record<string, any>;
 function subscribe(client: Client, query: string, variables: Data = {}) {
   const got: Data[] = [];
   let failure: Error | undefined;
-  const stop = client.subscribe<Data>({ query, variables }, {
-    next: (v) => {
-      if (v.errors) failure = new Error(JSON.stringify(v.errors));
-      else got.push(Object.values(v.data ?? {})[0] as Data);
+  const stop = client.subscribe<Data>(
+    { query, variables },
+    {
+      next: (v) => {
+        if (v.errors) failure = new Error(JSON.stringify(v.errors));
+        else got.push(Object.values(v.data ?? {})[0] as Data);
+      },
+      error: (e) => (failure = e instanceof Error ? e : new Error(JSON.stringify(e))),
+      complete: () => {},
     },
-    error: (e) => (failure = e instanceof Error ? e : new Error(JSON.stringify(e))),
-    complete: () => {},
-  });
+  );
   const ready = new Promise<void>((r) => setTimeout(r, 600));
   const until = async (pred: (d: Data) => boolean, timeoutMs = 30_000): Promise<Data> => {
     const deadline = Date.now() + timeoutMs;
@@ -50,7 +53,11 @@ function subscribe(client: Client, query: string, variables: Data = {}) {
  * repeated. What arrives must still be one of the events caused here.
  */
 async function causeUntilSeen<T>(
-  sub: ReturnType<typeof subscribe>, cause: () => Promise<T>, matches: (d: Data, caused: T) => boolean, attempts = 3, perAttemptMs = 15_000,
+  sub: ReturnType<typeof subscribe>,
+  cause: () => Promise<T>,
+  matches: (d: Data, caused: T) => boolean,
+  attempts = 3,
+  perAttemptMs = 15_000,
 ): Promise<{ event: Data; caused: T; all: T[] }> {
   const all: T[] = [];
   const hit = () => {
@@ -59,10 +66,12 @@ async function causeUntilSeen<T>(
   };
   for (let i = 0; i < attempts; i++) {
     all.push(await cause());
-    const found = await sub.until((d) => all.some((t) => matches(d, t)), perAttemptMs).then(hit, (e: Error) => {
-      if (i === attempts - 1) throw e;
-      return undefined;
-    });
+    const found = await sub
+      .until((d) => all.some((t) => matches(d, t)), perAttemptMs)
+      .then(hit, (e: Error) => {
+        if (i === attempts - 1) throw e;
+        return undefined;
+      });
     if (found) return { ...found, all };
   }
   throw new Error('unreachable');
@@ -88,13 +97,21 @@ export function registerSubscriptionSuite(get: () => Cluster): void {
     });
 
     it('sleeveChanged(stackId): a spawn through REST arrives with the sleeve resolved through the gateway', async () => {
-      const sub = subscribe(client, 'subscription($s: ID!) { sleeveChanged(stackId: $s) { cursor type stackId sleeveId sleeve { id embodimentType alive } } }', { s: stackId });
+      const sub = subscribe(
+        client,
+        'subscription($s: ID!) { sleeveChanged(stackId: $s) { cursor type stackId sleeveId sleeve { id embodimentType alive } } }',
+        { s: stackId },
+      );
       await sub.ready;
-      const { event: ev, caused } = await causeUntilSeen(sub, async () => {
-        const sl = await post('/v1/sleeves', { stackId, embodimentType: 'ai' });
-        expect(sl.status).toBe(201);
-        return sl.body.id as string;
-      }, (d, id) => d.type === 'sleeve.spawned' && d.sleeveId === id);
+      const { event: ev, caused } = await causeUntilSeen(
+        sub,
+        async () => {
+          const sl = await post('/v1/sleeves', { stackId, embodimentType: 'ai' });
+          expect(sl.status).toBe(201);
+          return sl.body.id as string;
+        },
+        (d, id) => d.type === 'sleeve.spawned' && d.sleeveId === id,
+      );
       sub.stop();
       sleeveId = caused;
       expect(ev).toMatchObject({ type: 'sleeve.spawned', stackId, sleeveId, sleeve: { id: sleeveId, embodimentType: 'ai', alive: true } });
@@ -102,15 +119,22 @@ export function registerSubscriptionSuite(get: () => Cluster): void {
     }, 120_000);
 
     it('perceived(stackId): the perceive arrives with its memory node', async () => {
-      const sub = subscribe(client, 'subscription($s: ID!) { perceived(stackId: $s) { cursor stackId sleeveId cid epoch node { cid } stack { id } } }', { s: stackId });
+      const sub = subscribe(client, 'subscription($s: ID!) { perceived(stackId: $s) { cursor stackId sleeveId cid epoch node { cid } stack { id } } }', {
+        s: stackId,
+      });
       await sub.ready;
       // At most 3 perceives: the needlecast below pins them, and the residue test's recall must
       // still find fewer than 60% of the stack's nodes readable.
-      const { event: ev, caused: cid } = await causeUntilSeen(sub, async () => {
-        const r = await post(`/v1/sleeves/${sleeveId}/perceive`, { input: 'seen by a subscriber' });
-        expect(r.status).toBe(200);
-        return r.body.cid as string;
-      }, (d, c) => d.cid === c, 3);
+      const { event: ev, caused: cid } = await causeUntilSeen(
+        sub,
+        async () => {
+          const r = await post(`/v1/sleeves/${sleeveId}/perceive`, { input: 'seen by a subscriber' });
+          expect(r.status).toBe(200);
+          return r.body.cid as string;
+        },
+        (d, c) => d.cid === c,
+        3,
+      );
       sub.stop();
       expect(ev).toMatchObject({ stackId, sleeveId, cid, node: { cid }, stack: { id: stackId } });
     }, 120_000);
@@ -126,9 +150,11 @@ export function registerSubscriptionSuite(get: () => Cluster): void {
         const m = await post('/v1/mining/block');
         expect(m.status, JSON.stringify(m.body)).toBe(200);
         mined.push(m.body);
-        await blocks.until(() => !!seen(), 20_000).catch((err: Error) => {
-          if (i === 2) throw new Error(`${err.message}; epochAdvanced got ${JSON.stringify(epochs.got).slice(0, 800)}`);
-        });
+        await blocks
+          .until(() => !!seen(), 20_000)
+          .catch((err: Error) => {
+            if (i === 2) throw new Error(`${err.message}; epochAdvanced got ${JSON.stringify(epochs.got).slice(0, 800)}`);
+          });
       }
       const m = seen()!;
       expect(blocks.got.find((d) => d.blockHash === m.blockHash)).toMatchObject({ height: m.height, epoch: m.epoch });
@@ -152,7 +178,9 @@ export function registerSubscriptionSuite(get: () => Cluster): void {
       const target = await post('/v1/sleeves', { stackId, embodimentType: 'human' });
       expect(target.status).toBe(201);
       const sagaId = `needle:${randomBytes(16).toString('hex')}`;
-      const sub = subscribe(client, 'subscription($id: ID!) { needlecastProgress(sagaId: $id) { cursor sagaId step status saga { id status } } }', { id: sagaId });
+      const sub = subscribe(client, 'subscription($id: ID!) { needlecastProgress(sagaId: $id) { cursor sagaId step status saga { id status } } }', {
+        id: sagaId,
+      });
       await sub.ready;
       const n = await post('/v1/needlecast', { from: sleeveId, to: target.body.id, sagaId });
       expect(n.status, JSON.stringify(n.body)).toBe(200);
@@ -188,7 +216,10 @@ export function registerSubscriptionSuite(get: () => Cluster): void {
       opened.stop();
       expect(ev).toMatchObject({ status: 'open', residue: { id: ev.residueId, stackId } });
       // Resumed from the start of the stream, filtered to that residue: its opening is replayed.
-      const changed = subscribe(client, 'subscription($id: ID, $after: String) { residueChanged(id: $id, after: $after) { cursor residueId kind status } }', { id: ev.residueId, after: '0' });
+      const changed = subscribe(client, 'subscription($id: ID, $after: String) { residueChanged(id: $id, after: $after) { cursor residueId kind status } }', {
+        id: ev.residueId,
+        after: '0',
+      });
       const again = await changed.until(() => true);
       changed.stop();
       expect(again).toMatchObject({ residueId: ev.residueId, kind: 'historical-non-canonical', status: 'open', cursor: ev.cursor });

@@ -78,7 +78,15 @@ export function expectProblem(r: Res, status: number, what = ''): void {
 
 /** crossRoot = sha256("cog-coh-v1" ‖ evmRoot ‖ btcRoot ‖ ipfsRoot ‖ sleevesRoot), btcRoot zero. */
 const crossRootOf = (t: { evmRoot: string; ipfsRoot: string; sleevesRoot: string }) =>
-  sha256(Buffer.concat([Buffer.from('cog-coh-v1', 'ascii'), Buffer.from(t.evmRoot, 'hex'), Buffer.alloc(32), Buffer.from(t.ipfsRoot, 'hex'), Buffer.from(t.sleevesRoot, 'hex')]));
+  sha256(
+    Buffer.concat([
+      Buffer.from('cog-coh-v1', 'ascii'),
+      Buffer.from(t.evmRoot, 'hex'),
+      Buffer.alloc(32),
+      Buffer.from(t.ipfsRoot, 'hex'),
+      Buffer.from(t.sleevesRoot, 'hex'),
+    ]),
+  );
 
 interface Sleeve {
   id: string;
@@ -108,7 +116,8 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
     return x.body;
   }
   const newStack = (name: string, base = g1()) => okJson(post(base, '/v1/stacks', { name }), 201);
-  const newSleeve = (stackId: string, embodimentType: string, base = g1()) => okJson(post(base, '/v1/sleeves', { stackId, embodimentType }), 201) as Promise<Sleeve>;
+  const newSleeve = (stackId: string, embodimentType: string, base = g1()) =>
+    okJson(post(base, '/v1/sleeves', { stackId, embodimentType }), 201) as Promise<Sleeve>;
   const readStack = (id: string, base = g1()) => okJson(getj(base, `/v1/stacks/${enc(id)}`));
   const readSleeve = async (stackId: string, sleeveId: string, base = g1()): Promise<Sleeve> => {
     const s = await readStack(stackId, base);
@@ -182,7 +191,17 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
 
         const read = await readStack(s.id, g2());
         expect(read.identityPriv).toBeUndefined();
-        expect(read).toMatchObject({ id: s.id, tokenId: s.tokenId, name: 'e2e-alice', kind: 'human', pubKey: s.pubKey, sleeves: [], anchors: [], episodicHead: null, createdAt: s.createdAt });
+        expect(read).toMatchObject({
+          id: s.id,
+          tokenId: s.tokenId,
+          name: 'e2e-alice',
+          kind: 'human',
+          pubKey: s.pubKey,
+          sleeves: [],
+          anchors: [],
+          episodicHead: null,
+          createdAt: s.createdAt,
+        });
         expect(JSON.stringify(read)).not.toContain(s.identityPriv);
       });
 
@@ -230,9 +249,17 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
         const pubkey = Buffer.from(await ed.getPublicKeyAsync(randomBytes(32))).toString('hex');
         const cpv = { computeCoeff: 1, memoryCoeff: 1, syncCoeff: 1, routingCoeff: 1, residueCoeff: 1 };
         const bad: unknown[] = [
-          {}, { name: '' }, { name: 5 }, { name: 'a', kind: 'robot' },
-          { pubkey: 'zz', cpv }, { pubkey }, { pubkey, cpv: { ...cpv, computeCoeff: 2.5 } }, { pubkey, cpv: { ...cpv, syncCoeff: -0.1 } },
-          { pubkey, cpv: { ...cpv, memoryCoeff: '1' } }, { name: 'a', cpv: { computeCoeff: 2.5 } }, { name: 'a', cpv: 'high' },
+          {},
+          { name: '' },
+          { name: 5 },
+          { name: 'a', kind: 'robot' },
+          { pubkey: 'zz', cpv },
+          { pubkey },
+          { pubkey, cpv: { ...cpv, computeCoeff: 2.5 } },
+          { pubkey, cpv: { ...cpv, syncCoeff: -0.1 } },
+          { pubkey, cpv: { ...cpv, memoryCoeff: '1' } },
+          { name: 'a', cpv: { computeCoeff: 2.5 } },
+          { name: 'a', cpv: 'high' },
         ];
         for (const [i, body] of bad.entries()) expectProblem(await post(i % 2 ? g1() : g2(), '/v1/stacks', body), 400, JSON.stringify(body));
         expectProblem(await http('POST', `${g1()}/v1/stacks`, undefined, { raw: '{"name": ' }), 400, 'malformed JSON');
@@ -439,7 +466,13 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
           expect(x.fidelity, q).toBeCloseTo(read.length / nodes.length, 9);
           for (const f of x.fragments) {
             const i = cids.indexOf(f.cid);
-            expect(f).toMatchObject({ cid: cids[i], epoch: epochOf(cids[i]!), pinned: false, stackId: stack.id, links: i + 1 < cids.length ? [cids[i + 1]] : [] });
+            expect(f).toMatchObject({
+              cid: cids[i],
+              epoch: epochOf(cids[i]!),
+              pinned: false,
+              stackId: stack.id,
+              links: i + 1 < cids.length ? [cids[i + 1]] : [],
+            });
             expect(f.ciphertext).toMatchObject({ v: 1 });
           }
           return x;
@@ -693,7 +726,7 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
         const s = await readSleeve(stack.id, src.id);
         expect(s.alive).toBe(false);
         // 5, plus 0.5 for each epoch that ended mid-saga.
-        const extra = ((250 - s.tokens.routing) - 5) / 0.5;
+        const extra = (250 - s.tokens.routing - 5) / 0.5;
         expect(Math.abs(extra - Math.round(extra)), `paid ${250 - s.tokens.routing}`).toBeLessThan(1e-6);
         expect(Math.round(extra)).toBeGreaterThanOrEqual(0);
         expect(Math.round(extra), `epochs ${e0}..${e1}`).toBeLessThanOrEqual(maxSagaEpochs(e0, e1));
@@ -774,7 +807,9 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
         for (const k of ['height', 'epoch', 'difficulty', 'ts']) expect(Number.isInteger(b[k]), k).toBe(true);
         expect(Math.abs(b.ts - Date.now() / 1000)).toBeLessThan(120); // Unix seconds
         for (const k of ['crossRoot', 'evmRoot', 'ipfsRoot', 'sleevesRoot', 'synapticFieldRoot']) expect(b[k], k).toMatch(HEX64);
-        await expect.poll(async () => (await okJson(getj(g1(), '/v1/epochs/current'))).height, { timeout: 10_000, interval: 300 }).toBeGreaterThanOrEqual(b.height);
+        await expect
+          .poll(async () => (await okJson(getj(g1(), '/v1/epochs/current'))).height, { timeout: 10_000, interval: 300 })
+          .toBeGreaterThanOrEqual(b.height);
         const block = await okJson(rpc(`${svc('medulla')}/rpc`, { jsonrpc: '2.0', id: 1, method: 'getblock', params: [b.height] }));
         expect(block.result.blockHash).toBe(b.blockHash);
       }, 90_000);
@@ -788,7 +823,12 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
         expect(info.tip).toMatch(HEX64);
         const rpc2 = await okJson(rpc(m, { jsonrpc: '2.0', id: 42, method: 'getinfo', params: {} }));
         expect(rpc2).toMatchObject({ jsonrpc: '2.0', id: 42 });
-        expect(rpc2.result).toMatchObject({ difficulty: expect.any(Number), epoch: expect.any(Number), height: expect.any(Number), tip: expect.stringMatching(HEX64) });
+        expect(rpc2.result).toMatchObject({
+          difficulty: expect.any(Number),
+          epoch: expect.any(Number),
+          height: expect.any(Number),
+          tip: expect.stringMatching(HEX64),
+        });
         expect(rpc2.result.height).toBeGreaterThanOrEqual(info.height);
 
         const b2 = await okJson(rpc(m, { jsonrpc: '2.0', id: 'b', method: 'getblock', params: [info.height] }));
@@ -819,14 +859,19 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
       it('blocks carry the Thalamus coherence root: crossRoot = sha256("cog-coh-v1" ‖ evmRoot ‖ btcRoot ‖ ipfsRoot ‖ sleevesRoot)', async () => {
         const m = `${svc('medulla')}/rpc`;
         let found: any;
-        await expect.poll(async () => {
-          const { height } = (await okJson(rpc(m, { jsonrpc: '2.0', id: 1, method: 'getinfo' }))).result;
-          for (let h = height; h > Math.max(0, height - 10) && !found; h--) {
-            const b = (await okJson(rpc(m, { jsonrpc: '2.0', id: 1, method: 'getblock', params: [h] }))).result;
-            if (b.crossRoot !== ZERO) found = b;
-          }
-          return !!found;
-        }, { timeout: 30_000, interval: 1000 }).toBe(true);
+        await expect
+          .poll(
+            async () => {
+              const { height } = (await okJson(rpc(m, { jsonrpc: '2.0', id: 1, method: 'getinfo' }))).result;
+              for (let h = height; h > Math.max(0, height - 10) && !found; h--) {
+                const b = (await okJson(rpc(m, { jsonrpc: '2.0', id: 1, method: 'getblock', params: [h] }))).result;
+                if (b.crossRoot !== ZERO) found = b;
+              }
+              return !!found;
+            },
+            { timeout: 30_000, interval: 1000 },
+          )
+          .toBe(true);
         expect(crossRootOf(found)).toBe(found.crossRoot);
       }, 45_000);
 
@@ -867,7 +912,10 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
         // Fresh nodes (older unpinned ones may be gated by now).
         for (const t of ['dhf one', 'dhf two']) A.cids.unshift((await perceive(s.id, t)).cid);
         const before = await readSleeve(A.stack.id, s.id);
-        const fresh = [{ cid: A.cids[0]!, epoch: epochOf(A.cids[0]!), text: 'dhf two' }, { cid: A.cids[1]!, epoch: epochOf(A.cids[1]!), text: 'dhf one' }];
+        const fresh = [
+          { cid: A.cids[0]!, epoch: epochOf(A.cids[0]!), text: 'dhf two' },
+          { cid: A.cids[1]!, epoch: epochOf(A.cids[1]!), text: 'dhf one' },
+        ];
         // Unpinned, each is a fragment while the reader's epoch is within 2 of its own; on a loaded
         // machine that can end before or during the call. The DHF reads at its own view of the
         // chain, which a bus delivery can keep one epoch behind the one read here before the call.
@@ -885,7 +933,11 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
         expect(after.drift).toBe(before.drift);
         expectProblem(await post(svc('dhf'), '/v1/reconstruct', { stackId: A.stack.id, sleeveId: s.id, depth: 0 }), 400, 'depth 0');
         expectProblem(await post(svc('dhf'), '/v1/reconstruct', { stackId: A.stack.id }), 400, 'no sleeveId');
-        expectProblem(await post(svc('dhf'), '/v1/reconstruct', { stackId: 'stack:human:999999:000000000000', sleeveId: s.id, depth: 2 }), 404, 'unknown stack');
+        expectProblem(
+          await post(svc('dhf'), '/v1/reconstruct', { stackId: 'stack:human:999999:000000000000', sleeveId: s.id, depth: 2 }),
+          404,
+          'unknown stack',
+        );
       });
 
       it('Faucet drip: 100 of four tokens over the alive sleeves, then 429 within the 60 s cooldown', async () => {
@@ -915,7 +967,9 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
 
       it('Treasury: issuance lists the emissions of a stack; claim moves claimable into the stack', async () => {
         const t = svc('treasury');
-        await expect.poll(async () => (await okJson(getj(t, `/v1/treasury/issuance/${enc(B.stack.id)}`))).length, { timeout: 30_000, interval: 1000 }).toBeGreaterThan(0);
+        await expect
+          .poll(async () => (await okJson(getj(t, `/v1/treasury/issuance/${enc(B.stack.id)}`))).length, { timeout: 30_000, interval: 1000 })
+          .toBeGreaterThan(0);
         const list = await okJson(getj(t, `/v1/treasury/issuance/${enc(B.stack.id)}`));
         expect(list.length).toBeLessThanOrEqual(100);
         const before = await okJson(getj(g1(), `/v1/stacks/${enc(B.stack.id)}/balances`));
@@ -936,7 +990,10 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
         const t = await okJson(getj(g2(), `/v1/tokens/balances/${enc(B.stack.id)}`));
         expect(t.stackId).toBe(B.stack.id);
         for (const k of ['compute', 'memory', 'sync', 'routing', 'residue'] as const) {
-          expect(t.sleeveTotals[k], k).toBeCloseTo(alive.reduce((x, s) => x + s.tokens[k], 0), 6);
+          expect(t.sleeveTotals[k], k).toBeCloseTo(
+            alive.reduce((x, s) => x + s.tokens[k], 0),
+            6,
+          );
         }
         const b = await okJson(getj(g1(), `/v1/stacks/${enc(B.stack.id)}/balances`));
         expect(b.cpv).toEqual(B.cpv);
@@ -956,10 +1013,15 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
       it('Sleeve Runtime: each sleeve serves GET /identity {sleeveId, kind, stackId, hostname}', async () => {
         const s = A.human;
         let url: string | null = null;
-        await expect.poll(async () => {
-          url = (await okJson(getj(g1(), `/v1/sleeves/${enc(s.id)}`))).identityUrl ?? null;
-          return url;
-        }, { timeout: 20_000, interval: 500 }).toBeTruthy();
+        await expect
+          .poll(
+            async () => {
+              url = (await okJson(getj(g1(), `/v1/sleeves/${enc(s.id)}`))).identityUrl ?? null;
+              return url;
+            },
+            { timeout: 20_000, interval: 500 },
+          )
+          .toBeTruthy();
         const id = await okJson(getj(url!, ''));
         expect(id).toMatchObject({ sleeveId: s.id, kind: 'human', stackId: A.stack.id });
         expect(typeof id.hostname).toBe('string');
@@ -1002,7 +1064,9 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
 
       it('POST /graphql mutations: spawnSleeve and perceive, seen by REST; a refused mutation changes nothing', async () => {
         const stack = await newStack('e2e-gql', g2());
-        const sp = await gql(g1(), 'mutation($s: ID!) { spawnSleeve(stackId: $s, embodimentType: "ai") { id alive drift tokens { compute } } }', { s: stack.id });
+        const sp = await gql(g1(), 'mutation($s: ID!) { spawnSleeve(stackId: $s, embodimentType: "ai") { id alive drift tokens { compute } } }', {
+          s: stack.id,
+        });
         expect(sp.errors, JSON.stringify(sp.errors)).toBeUndefined();
         const sl = sp.data.spawnSleeve;
         expect(sl).toMatchObject({ alive: true, drift: 0, tokens: { compute: 250 } });
@@ -1109,19 +1173,32 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
         // A gated node on Hippocampus itself, read at its own view of the epoch, which follows the
         // chain over the bus (a block just mined may take a moment to reach it): gated from then on.
         let gated!: Res;
-        await expect.poll(async () => (gated = await getj(svc('hippocampus'), `/dag/${enc(old.cids[0]!)}`)).status, { timeout: 10_000, interval: 250 }).not.toBe(200);
+        await expect
+          .poll(async () => (gated = await getj(svc('hippocampus'), `/dag/${enc(old.cids[0]!)}`)).status, { timeout: 10_000, interval: 250 })
+          .not.toBe(200);
         expect(gated.status).toBeGreaterThanOrEqual(400);
         expect(gated.status).toBeLessThan(500);
-        await expect.poll(async () => {
-          const list = await okJson(getj(g1(), '/v1/coordination/residues'));
-          return list.some((x: { kind: string; stackId?: string }) => x.kind === 'historical-non-canonical' && x.stackId === old.stack);
-        }, { timeout: 10_000, interval: 500 }).toBe(true);
+        await expect
+          .poll(
+            async () => {
+              const list = await okJson(getj(g1(), '/v1/coordination/residues'));
+              return list.some((x: { kind: string; stackId?: string }) => x.kind === 'historical-non-canonical' && x.stackId === old.stack);
+            },
+            { timeout: 10_000, interval: 500 },
+          )
+          .toBe(true);
         const list = await okJson(getj(g2(), '/v1/coordination/residues'));
         expect(Array.isArray(list)).toBe(true);
         expect(list.length).toBeLessThanOrEqual(50);
         const mine = list.find((x: { kind: string; stackId?: string }) => x.kind === 'historical-non-canonical' && x.stackId === old.stack);
         expect(mine).toMatchObject({ kind: 'historical-non-canonical', bounty: 8, trigger: expect.any(String) });
-        const bounties: Record<string, number> = { 'stale-ordering': 2, 'speculative-divergence': 5, 'historical-non-canonical': 8, 'reorg-orphan': 12, 'shard-loss': 15 };
+        const bounties: Record<string, number> = {
+          'stale-ordering': 2,
+          'speculative-divergence': 5,
+          'historical-non-canonical': 8,
+          'reorg-orphan': 12,
+          'shard-loss': 15,
+        };
         for (const x of list) if (x.kind in bounties) expect(x.bounty, x.kind).toBe(bounties[x.kind]);
       }, 150_000);
     });

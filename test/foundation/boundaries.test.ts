@@ -14,12 +14,24 @@ export const LAYERS: Context[] = ['chains', 'economy', 'residues', 'stacks', 'sl
 /** Which place owns each Prisma model (docs/layout.md has the same table). */
 export const OWNERS: Record<string, Place> = {
   Stack: 'ctx:stacks',
-  Sleeve: 'ctx:sleeves', KeyLease: 'ctx:sleeves', Saga: 'ctx:sleeves',
-  MemoryNode: 'ctx:memory', MemoryBranch: 'ctx:memory',
-  LedgerEntry: 'ctx:economy', Balance: 'ctx:economy', Emission: 'ctx:economy',
-  EmissionAccrual: 'ctx:economy', EmissionRun: 'ctx:economy', EmissionEpoch: 'ctx:economy', EmissionWatch: 'ctx:economy',
-  Residue: 'ctx:residues', PassRun: 'ctx:residues',
-  MedullaBlock: 'ctx:chains', CoherenceSubmission: 'ctx:chains', EpochAnchor: 'ctx:chains', ChainOutbox: 'ctx:chains',
+  Sleeve: 'ctx:sleeves',
+  KeyLease: 'ctx:sleeves',
+  Saga: 'ctx:sleeves',
+  MemoryNode: 'ctx:memory',
+  MemoryBranch: 'ctx:memory',
+  LedgerEntry: 'ctx:economy',
+  Balance: 'ctx:economy',
+  Emission: 'ctx:economy',
+  EmissionAccrual: 'ctx:economy',
+  EmissionRun: 'ctx:economy',
+  EmissionEpoch: 'ctx:economy',
+  EmissionWatch: 'ctx:economy',
+  Residue: 'ctx:residues',
+  PassRun: 'ctx:residues',
+  MedullaBlock: 'ctx:chains',
+  CoherenceSubmission: 'ctx:chains',
+  EpochAnchor: 'ctx:chains',
+  ChainOutbox: 'ctx:chains',
   EventOutbox: 'lib',
 };
 
@@ -36,14 +48,19 @@ const ARROW_DEBT: Record<string, string[]> = {
 /** Tables touched outside their owner ("file: Model"). Remove entries as they go. */
 const TABLE_DEBT: string[] = [
   // scrape-time gauges read in the kernel: each context should register its own collector.
-  'lib/metrics.ts: ChainOutbox', 'lib/metrics.ts: Residue', 'lib/metrics.ts: Saga',
+  'lib/metrics.ts: ChainOutbox',
+  'lib/metrics.ts: Residue',
+  'lib/metrics.ts: Saga',
   // chainStatus columns: the outbox marks mirrored records pending/confirmed (records.ts says why).
-  'subgraphs/chains/cortex/records.ts: Stack', 'subgraphs/chains/cortex/records.ts: Sleeve', 'subgraphs/chains/cortex/records.ts: Residue',
+  'subgraphs/chains/cortex/records.ts: Stack',
+  'subgraphs/chains/cortex/records.ts: Sleeve',
+  'subgraphs/chains/cortex/records.ts: Residue',
   // emission in closed form reads the CPV, binding and lastActiveEpoch in SQL, and moves lastActiveEpoch.
   'subgraphs/economy/accrual.ts: Stack',
   'subgraphs/economy/treasury.ts: Stack',
   'subgraphs/residues/worker/memory.ts: Saga',
-  'subgraphs/residues/worker/passes.ts: EpochAnchor', 'subgraphs/residues/worker/passes.ts: ChainOutbox',
+  'subgraphs/residues/worker/passes.ts: EpochAnchor',
+  'subgraphs/residues/worker/passes.ts: ChainOutbox',
 ];
 
 const rel = (f: string) => path.relative(root, f);
@@ -100,7 +117,11 @@ describe('boundaries (docs/layout.md)', () => {
       arrows.get(key)!.add(rel(i.from));
     }
     const found = Object.fromEntries([...arrows].map(([k, v]) => [k, [...v].sort()]).sort());
-    const debt = Object.fromEntries(Object.entries(ARROW_DEBT).map(([k, v]) => [k, [...v].sort()]).sort());
+    const debt = Object.fromEntries(
+      Object.entries(ARROW_DEBT)
+        .map(([k, v]) => [k, [...v].sort()])
+        .sort(),
+    );
     expect(found).toEqual(debt);
   });
 

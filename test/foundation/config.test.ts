@@ -7,7 +7,17 @@ describe('config', () => {
     expect(c.epochIntervalMs).toBe(4000);
     expect(c.driftMax).toBe(15);
     expect(c.fidelityMin).toBe(0.6);
-    expect(c.ports).toEqual({ gateway: 7070, needlecast: 7071, thalamus: 7072, dhf: 7073, treasury: 7074, faucet: 7075, medulla: 8332, hippocampus: 5001, cortex: 8545 });
+    expect(c.ports).toEqual({
+      gateway: 7070,
+      needlecast: 7071,
+      thalamus: 7072,
+      dhf: 7073,
+      treasury: 7074,
+      faucet: 7075,
+      medulla: 8332,
+      hippocampus: 5001,
+      cortex: 8545,
+    });
     expect(c.urls.medulla).toBe('http://127.0.0.1:8332');
     expect(c.faucetCooldownMs).toBe(60_000);
     expect(c.residueExpiryEpochs).toBe(100);
@@ -16,7 +26,13 @@ describe('config', () => {
   });
 
   it('takes every override from the environment', () => {
-    const c = loadConfig({ COG_EPOCH_INTERVAL_MS: '250', COG_DRIFT_MAX: '7.5', COG_FIDELITY_MIN: '0.9', GATEWAY_PORT: '9070', MEDULLA_PEERS: 'http://127.0.0.1:1,http://127.0.0.1:2' });
+    const c = loadConfig({
+      COG_EPOCH_INTERVAL_MS: '250',
+      COG_DRIFT_MAX: '7.5',
+      COG_FIDELITY_MIN: '0.9',
+      GATEWAY_PORT: '9070',
+      MEDULLA_PEERS: 'http://127.0.0.1:1,http://127.0.0.1:2',
+    });
     expect(c.epochIntervalMs).toBe(250);
     expect(c.driftMax).toBe(7.5);
     expect(c.fidelityMin).toBe(0.9);
@@ -28,14 +44,33 @@ describe('config', () => {
 
   it('reads the service settings too: nothing else in the product reads the environment', () => {
     const d = loadConfig({});
-    expect(d).toMatchObject({ subgraphs: 'local', subgraphUrls: {}, subgraphPorts: {}, runnerId: undefined, hippocampusNodeId: undefined, masterKeyHex: undefined, thalamusOperatorKey: undefined });
+    expect(d).toMatchObject({
+      subgraphs: 'local',
+      subgraphUrls: {},
+      subgraphPorts: {},
+      runnerId: undefined,
+      hippocampusNodeId: undefined,
+      masterKeyHex: undefined,
+      thalamusOperatorKey: undefined,
+    });
     expect(d.medulla).toEqual({ nodeId: undefined, autoMine: true, duty: 0.25, paced: true, genesisDifficulty: undefined });
     expect(d.cortex).toEqual({ blockTimeS: 4, operatorKey: undefined });
     const c = loadConfig({
-      COG_SUBGRAPHS: 'remote', SUBGRAPH_STACKS_URL: 'http://127.0.0.1:9081/graphql', SUBGRAPH_STACKS_PORT: '9081', SUBGRAPH_MEMORY_PORT: '0',
-      COG_RUNNER_ID: 'worker-1', HIPPOCAMPUS_NODE_ID: 'hippocampus-2', COG_MASTER_KEY: 'ab'.repeat(32),
-      MEDULLA_NODE_ID: 'medulla-2', MEDULLA_AUTOMINE: 'off', MEDULLA_DUTY: '0.5', MEDULLA_PACING: 'off', MEDULLA_GENESIS_DIFFICULTY: '12',
-      COG_CORTEX_BLOCK_TIME: '1', CORTEX_OPERATOR_KEY: 'cd'.repeat(32), THALAMUS_OPERATOR_KEY: 'EF'.repeat(32),
+      COG_SUBGRAPHS: 'remote',
+      SUBGRAPH_STACKS_URL: 'http://127.0.0.1:9081/graphql',
+      SUBGRAPH_STACKS_PORT: '9081',
+      SUBGRAPH_MEMORY_PORT: '0',
+      COG_RUNNER_ID: 'worker-1',
+      HIPPOCAMPUS_NODE_ID: 'hippocampus-2',
+      COG_MASTER_KEY: 'ab'.repeat(32),
+      MEDULLA_NODE_ID: 'medulla-2',
+      MEDULLA_AUTOMINE: 'off',
+      MEDULLA_DUTY: '0.5',
+      MEDULLA_PACING: 'off',
+      MEDULLA_GENESIS_DIFFICULTY: '12',
+      COG_CORTEX_BLOCK_TIME: '1',
+      CORTEX_OPERATOR_KEY: 'cd'.repeat(32),
+      THALAMUS_OPERATOR_KEY: 'EF'.repeat(32),
     });
     expect(c.subgraphs).toBe('remote');
     expect(c.subgraphUrls).toEqual({ stacks: 'http://127.0.0.1:9081/graphql' });

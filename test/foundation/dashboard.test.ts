@@ -4,8 +4,15 @@ import { describe, it, expect } from 'vitest';
 import fs from 'node:fs';
 import { metricNames, registry } from '../../lib/metrics.ts';
 
-interface Panel { type: string; title: string; targets?: Array<{ expr: string }> }
-const dash = JSON.parse(fs.readFileSync(new URL('../../deploy/grafana-dashboard.json', import.meta.url), 'utf8')) as { panels: Panel[]; templating: { list: Array<{ name: string }> } };
+interface Panel {
+  type: string;
+  title: string;
+  targets?: Array<{ expr: string }>;
+}
+const dash = JSON.parse(fs.readFileSync(new URL('../../deploy/grafana-dashboard.json', import.meta.url), 'utf8')) as {
+  panels: Panel[];
+  templating: { list: Array<{ name: string }> };
+};
 
 // Metric names in PromQL: identifiers that are not functions, keywords or label names.
 const metricsIn = (expr: string) => [...expr.matchAll(/\b((?:cog|process|nodejs)_[a-z0-9_]+)\b/g)].map((m) => m[1]!);

@@ -8,7 +8,17 @@ import { pendingSql } from '../../prisma/diff.ts';
 import { freshDatabase } from '../helpers/postgres.ts';
 
 const stackData = (id: string) => ({
-  id, name: 'n', kind: 'human', shape: 'A', pubKey: `pk-${id}`, syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1, residueCoeff: 1, routingCoeff: 1, masterSecret: 'sealed',
+  id,
+  name: 'n',
+  kind: 'human',
+  shape: 'A',
+  pubKey: `pk-${id}`,
+  syncCoeff: 1,
+  memoryCoeff: 1,
+  computeCoeff: 1,
+  residueCoeff: 1,
+  routingCoeff: 1,
+  masterSecret: 'sealed',
 });
 
 async function exercise(db: Database) {
@@ -19,10 +29,12 @@ async function exercise(db: Database) {
   const locked = await db.prisma.$transaction(async (tx) => tx.$queryRaw<{ id: string }[]>`SELECT id FROM "Stack" WHERE id = 's1' FOR UPDATE`);
   expect(locked).toEqual([{ id: 's1' }]);
   // A failed transaction leaves nothing behind.
-  await expect(db.prisma.$transaction(async (tx) => {
-    await tx.stack.create({ data: stackData('s3') });
-    throw new Error('abort');
-  })).rejects.toThrow('abort');
+  await expect(
+    db.prisma.$transaction(async (tx) => {
+      await tx.stack.create({ data: stackData('s3') });
+      throw new Error('abort');
+    }),
+  ).rejects.toThrow('abort');
   expect(await db.prisma.stack.count()).toBe(2);
   // Migrating again is a no-op.
   expect(await migrate(db.driver)).toEqual([]);
@@ -70,16 +82,28 @@ describe('database', () => {
       // the other has its own: PostgreSQL detects the deadlock and aborts one of them.
       let held = 0;
       const bothHeld = new Promise<void>((resolve) => {
-        const check = setInterval(() => { if (held >= 2) { clearInterval(check); resolve(); } }, 5);
+        const check = setInterval(() => {
+          if (held >= 2) {
+            clearInterval(check);
+            resolve();
+          }
+        }, 5);
       });
       const attempts = { a: 0, b: 0 };
-      const crossing = (mine: 'a' | 'b', first: string, second: string) => db.prisma.$transaction(async (tx) => {
-        attempts[mine]++;
-        await tx.$executeRaw`UPDATE "Stack" SET name = name || ${mine} WHERE id = ${first}`;
-        if (attempts[mine] === 1) { held++; await bothHeld; }
-        await tx.$executeRaw`UPDATE "Stack" SET name = name || ${mine} WHERE id = ${second}`;
-        return mine;
-      }, { timeout: 20_000 });
+      const crossing = (mine: 'a' | 'b', first: string, second: string) =>
+        db.prisma.$transaction(
+          async (tx) => {
+            attempts[mine]++;
+            await tx.$executeRaw`UPDATE "Stack" SET name = name || ${mine} WHERE id = ${first}`;
+            if (attempts[mine] === 1) {
+              held++;
+              await bothHeld;
+            }
+            await tx.$executeRaw`UPDATE "Stack" SET name = name || ${mine} WHERE id = ${second}`;
+            return mine;
+          },
+          { timeout: 20_000 },
+        );
       const before = transactionRetries();
       expect(await Promise.all([crossing('a', 's1', 's2'), crossing('b', 's2', 's1')])).toEqual(['a', 'b']);
       expect(attempts.a + attempts.b, 'one of the two ran again').toBe(3);
@@ -91,7 +115,12 @@ describe('database', () => {
       }
       // A failure that is not transient (here a unique violation) is not run again.
       let tries = 0;
-      await expect(db.prisma.$transaction(async (tx) => { tries++; await tx.stack.create({ data: stackData('s1') }); })).rejects.toThrow();
+      await expect(
+        db.prisma.$transaction(async (tx) => {
+          tries++;
+          await tx.stack.create({ data: stackData('s1') });
+        }),
+      ).rejects.toThrow();
       expect(tries).toBe(1);
       expect(TX_ATTEMPTS).toBeGreaterThan(1);
     } finally {

@@ -29,7 +29,8 @@ describe('gateway', () => {
   });
 
   it('serves the composed supergraph at /graphql with every subgraph present', async () => {
-    const query = '{ stacksHealth { ok name } sleevesHealth { name } memoryHealth { name } chainsHealth { name } economyHealth { name } residuesHealth { name } }';
+    const query =
+      '{ stacksHealth { ok name } sleevesHealth { name } memoryHealth { name } chainsHealth { name } economyHealth { name } residuesHealth { name } }';
     const r = await fetch(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
     expect(r.status).toBe(200);
     const b = (await r.json()) as { data: Record<string, { name: string }> };

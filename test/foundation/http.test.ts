@@ -8,16 +8,28 @@ const app = createHttp({ name: 'test', log: createLogger({ level: 'silent' }) })
 let writes = 0;
 
 beforeAll(async () => {
-  app.post('/things', { schema: { body: Type.Object({ name: Type.String({ minLength: 1 }), count: Type.Optional(Type.Integer({ minimum: 0 })) }) } }, async (req) => {
-    writes++;
-    return { got: req.body };
-  });
+  app.post(
+    '/things',
+    { schema: { body: Type.Object({ name: Type.String({ minLength: 1 }), count: Type.Optional(Type.Integer({ minimum: 0 })) }) } },
+    async (req) => {
+      writes++;
+      return { got: req.body };
+    },
+  );
   app.post('/empty', async (req) => ({ body: req.body ?? null }));
   app.get('/items/:id', async () => ({ ok: true }));
-  app.get('/missing', async () => { throw notFound('Stack', 'stack:x'); });
-  app.get('/broke', async () => { throw insufficientTokens('compute', 0.5, 0.25); });
-  app.get('/slow-down', async () => { throw tooManyRequests('cooldown', 42); });
-  app.get('/boom', async () => { throw new Error('secret=abc internal detail'); });
+  app.get('/missing', async () => {
+    throw notFound('Stack', 'stack:x');
+  });
+  app.get('/broke', async () => {
+    throw insufficientTokens('compute', 0.5, 0.25);
+  });
+  app.get('/slow-down', async () => {
+    throw tooManyRequests('cooldown', 42);
+  });
+  app.get('/boom', async () => {
+    throw new Error('secret=abc internal detail');
+  });
   app.get('/q', { schema: { querystring: Type.Object({ depth: Type.Integer({ minimum: 1 }) }) } }, async (req) => req.query);
   await app.ready();
 });
@@ -66,7 +78,12 @@ describe('HTTP foundation', () => {
   });
 
   it('bodies over 1 MiB are a 413 problem', async () => {
-    const r = await app.inject({ method: 'POST', url: '/things', payload: JSON.stringify({ name: 'x'.repeat(1024 * 1024 + 10) }), headers: { 'content-type': 'application/json' } });
+    const r = await app.inject({
+      method: 'POST',
+      url: '/things',
+      payload: JSON.stringify({ name: 'x'.repeat(1024 * 1024 + 10) }),
+      headers: { 'content-type': 'application/json' },
+    });
     expect(r.statusCode).toBe(413);
     expect(problem(r).code).toBe('PAYLOAD_TOO_LARGE');
   });
@@ -83,7 +100,7 @@ describe('HTTP foundation', () => {
     expect(slow.headers['retry-after']).toBe('42');
   });
 
-  it('a problem\'s extra members never replace its own (status stays the HTTP status)', () => {
+  it("a problem's extra members never replace its own (status stays the HTTP status)", () => {
     const body = new Problem(409, 'SLEEVE_FROZEN', 'Conflict', 'frozen', { status: 'compensated', code: 'x', sagaId: 'needle:1' }).toJSON();
     expect(body).toMatchObject({ status: 409, code: 'SLEEVE_FROZEN', sagaId: 'needle:1' });
   });
@@ -106,7 +123,7 @@ describe('HTTP foundation', () => {
     expect((await app.inject({ method: 'GET', url: '/items/42/more' })).statusCode).toBe(404);
   });
 
-  it('a malformed URL is a 400 problem with the API\'s code, not the framework\'s', async () => {
+  it("a malformed URL is a 400 problem with the API's code, not the framework's", async () => {
     const r = await app.inject({ method: 'GET', url: '/items/%E0%A4%A' });
     expect(r.statusCode).toBe(400);
     const b = problem(r);

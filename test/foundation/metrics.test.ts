@@ -66,8 +66,12 @@ describe('state read at scrape time', () => {
     p.setEpoch(7);
     expect(sum(await scrape(), 'cog_event_outbox_depth')).toBe(0);
     await p.db.prisma.eventOutbox.create({ data: { subject: 'cog.test', msgId: 'm1', data: {}, createdAt: new Date(Date.now() - 5000) } });
-    await p.db.prisma.residue.create({ data: { id: 'r1', kind: 'drift', trigger: 't', bountyMilli: 1, status: 'open', epoch: 1, expiresAtEpoch: 100, evidence: {}, dedupeKey: 'k1' } });
-    await p.db.prisma.residue.create({ data: { id: 'r2', kind: 'drift', trigger: 't', bountyMilli: 1, status: 'resolved', epoch: 1, expiresAtEpoch: 100, evidence: {}, dedupeKey: 'k2' } });
+    await p.db.prisma.residue.create({
+      data: { id: 'r1', kind: 'drift', trigger: 't', bountyMilli: 1, status: 'open', epoch: 1, expiresAtEpoch: 100, evidence: {}, dedupeKey: 'k1' },
+    });
+    await p.db.prisma.residue.create({
+      data: { id: 'r2', kind: 'drift', trigger: 't', bountyMilli: 1, status: 'resolved', epoch: 1, expiresAtEpoch: 100, evidence: {}, dedupeKey: 'k2' },
+    });
     const s = await scrape();
     expect(sum(s, 'cog_event_outbox_depth')).toBe(1);
     expect(sum(s, 'cog_event_outbox_oldest_age_seconds')).toBeGreaterThanOrEqual(4.5);
@@ -107,7 +111,9 @@ describe('state read at scrape time', () => {
 
 describe('deploy/compose.yaml', () => {
   it('checks every cog process by its own /readyz', () => {
-    const doc = parse(fs.readFileSync(new URL('../../deploy/compose.yaml', import.meta.url), 'utf8'), { merge: true }) as { services: Record<string, { command?: string[]; healthcheck?: { test: string[] } }> };
+    const doc = parse(fs.readFileSync(new URL('../../deploy/compose.yaml', import.meta.url), 'utf8'), { merge: true }) as {
+      services: Record<string, { command?: string[]; healthcheck?: { test: string[] } }>;
+    };
     const cog = Object.values(doc.services).filter((s) => s.command?.[0] === 'node');
     const urls = readinessUrls(loadConfig({}), {});
     expect(cog.length).toBe(urls.length);

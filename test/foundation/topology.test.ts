@@ -5,8 +5,10 @@ import { topology } from '../../bin/up.ts';
 import { SERVICES } from '../../bin/services.ts';
 import { loadConfig } from '../../lib/config.ts';
 
-const procfile = fs.readFileSync(new URL('../../deploy/Procfile', import.meta.url), 'utf8')
-  .split('\n').filter((l) => l.trim() && !l.startsWith('#'))
+const procfile = fs
+  .readFileSync(new URL('../../deploy/Procfile', import.meta.url), 'utf8')
+  .split('\n')
+  .filter((l) => l.trim() && !l.startsWith('#'))
   .map((l) => {
     const [, cmd] = l.split(/:(.*)/s);
     const env = Object.fromEntries([...cmd.matchAll(/(\w+)=(\S+)/g)].map((m) => [m[1], m[2]]));
@@ -20,7 +22,9 @@ describe('deploy/ files are true to bin/up.ts', () => {
     specs.forEach((s, i) => expect(procfile[i].env).toEqual(s.env));
   });
   it('compose.yaml has one service per process, with the same settings', () => {
-    const doc = parse(fs.readFileSync(new URL('../../deploy/compose.yaml', import.meta.url), 'utf8'), { merge: true }) as { services: Record<string, { command?: string[]; environment?: Record<string, string> }> };
+    const doc = parse(fs.readFileSync(new URL('../../deploy/compose.yaml', import.meta.url), 'utf8'), { merge: true }) as {
+      services: Record<string, { command?: string[]; environment?: Record<string, string> }>;
+    };
     const cog = Object.values(doc.services).filter((s) => s.command?.[0] === 'node');
     expect(cog.map((s) => s.command![3])).toEqual(specs.map((s) => s.service));
     const shared = ['DATABASE_URL', 'NATS_URL', 'REDIS_URL', 'S3_ENDPOINT', 'S3_BUCKET', 'COG_MASTER_KEY', 'COG_INTERNAL_TOKEN'];

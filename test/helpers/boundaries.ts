@@ -41,7 +41,10 @@ export interface Import {
 
 /** Every relative import (static, re-export, dynamic) of a file, resolved to a path. */
 export function importsOf(file: string): Import[] {
-  const src = fs.readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+  const src = fs
+    .readFileSync(file, 'utf8')
+    .replace(/\/\*[\s\S]*?\*\//g, '')
+    .replace(/^\s*\/\/.*$/gm, '');
   const out: Import[] = [];
   const re = /(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s+)'(\.{1,2}\/[^']+)'/gm;
   for (const m of src.matchAll(re)) out.push({ from: file, to: path.resolve(path.dirname(file), m[1]), spec: m[1] });

@@ -101,7 +101,14 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     COG_MASTER_KEY: randomBytes(32).toString('hex'),
     LOG_LEVEL: 'warn',
     ...(real && databaseUrl
-      ? { DATABASE_URL: databaseUrl, NATS_URL: natsUrl, REDIS_URL: redisUrl, COG_NATS_STREAM: `COGT_${id}`, COG_NATS_PREFIX: `cogt_${id}`, COG_REDIS_PREFIX: `cogt:${id}:` }
+      ? {
+          DATABASE_URL: databaseUrl,
+          NATS_URL: natsUrl,
+          REDIS_URL: redisUrl,
+          COG_NATS_STREAM: `COGT_${id}`,
+          COG_NATS_PREFIX: `cogt_${id}`,
+          COG_REDIS_PREFIX: `cogt:${id}:`,
+        }
       : {}),
     ...(o.needlecastFaults ? faultHooksEnv(o.needlecastFaults, inherited.NODE_OPTIONS) : {}),
     ...o.env,
@@ -130,7 +137,10 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   }
   const args = o.mode === 'distributed' ? ['up', '--distributed'] : ['start'];
   const child: ChildProcess = spawn(process.execPath, [path.join(root, 'bin', 'cog.mjs'), ...args], {
-    cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true,
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
   let out = '';
   const pids = new Map<string, number>();
@@ -153,12 +163,18 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const group = child.pid!;
   let stopped = false;
 
-  const checks = (): Array<[string, () => Promise<boolean>]> => Object.entries(urls).map(([name, u]) => [
-    name,
-    name === 'cortex'
-      ? () => ok(u, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }) })
-      : () => ok(`${u}${name.startsWith('gateway') ? '/healthz' : '/health'}`),
-  ]);
+  const checks = (): Array<[string, () => Promise<boolean>]> =>
+    Object.entries(urls).map(([name, u]) => [
+      name,
+      name === 'cortex'
+        ? () =>
+            ok(u, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }),
+            })
+        : () => ok(`${u}${name.startsWith('gateway') ? '/healthz' : '/health'}`),
+    ]);
 
   const cluster: Cluster = {
     mode: o.mode,

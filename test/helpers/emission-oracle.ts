@@ -3,7 +3,13 @@
 // statement the emitter ran as each epoch began, over every stack's lastActiveEpoch at that moment.
 import type { Db } from '../../lib/db/index.ts';
 
-export interface OracleEmission { compute: bigint; memory: bigint; sync: bigint; routing: bigint; ebcFactor: number }
+export interface OracleEmission {
+  compute: bigint;
+  memory: bigint;
+  sync: bigint;
+  routing: bigint;
+  ebcFactor: number;
+}
 
 /** The emission of epoch `epoch` for each of `stackIds`, as the per-epoch emitter computed it. */
 export async function perEpochEmission(db: Db, epoch: number, stackIds: string[]): Promise<Map<string, OracleEmission>> {
@@ -19,6 +25,9 @@ export async function perEpochEmission(db: Db, epoch: number, stackIds: string[]
         ROUND(${100 * 1000} * "routingCoeff" * ebc)::bigint AS r
       FROM s
     )
-    SELECT id, c, mm, sy, r, ebc FROM m`, epoch, stackIds);
+    SELECT id, c, mm, sy, r, ebc FROM m`,
+    epoch,
+    stackIds,
+  );
   return new Map(rows.map((r) => [r.id, { compute: BigInt(r.c), memory: BigInt(r.mm), sync: BigInt(r.sy), routing: BigInt(r.r), ebcFactor: Number(r.ebc) }]));
 }

@@ -12,7 +12,10 @@ import { injectServiceOptions } from '../../bin/services.ts';
 import type { SagaOptions, StepName } from '../../subgraphs/sleeves/index.ts';
 
 const failAt = process.env.COG_TEST_NEEDLECAST_FAIL_AT || undefined;
-const crashAfter = (process.env.COG_TEST_NEEDLECAST_CRASH_AFTER ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+const crashAfter = (process.env.COG_TEST_NEEDLECAST_CRASH_AFTER ?? '')
+  .split(',')
+  .map((s) => s.trim())
+  .filter(Boolean);
 
 function crashHook(dataDir: string): SagaOptions['afterStep'] {
   const dir = path.join(dataDir, 'faults');

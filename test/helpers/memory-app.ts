@@ -27,7 +27,9 @@ export async function memoryTestApp(env: Record<string, string> = {}): Promise<M
   for (const plugin of [stacksRest, sleevesRest, memoryRest]) await app.register(plugin, { platform: p });
   await app.ready();
   return {
-    p, app, hippocampus,
+    p,
+    app,
+    hippocampus,
     async close() {
       await app.close();
       await hippocampus.close();

@@ -53,7 +53,16 @@ export async function testPlatform(env: Record<string, string> = {}): Promise<Te
   const objects = await createObjectStore({ dir: path.join(dataDir, 'objects') });
   const epochs = manualEpochs();
   const p: TestPlatform = {
-    config, log, db, bus, cache, objects, epochs, masterKey: randomSecret(32), local: new Map(), ports: {},
+    config,
+    log,
+    db,
+    bus,
+    cache,
+    objects,
+    epochs,
+    masterKey: randomSecret(32),
+    local: new Map(),
+    ports: {},
     setEpoch: (e) => epochs.set(e),
     async cleanup() {
       await bus.close().catch(() => {});

@@ -22,7 +22,9 @@ export async function secureGateway(env: Record<string, string> = {}, opts: { pl
   if (hippocampus) p.ports.hippocampus = localHippocampus(p);
   const gateway = await startGateway(p);
   return {
-    p, url: gateway.url!, gateway,
+    p,
+    url: gateway.url!,
+    gateway,
     async close() {
       await gateway.close();
       await hippocampus?.close();
@@ -31,7 +33,12 @@ export async function secureGateway(env: Record<string, string> = {}, opts: { pl
   };
 }
 
-export interface Res { status: number; body: any; text: string; headers: Headers }
+export interface Res {
+  status: number;
+  body: any;
+  text: string;
+  headers: Headers;
+}
 
 export async function call(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Res> {
   const text = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
@@ -50,7 +57,10 @@ export async function call(base: string, method: string, path: string, body?: un
   return { status: r.status, body: parsed, text: out, headers: r.headers };
 }
 
-export interface Identity { stackId: string; identityPriv: string }
+export interface Identity {
+  stackId: string;
+  identityPriv: string;
+}
 
 /** A request signed by `who` (lib/sign.ts); the body is sent exactly as signed. */
 export function signedCall(base: string, who: Identity, method: string, path: string, body?: unknown, extra: { now?: number } = {}): Promise<Res> {
@@ -75,5 +85,8 @@ export async function snapshot(p: TestPlatform): Promise<string> {
 
 export const isProblem = (r: Res) =>
   (r.headers.get('content-type') ?? '').includes('application/problem+json') &&
-  typeof r.body?.type === 'string' && typeof r.body?.title === 'string' && r.body?.status === r.status &&
-  typeof r.body?.detail === 'string' && typeof r.body?.code === 'string';
+  typeof r.body?.type === 'string' &&
+  typeof r.body?.title === 'string' &&
+  r.body?.status === r.status &&
+  typeof r.body?.detail === 'string' &&
+  typeof r.body?.code === 'string';

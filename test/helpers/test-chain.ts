@@ -33,7 +33,14 @@ export async function startTestChain(o: Partial<AnvilOptions> = {}): Promise<Tes
     const file = path.join(dir, `suite-${n++}`, 'deployments', '131072.json');
     const suite: Deployment = (await ensureSuite(provider, ANVIL_DEV_KEY, file)).deployment;
     const view: TestChain = {
-      anvil, file, provider, suite, chainId: 131072, wallet: operator, operator, stranger,
+      anvil,
+      file,
+      provider,
+      suite,
+      chainId: 131072,
+      wallet: operator,
+      operator,
+      stranger,
       contract: (name, runner = operator) => new Contract(suite.contracts[name], artifact(name).abi, runner),
       freshSuite: deploy,
       close: async () => {

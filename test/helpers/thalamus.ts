@@ -35,7 +35,8 @@ export async function thalamusPlatform(epochIntervalMs: number): Promise<{ p: Te
   const hippocampus = await startHippocampus(p);
   p.ports.hippocampus = localHippocampus(p);
   return {
-    p, hippocampus,
+    p,
+    hippocampus,
     async close() {
       await hippocampus.close();
       await p.cleanup();

@@ -19,7 +19,8 @@ function recorder() {
   };
   return { calls, source };
 }
-const req = (query: string, variables: Record<string, unknown> = {}) => ({ request: { query, variables }, context: {} }) as unknown as GraphQLDataSourceProcessOptions;
+const req = (query: string, variables: Record<string, unknown> = {}) =>
+  ({ request: { query, variables }, context: {} }) as unknown as GraphQLDataSourceProcessOptions;
 const turn = () => new Promise((r) => setImmediate(r));
 
 describe('CoalescingDataSource', () => {
@@ -58,9 +59,20 @@ describe('CoalescingDataSource', () => {
     const { calls, source } = recorder();
     const c = new CoalescingDataSource(source);
     const m = [1, 2].map(() => c.process(req('mutation { createStack(name: "x") { id } }')));
-    const v = [c.process(req('query($n: Int) { stacks(first: $n) { id } }', { n: 1 })), c.process(req('query($n: Int) { stacks(first: $n) { id } }', { n: 2 }))];
-    const named = [c.process({ request: { query: 'query A { stacks { id } } query B { sleeves { id } }', operationName: 'A' }, context: {} } as unknown as GraphQLDataSourceProcessOptions),
-      c.process({ request: { query: 'query A { stacks { id } } query B { sleeves { id } }', operationName: 'B' }, context: {} } as unknown as GraphQLDataSourceProcessOptions)];
+    const v = [
+      c.process(req('query($n: Int) { stacks(first: $n) { id } }', { n: 1 })),
+      c.process(req('query($n: Int) { stacks(first: $n) { id } }', { n: 2 })),
+    ];
+    const named = [
+      c.process({
+        request: { query: 'query A { stacks { id } } query B { sleeves { id } }', operationName: 'A' },
+        context: {},
+      } as unknown as GraphQLDataSourceProcessOptions),
+      c.process({
+        request: { query: 'query A { stacks { id } } query B { sleeves { id } }', operationName: 'B' },
+        context: {},
+      } as unknown as GraphQLDataSourceProcessOptions),
+    ];
     await turn();
     expect(calls).toHaveLength(6);
     for (const call of calls) call.answer({ data: {} });
@@ -101,7 +113,11 @@ describe('coalescing through the platform gateway', () => {
     p = await testPlatform({ GATEWAY_PORT: '0', COG_RATE_LIMIT_PER_MIN: '0' });
     gw = await startGateway(p);
     for (let i = 0; i < 5; i++) {
-      const r = await fetch(`${gw.url}/v1/stacks`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: `c${i}` }) });
+      const r = await fetch(`${gw.url}/v1/stacks`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ name: `c${i}` }),
+      });
       expect(r.status).toBe(201);
     }
   });
@@ -139,7 +155,11 @@ describe('coalescing through the platform gateway', () => {
     })();
     try {
       for (let i = 0; i < 10; i++) {
-        const r = await fetch(`${gw.url}/v1/stacks`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: `ryw${i}` }) });
+        const r = await fetch(`${gw.url}/v1/stacks`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ name: `ryw${i}` }),
+        });
         expect(r.status).toBe(201);
         const { id } = (await r.json()) as { id: string };
         const seen = await gql(QUERY);
@@ -160,7 +180,11 @@ describe('coalescing through the platform gateway', () => {
       await fetch(`${off.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: QUERY }) });
       const one = p.db.queryCount() - before;
       const start = p.db.queryCount();
-      await Promise.all(Array.from({ length: 10 }, () => fetch(`${off.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: QUERY }) })));
+      await Promise.all(
+        Array.from({ length: 10 }, () =>
+          fetch(`${off.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: QUERY }) }),
+        ),
+      );
       expect(p.db.queryCount() - start).toBe(10 * one);
     } finally {
       await off.close();

@@ -10,12 +10,34 @@ beforeAll(async () => {
   p = await testPlatform({ GATEWAY_PORT: '0', COG_GRAPHQL_MAX_COST: '100000' });
   gw = await startGateway(p);
   const stacks = Array.from({ length: 100 }, (_, i) => ({
-    id: `stack:human:${i + 1}:${i.toString(16).padStart(12, '0')}`, name: `s${i}`, kind: 'human', shape: 'A', pubKey: i.toString(16).padStart(64, '0'),
-    syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1, residueCoeff: 1, routingCoeff: 1, masterSecret: 'x', episodicHead: `cog://${'a'.repeat(64)}@${i}`,
+    id: `stack:human:${i + 1}:${i.toString(16).padStart(12, '0')}`,
+    name: `s${i}`,
+    kind: 'human',
+    shape: 'A',
+    pubKey: i.toString(16).padStart(64, '0'),
+    syncCoeff: 1,
+    memoryCoeff: 1,
+    computeCoeff: 1,
+    residueCoeff: 1,
+    routingCoeff: 1,
+    masterSecret: 'x',
+    episodicHead: `cog://${'a'.repeat(64)}@${i}`,
   }));
   await p.db.prisma.stack.createMany({ data: stacks });
-  await p.db.prisma.sleeve.createMany({ data: stacks.flatMap((s, i) => [0, 1].map((j) => ({ id: `sleeve:ai:${i * 2 + j + 1}:${(i * 2 + j).toString(16).padStart(8, '0')}`, stackId: s.id, embodimentType: 'ai', shape: 'A', tickRate: 2000 }))) });
-  await p.db.prisma.memoryNode.createMany({ data: stacks.map((s, i) => ({ cid: `cog://${i.toString(16).padStart(64, '0')}@0`, stackId: s.id, epoch: 0, links: [], size: 1 })) });
+  await p.db.prisma.sleeve.createMany({
+    data: stacks.flatMap((s, i) =>
+      [0, 1].map((j) => ({
+        id: `sleeve:ai:${i * 2 + j + 1}:${(i * 2 + j).toString(16).padStart(8, '0')}`,
+        stackId: s.id,
+        embodimentType: 'ai',
+        shape: 'A',
+        tickRate: 2000,
+      })),
+    ),
+  });
+  await p.db.prisma.memoryNode.createMany({
+    data: stacks.map((s, i) => ({ cid: `cog://${i.toString(16).padStart(64, '0')}@0`, stackId: s.id, epoch: 0, links: [], size: 1 })),
+  });
 });
 afterAll(async () => {
   await gw?.close();
@@ -26,7 +48,8 @@ describe('DataLoader batching', () => {
   it('100 stacks with sleeves, balances, heads and memory take a bounded number of queries', async () => {
     const before = p.db.queryCount();
     const r = await fetch(`${gw.url}/graphql`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ query: '{ stacks(first: 100) { id episodicHead sleeves { id stack { name } } balances { compute } memory(first: 2) { cid } } }' }),
     });
     const body = (await r.json()) as { data: { stacks: { sleeves: unknown[]; memory: unknown[] }[] }; errors?: unknown };

@@ -8,7 +8,14 @@ let p: TestPlatform;
 let gw: RunningService;
 
 beforeAll(async () => {
-  p = await testPlatform({ GATEWAY_PORT: '0', COG_GRAPHQL_MAX_DEPTH: '6', COG_GRAPHQL_MAX_ALIASES: '3', COG_GRAPHQL_MAX_ROOT_FIELDS: '4', COG_GRAPHQL_MAX_TOKENS: '400', COG_GRAPHQL_MAX_COST: '500' });
+  p = await testPlatform({
+    GATEWAY_PORT: '0',
+    COG_GRAPHQL_MAX_DEPTH: '6',
+    COG_GRAPHQL_MAX_ALIASES: '3',
+    COG_GRAPHQL_MAX_ROOT_FIELDS: '4',
+    COG_GRAPHQL_MAX_TOKENS: '400',
+    COG_GRAPHQL_MAX_COST: '500',
+  });
   gw = await startGateway(p);
 });
 afterAll(async () => {
@@ -18,7 +25,10 @@ afterAll(async () => {
 
 async function gql(query: string) {
   const r = await fetch(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
-  return { status: r.status, body: (await r.json()) as { data?: unknown; errors?: { message: string; extensions?: { code?: string; [k: string]: unknown } }[] } };
+  return {
+    status: r.status,
+    body: (await r.json()) as { data?: unknown; errors?: { message: string; extensions?: { code?: string; [k: string]: unknown } }[] },
+  };
 }
 
 describe('GraphQL over HTTP (graphql-http audit)', () => {
@@ -65,7 +75,11 @@ describe('operation limits', () => {
     expect(r.body.data).toEqual({ stacks: [], stacksHealth: { ok: true } });
   });
   it('refuses bodies over 1 MiB with 413', async () => {
-    const r = await fetch(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ stacksHealth { ok } }', variables: { pad: 'x'.repeat(1024 * 1024) } }) });
+    const r = await fetch(`${gw.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: '{ stacksHealth { ok } }', variables: { pad: 'x'.repeat(1024 * 1024) } }),
+    });
     expect(r.status).toBe(413);
   });
 });

@@ -15,7 +15,19 @@ beforeAll(async () => {
   gw = await startGateway(p);
   wsUrl = gw.url!.replace('http', 'ws');
   await p.db.prisma.stack.create({
-    data: { id: 'stack:human:1:aaaaaaaaaaaa', name: 'Ada', kind: 'human', shape: 'A', pubKey: 'ab'.repeat(32), syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1, residueCoeff: 1, routingCoeff: 1, masterSecret: 'sealed' },
+    data: {
+      id: 'stack:human:1:aaaaaaaaaaaa',
+      name: 'Ada',
+      kind: 'human',
+      shape: 'A',
+      pubKey: 'ab'.repeat(32),
+      syncCoeff: 1,
+      memoryCoeff: 1,
+      computeCoeff: 1,
+      residueCoeff: 1,
+      routingCoeff: 1,
+      masterSecret: 'sealed',
+    },
   });
 });
 afterAll(async () => {
@@ -52,17 +64,20 @@ function take<T>(c: Client, query: string, n: number, subject: string): { done: 
   const got: T[] = [];
   const readyP = consumerOpened(subject);
   const done = new Promise<T[]>((resolve, reject) => {
-    const stop = c.subscribe<T>({ query }, {
-      next: (v) => {
-        got.push(v.data as T);
-        if (got.length === n) {
-          stop();
-          resolve(got);
-        }
+    const stop = c.subscribe<T>(
+      { query },
+      {
+        next: (v) => {
+          got.push(v.data as T);
+          if (got.length === n) {
+            stop();
+            resolve(got);
+          }
+        },
+        error: reject,
+        complete: () => resolve(got),
       },
-      error: reject,
-      complete: () => resolve(got),
-    });
+    );
   });
   return { done, ready: readyP };
 }
@@ -70,7 +85,12 @@ function take<T>(c: Client, query: string, n: number, subject: string): { done: 
 describe('GraphQL subscriptions through the router', () => {
   it('epochAdvanced streams bus events with cursors, and resumes after a cursor without gaps', async () => {
     const c = client();
-    const sub = take<{ epochAdvanced: { cursor: string; epoch: number } }>(c, 'subscription { epochAdvanced { cursor epoch height tip } }', 3, 'cog.epoch.advanced');
+    const sub = take<{ epochAdvanced: { cursor: string; epoch: number } }>(
+      c,
+      'subscription { epochAdvanced { cursor epoch height tip } }',
+      3,
+      'cog.epoch.advanced',
+    );
     await sub.ready;
     for (const e of [1, 2, 3]) await p.bus.publish('cog.epoch.advanced', { type: 'epoch.advanced', ts: Date.now(), epoch: e, height: e, tip: 'ab'.repeat(32) });
     const events = await sub.done;
@@ -84,10 +104,20 @@ describe('GraphQL subscriptions through the router', () => {
   it('perceived(stackId) filters by stack and resolves entity fields through the gateway', async () => {
     const c = client();
     const sub = take<{ perceived: { cid: string; stack: { name: string; tokenId: number } } }>(
-      c, 'subscription { perceived(stackId: "stack:human:1:aaaaaaaaaaaa") { cid epoch stack { name tokenId } } }', 1, 'cog.perceive.stack:human:1:aaaaaaaaaaaa');
+      c,
+      'subscription { perceived(stackId: "stack:human:1:aaaaaaaaaaaa") { cid epoch stack { name tokenId } } }',
+      1,
+      'cog.perceive.stack:human:1:aaaaaaaaaaaa',
+    );
     await sub.ready;
     await p.bus.publish('cog.perceive.stack:other', { type: 'perceive', stackId: 'stack:other', sleeveId: 's', cid: 'cog://x@1', epoch: 1 });
-    await p.bus.publish('cog.perceive.stack:human:1:aaaaaaaaaaaa', { type: 'perceive', stackId: 'stack:human:1:aaaaaaaaaaaa', sleeveId: 's', cid: 'cog://y@1', epoch: 1 });
+    await p.bus.publish('cog.perceive.stack:human:1:aaaaaaaaaaaa', {
+      type: 'perceive',
+      stackId: 'stack:human:1:aaaaaaaaaaaa',
+      sleeveId: 's',
+      cid: 'cog://y@1',
+      epoch: 1,
+    });
     const [ev] = await sub.done;
     expect(ev.perceived.cid).toBe('cog://y@1');
     expect(ev.perceived.stack).toEqual({ name: 'Ada', tokenId: expect.any(Number) });
@@ -97,7 +127,10 @@ describe('GraphQL subscriptions through the router', () => {
   it('refuses a cursor that is not one (it would start live, past what the client missed)', async () => {
     const c = client();
     const err = await new Promise<unknown>((resolve, reject) => {
-      c.subscribe({ query: 'subscription { epochAdvanced(after: "garbage") { epoch } }' }, { next: (v) => (v.errors ? resolve(v.errors) : reject(new Error('an event'))), error: resolve, complete: () => {} });
+      c.subscribe(
+        { query: 'subscription { epochAdvanced(after: "garbage") { epoch } }' },
+        { next: (v) => (v.errors ? resolve(v.errors) : reject(new Error('an event'))), error: resolve, complete: () => {} },
+      );
     });
     expect(JSON.stringify(err)).toContain('BAD_USER_INPUT');
     await c.dispose();
@@ -114,7 +147,11 @@ describe('GraphQL subscriptions through the router', () => {
 
   it('introspection over HTTP shows the Subscription type the socket serves (GraphiQL and codegen see it)', async () => {
     const post = async (body: unknown, accept?: string) => {
-      const r = await fetch(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', ...(accept ? { accept } : {}) }, body: JSON.stringify(body) });
+      const r = await fetch(`${gw.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(accept ? { accept } : {}) },
+        body: JSON.stringify(body),
+      });
       return { status: r.status, type: r.headers.get('content-type'), body: (await r.json()) as { data?: any; errors?: { message: string }[] } };
     };
     const full = await post({ query: getIntrospectionQuery(), operationName: 'IntrospectionQuery' });
@@ -123,7 +160,8 @@ describe('GraphQL subscriptions through the router', () => {
     expect(schema.getQueryType()?.getFields()).toHaveProperty('stacks');
     expect(schema.getMutationType()?.getFields()).toHaveProperty('perceive');
     const subs = schema.getSubscriptionType()?.getFields() ?? {};
-    for (const f of ['epochAdvanced', 'blockMined', 'residueOpened', 'residueChanged', 'perceived', 'sleeveChanged', 'needlecastProgress', 'emission']) expect(subs, f).toHaveProperty(f);
+    for (const f of ['epochAdvanced', 'blockMined', 'residueOpened', 'residueChanged', 'perceived', 'sleeveChanged', 'needlecastProgress', 'emission'])
+      expect(subs, f).toHaveProperty(f);
     // A subscription written against it validates.
     expect(validate(schema, parse('subscription { perceived(stackId: "s") { cid node { cid } } }'))).toEqual([]);
     const one = await post({ query: '{ __type(name: "PerceiveEvent") { fields { name } } }' }, 'application/graphql-response+json');
@@ -184,11 +222,13 @@ describe('REST event stream /v1/events', () => {
   it('streams {subject, type, ts, data} filtered by subjects, and resumes with since', async () => {
     const ws = new WebSocket(`${wsUrl}/v1/events?subjects=cog.residue.*`);
     const msgs: { subject: string; type: string; ts: number; data: Record<string, unknown>; seq: number }[] = [];
-    const ready = new Promise<void>((r) => ws.on('message', (m) => {
-      const v = JSON.parse(String(m));
-      if (v.subject === 'cog.stream.ready') r();
-      else msgs.push(v);
-    }));
+    const ready = new Promise<void>((r) =>
+      ws.on('message', (m) => {
+        const v = JSON.parse(String(m));
+        if (v.subject === 'cog.stream.ready') r();
+        else msgs.push(v);
+      }),
+    );
     await ready;
     await p.bus.publish('cog.epoch.advanced', { type: 'epoch.advanced', epoch: 9 });
     await p.bus.publish('cog.residue.opened', { type: 'residue.opened', ts: 1, residue: { id: 'r1' } });
@@ -200,11 +240,13 @@ describe('REST event stream /v1/events', () => {
 
     const again = new WebSocket(`${wsUrl}/v1/events?subjects=cog.residue.*&since=${msgs[0].seq}`);
     const replay: string[] = [];
-    await new Promise<void>((r) => again.on('message', (m) => {
-      const v = JSON.parse(String(m));
-      if (v.subject !== 'cog.stream.ready') replay.push(v.subject);
-      if (replay.length === 1) r();
-    }));
+    await new Promise<void>((r) =>
+      again.on('message', (m) => {
+        const v = JSON.parse(String(m));
+        if (v.subject !== 'cog.stream.ready') replay.push(v.subject);
+        if (replay.length === 1) r();
+      }),
+    );
     expect(replay).toEqual(['cog.residue.changed']);
     again.close();
   });

@@ -5,7 +5,10 @@ import { createClient, type Client } from 'graphql-ws';
 import { hasKey, signHeaders } from './sign.ts';
 
 export class GqlError extends Error {
-  constructor(message: string, readonly code: string | undefined) {
+  constructor(
+    message: string,
+    readonly code: string | undefined,
+  ) {
     super(message);
   }
 }

@@ -1,7 +1,12 @@
 import { useCallback, useEffect, useRef, useState } from 'react';
 import { gql, live } from './gql.ts';
 
-export interface QueryState<T> { data: T | undefined; error: Error | undefined; loading: boolean; reload: () => void }
+export interface QueryState<T> {
+  data: T | undefined;
+  error: Error | undefined;
+  loading: boolean;
+  reload: () => void;
+}
 
 /** A GraphQL query, run again when `deps` change or reload() is called (by a subscription's event, never by a timer). */
 export function useQuery<T = any>(query: string, variables: Record<string, unknown>, deps: unknown[], skip = false): QueryState<T> {
@@ -49,7 +54,14 @@ export function useQuery<T = any>(query: string, variables: Record<string, unkno
 }
 
 /** A subscription for as long as the component is mounted (and `deps` are the same). */
-export function useLive<T extends { cursor: string }>(query: string, variables: Record<string, unknown>, field: string, onEvent: (e: T) => void, deps: unknown[], skip = false) {
+export function useLive<T extends { cursor: string }>(
+  query: string,
+  variables: Record<string, unknown>,
+  field: string,
+  onEvent: (e: T) => void,
+  deps: unknown[],
+  skip = false,
+) {
   const handler = useRef(onEvent);
   handler.current = onEvent;
   useEffect(() => {

@@ -21,15 +21,25 @@ const NAV = [
 
 function App() {
   const { parts, params } = useRoute();
-  const [epoch, setEpoch] = useState<{ epoch: number | null; height: number | null; tip: string | null; cursor: string | null }>({ epoch: null, height: null, tip: null, cursor: null });
+  const [epoch, setEpoch] = useState<{ epoch: number | null; height: number | null; tip: string | null; cursor: string | null }>({
+    epoch: null,
+    height: null,
+    tip: null,
+    cursor: null,
+  });
   const [link, setLink] = useState<LinkState>(linkState());
   useEffect(() => onLinkState(setLink), []);
   useEffect(() => {
-    gql('{ currentEpoch { epoch height tip } }').then((d) => setEpoch((e) => (e.epoch === null ? { ...d.currentEpoch, cursor: null } : e))).catch(() => {});
+    gql('{ currentEpoch { epoch height tip } }')
+      .then((d) => setEpoch((e) => (e.epoch === null ? { ...d.currentEpoch, cursor: null } : e)))
+      .catch(() => {});
   }, []);
   useLive<{ cursor: string; epoch: number; height: number; tip: string }>(
-    'subscription($after: String) { epochAdvanced(after: $after) { cursor epoch height tip } }', {}, 'epochAdvanced',
-    (e) => setEpoch((cur) => (cur.epoch !== null && e.epoch < cur.epoch ? cur : { epoch: e.epoch, height: e.height, tip: e.tip, cursor: e.cursor })), [],
+    'subscription($after: String) { epochAdvanced(after: $after) { cursor epoch height tip } }',
+    {},
+    'epochAdvanced',
+    (e) => setEpoch((cur) => (cur.epoch !== null && e.epoch < cur.epoch ? cur : { epoch: e.epoch, height: e.height, tip: e.tip, cursor: e.cursor })),
+    [],
   );
   const page = parts[0] ?? '';
   let body;
@@ -39,19 +49,36 @@ function App() {
   else if (page === 'residues') body = <Residues />;
   else if (page === 'needlecast') body = <Needlecast sagaId={parts[1]} params={params} />;
   else if (page === 'keys') body = <Keys />;
-  else body = <p>Nothing at #{parts.join('/')}. <a href="#/">Overview</a></p>;
+  else
+    body = (
+      <p>
+        Nothing at #{parts.join('/')}. <a href="#/">Overview</a>
+      </p>
+    );
   return (
     <EpochContext.Provider value={epoch}>
       <nav className="top">
         <span className="brand">◈ Cognitive Agent Platform</span>
-        {NAV.map(([p, label]) => <a key={p} href={`#/${p}`} className={page === p ? 'active' : ''}>{label}</a>)}
+        {NAV.map(([p, label]) => (
+          <a key={p} href={`#/${p}`} className={page === p ? 'active' : ''}>
+            {label}
+          </a>
+        ))}
         <span className="spacer" />
-        <span className="epoch-badge" data-testid="nav-epoch">epoch {epoch.epoch ?? '…'}</span>
-        <span className={`link ${link}`} data-testid="link-state" title="graphql-ws subscription link">{link}</span>
+        <span className="epoch-badge" data-testid="nav-epoch">
+          epoch {epoch.epoch ?? '…'}
+        </span>
+        <span className={`link ${link}`} data-testid="link-state" title="graphql-ws subscription link">
+          {link}
+        </span>
       </nav>
       <main>{body}</main>
     </EpochContext.Provider>
   );
 }
 
-createRoot(document.getElementById('root')!).render(<StrictMode><App /></StrictMode>);
+createRoot(document.getElementById('root')!).render(
+  <StrictMode>
+    <App />
+  </StrictMode>,
+);

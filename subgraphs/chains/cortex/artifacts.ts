@@ -4,7 +4,16 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Interface, type InterfaceAbi } from 'ethers';
 
-export const SUITE = ['StackIdentity', 'BandwidthToken', 'QuellistTreasury', 'NeedlecastRouter', 'SleeveRegistry', 'ResidueRegistry', 'EpochAnchor', 'ValidationRegistry'] as const;
+export const SUITE = [
+  'StackIdentity',
+  'BandwidthToken',
+  'QuellistTreasury',
+  'NeedlecastRouter',
+  'SleeveRegistry',
+  'ResidueRegistry',
+  'EpochAnchor',
+  'ValidationRegistry',
+] as const;
 export type SuiteName = (typeof SUITE)[number];
 
 export interface Artifact {

@@ -26,7 +26,11 @@ export function canonicalJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
   if (v && typeof v === 'object') {
     const o = v as Record<string, unknown>;
-    return `{${Object.keys(o).filter((k) => o[k] !== undefined).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`;
+    return `{${Object.keys(o)
+      .filter((k) => o[k] !== undefined)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`)
+      .join(',')}}`;
   }
   return JSON.stringify(v) ?? 'null';
 }
@@ -43,14 +47,19 @@ export function validationRequestHash(residueId: string, proofHash: string): str
 }
 
 const CPV_KEYS: Record<(typeof CHAIN_TOKENS)[number], string> = {
-  compute: 'computeCoeff', memory: 'memoryCoeff', sync: 'syncCoeff', routing: 'routingCoeff', residue: 'residueCoeff',
+  compute: 'computeCoeff',
+  memory: 'memoryCoeff',
+  sync: 'syncCoeff',
+  routing: 'routingCoeff',
+  residue: 'residueCoeff',
 };
 
 /** CPV as five uint16 scaled by 1e3 in token order; accepts an array in that order or the spec's object. */
 export function cpvToChain(cpv: unknown): number[] {
   let values: unknown[];
   if (Array.isArray(cpv)) values = cpv;
-  else if (cpv && typeof cpv === 'object') values = CHAIN_TOKENS.map((t) => (cpv as Record<string, unknown>)[CPV_KEYS[t]] ?? (cpv as Record<string, unknown>)[t]);
+  else if (cpv && typeof cpv === 'object')
+    values = CHAIN_TOKENS.map((t) => (cpv as Record<string, unknown>)[CPV_KEYS[t]] ?? (cpv as Record<string, unknown>)[t]);
   else throw new IntentError('cpv missing');
   if (values.length !== 5) throw new IntentError('cpv needs five coefficients');
   return values.map((v) => {
@@ -133,7 +142,13 @@ export async function buildCall(kind: string, payload: Record<string, unknown>, 
       // agentURI: the stack's ERC-8004 registration file (intents from before it carry none).
       const uri = payload.agentURI;
       if (uri !== undefined && typeof uri !== 'string') throw new IntentError('payload.agentURI must be a string');
-      return call('StackIdentity', 'mint', [ownerAddress(payload.owner, suite.operator), int(payload, 'tokenId'), cpvToChain(payload.cpv), str(payload, 'stackId'), uri ?? '']);
+      return call('StackIdentity', 'mint', [
+        ownerAddress(payload.owner, suite.operator),
+        int(payload, 'tokenId'),
+        cpvToChain(payload.cpv),
+        str(payload, 'stackId'),
+        uri ?? '',
+      ]);
     }
     case 'updateStack': {
       const head = payload.episodicHead;
@@ -153,7 +168,13 @@ export async function buildCall(kind: string, payload: Record<string, unknown>, 
       return call('BandwidthToken', kind === 'mint' ? 'mintBatch' : 'burnBatch', [await stackToken(), kinds, values]);
     }
     case 'anchor':
-      return call('EpochAnchor', 'anchor', [int(payload, 'epoch'), hex32(payload, 'crossRoot'), hex32(payload, 'evmRoot'), hex32(payload, 'ipfsRoot'), hex32(payload, 'sleevesRoot')]);
+      return call('EpochAnchor', 'anchor', [
+        int(payload, 'epoch'),
+        hex32(payload, 'crossRoot'),
+        hex32(payload, 'evmRoot'),
+        hex32(payload, 'ipfsRoot'),
+        hex32(payload, 'sleevesRoot'),
+      ]);
     case 'route': {
       // A saga that compensates after its anchor step marks its recorded route compensated.
       if (payload.status === 'compensated') return call('NeedlecastRouter', 'compensate', [str(payload, 'sagaId')]);
@@ -162,7 +183,8 @@ export async function buildCall(kind: string, payload: Record<string, unknown>, 
       if (Array.isArray(shards)) count = shards.length;
       else if (typeof shards === 'number' && Number.isSafeInteger(shards) && shards >= 0) count = shards;
       else throw new IntentError('payload.shards must be a count or a list');
-      const hash = typeof payload.routeHash === 'string' ? hex32(payload, 'routeHash') : Array.isArray(shards) ? keccakId(shards.map(String).join('\n')) : ZeroHash;
+      const hash =
+        typeof payload.routeHash === 'string' ? hex32(payload, 'routeHash') : Array.isArray(shards) ? keccakId(shards.map(String).join('\n')) : ZeroHash;
       return call('NeedlecastRouter', 'recordRoute', [str(payload, 'sagaId'), await stackToken(), str(payload, 'from'), str(payload, 'to'), count, hash]);
     }
     case 'openResidue':
@@ -177,14 +199,25 @@ export async function buildCall(kind: string, payload: Record<string, unknown>, 
     case 'validationRequest': {
       // The platform asks its validator (the operator) about the claimant stack's residue proof.
       const proof = hex32(payload, 'proofHash');
-      return call('ValidationRegistry', 'validationRequest', [suite.operator, await stackToken('claimant'), str(payload, 'requestURI'), validationRequestHash(str(payload, 'residueId'), proof)]);
+      return call('ValidationRegistry', 'validationRequest', [
+        suite.operator,
+        await stackToken('claimant'),
+        str(payload, 'requestURI'),
+        validationRequestHash(str(payload, 'residueId'), proof),
+      ]);
     }
     case 'validationResponse': {
       const proof = hex32(payload, 'proofHash');
       const response = int(payload, 'response');
       if (response > 100) throw new IntentError('payload.response must be in [0, 100]');
       const uri = typeof payload.responseURI === 'string' ? payload.responseURI : '';
-      return call('ValidationRegistry', 'validationResponse', [validationRequestHash(str(payload, 'residueId'), proof), response, uri, proof, RESIDUE_PROOF_TAG]);
+      return call('ValidationRegistry', 'validationResponse', [
+        validationRequestHash(str(payload, 'residueId'), proof),
+        response,
+        uri,
+        proof,
+        RESIDUE_PROOF_TAG,
+      ]);
     }
     case 'emission': {
       // Per epoch (treasury-emitter: {epoch, stacks, totalsMilli}) or per stack ({stackId, epoch, amounts}).

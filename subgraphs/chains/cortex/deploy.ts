@@ -70,7 +70,9 @@ export async function ensureSuite(provider: JsonRpcProvider, key: string, file: 
   const chainId = Number((await provider.getNetwork()).chainId);
   let nonce = await provider.getTransactionCount(operator, 'pending');
   const fee = await provider.getFeeData();
-  const feeFields = fee.maxFeePerGas ? { maxFeePerGas: fee.maxFeePerGas, maxPriorityFeePerGas: fee.maxPriorityFeePerGas ?? 0n } : { gasPrice: fee.gasPrice ?? 1_000_000_000n };
+  const feeFields = fee.maxFeePerGas
+    ? { maxFeePerGas: fee.maxFeePerGas, maxPriorityFeePerGas: fee.maxPriorityFeePerGas ?? 0n }
+    : { gasPrice: fee.gasPrice ?? 1_000_000_000n };
   const addresses = {} as Record<SuiteName, string>;
   const sent: Promise<unknown>[] = [];
   const hashes: string[] = [];

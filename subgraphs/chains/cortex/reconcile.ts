@@ -53,7 +53,8 @@ export async function reconcileChain(db: Db, chain: CortexChain, opts: Reconcile
           (async () => {
             const want = ownerAddress(p.owner, chain.suite.operator);
             const owner = (await identity.ownerOf(p.tokenId).catch(() => undefined)) as string | undefined;
-            if (owner !== want) drift.push({ kind: 'identity', ref: String(p.stackId), detail: `ownerOf(${p.tokenId}) is ${owner ?? 'nobody'}, expected ${want}` });
+            if (owner !== want)
+              drift.push({ kind: 'identity', ref: String(p.stackId), detail: `ownerOf(${p.tokenId}) is ${owner ?? 'nobody'}, expected ${want}` });
           })(),
         );
         break;

@@ -24,7 +24,9 @@ export function recordOf(kind: string, payload: Record<string, unknown>): Record
     case 'claimResidue':
     case 'validationRequest':
     case 'validationResponse':
-      return s('residueId') ? { table: 'residue', id: s('residueId')!, kinds: ['openResidue', 'claimResidue', 'validationRequest', 'validationResponse'], key: 'residueId' } : undefined;
+      return s('residueId')
+        ? { table: 'residue', id: s('residueId')!, kinds: ['openResidue', 'claimResidue', 'validationRequest', 'validationResponse'], key: 'residueId' }
+        : undefined;
     case 'anchor':
       return Number.isSafeInteger(payload.epoch) ? { table: 'anchor', id: payload.epoch as number, kinds: ['anchor'], key: 'epoch' } : undefined;
     default:

@@ -24,7 +24,10 @@ export interface CortexService {
   rewound: number;
 }
 
-export async function startCortexWith(p: Platform, opts: { submitter?: SubmitterOptions; reconcileMs?: number; anvil?: Partial<AnvilOptions> } = {}): Promise<CortexService & { close(): Promise<void>; anvil?: Anvil }> {
+export async function startCortexWith(
+  p: Platform,
+  opts: { submitter?: SubmitterOptions; reconcileMs?: number; anvil?: Partial<AnvilOptions> } = {},
+): Promise<CortexService & { close(): Promise<void>; anvil?: Anvil }> {
   let anvil: Anvil | undefined;
   let rpcUrl = p.config.cortexRpcUrl;
   const anvilOptions: AnvilOptions = {
@@ -48,7 +51,11 @@ export async function startCortexWith(p: Platform, opts: { submitter?: Submitter
     const key = await operatorKey(provider, p.config.cortex.operatorKey);
     reportProgress('cortex', 'checking the contract suite');
     const { deployment: suite, fresh } = await ensureSuite(provider, key, deploymentsFile(p.config.dataDir, chainId));
-    if (suite.inputHash !== artifactsHash()) p.log.warn({ deployed: suite.inputHash, built: artifactsHash() }, 'cortex: the deployed suite was built from other contract sources than contracts/build');
+    if (suite.inputHash !== artifactsHash())
+      p.log.warn(
+        { deployed: suite.inputHash, built: artifactsHash() },
+        'cortex: the deployed suite was built from other contract sources than contracts/build',
+      );
     const rewound = await rewindToChain(p.db.prisma, provider, fresh, p.log);
     const chain: CortexChain = { provider, wallet: new Wallet(key, provider), suite, chainId };
     const submitter = startSubmitter(p.db.prisma, chain, p.log, opts.submitter);

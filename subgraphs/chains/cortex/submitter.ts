@@ -131,7 +131,8 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       if (res.status === 'rejected') {
         const msg = revertReason(res.reason);
         // Known or already mined: the confirmer sorts it out. Anything else is retried as a drop.
-        if (!/already known|nonce too low|already imported|known transaction/i.test(msg)) log.warn({ outbox: String(rows[i].id), err: msg }, 'cortex: broadcast failed');
+        if (!/already known|nonce too low|already imported|known transaction/i.test(msg))
+          log.warn({ outbox: String(rows[i].id), err: msg }, 'cortex: broadcast failed');
       }
     });
   };
@@ -184,7 +185,17 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
         if (r) await applyReceipt(row, r);
         else {
           // That nonce was mined by another transaction: ours can never land, sign it afresh.
-          await db.chainOutbox.update({ where: { id: row.id }, data: { status: 'pending', nonce: null, txHash: null, rawTx: null, sentAt: null, lastError: `nonce ${row.nonce} used by another transaction; re-signed` } });
+          await db.chainOutbox.update({
+            where: { id: row.id },
+            data: {
+              status: 'pending',
+              nonce: null,
+              txHash: null,
+              rawTx: null,
+              sentAt: null,
+              lastError: `nonce ${row.nonce} used by another transaction; re-signed`,
+            },
+          });
           log.warn({ outbox: String(row.id), nonce: row.nonce }, 'cortex: nonce taken by another sender, re-signing');
         }
         continue;
@@ -235,7 +246,15 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       const feeFields = fee.maxFeePerGas
         ? { type: 2, maxFeePerGas: fee.maxFeePerGas, maxPriorityFeePerGas: fee.maxPriorityFeePerGas ?? 0n }
         : { type: 0, gasPrice: fee.gasPrice ?? 1_000_000_000n };
-      const rawTx = await wallet.signTransaction({ to: built[i].call.to, data: built[i].call.data, nonce, gasLimit, chainId: chain.chainId, value: 0n, ...feeFields });
+      const rawTx = await wallet.signTransaction({
+        to: built[i].call.to,
+        data: built[i].call.data,
+        nonce,
+        gasLimit,
+        chainId: chain.chainId,
+        value: 0n,
+        ...feeFields,
+      });
       signed.push({ id: built[i].row.id, nonce, txHash: strip0x(keccak256(rawTx)), rawTx });
       nonce++;
     }
@@ -243,7 +262,10 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     const sentAt = new Date();
     await db.$transaction(async (tx) => {
       for (const s of signed) {
-        await tx.chainOutbox.update({ where: { id: s.id }, data: { status: 'submitted', nonce: s.nonce, txHash: s.txHash, rawTx: s.rawTx, sentAt, attempts: { increment: 1 } } });
+        await tx.chainOutbox.update({
+          where: { id: s.id },
+          data: { status: 'submitted', nonce: s.nonce, txHash: s.txHash, rawTx: s.rawTx, sentAt, attempts: { increment: 1 } },
+        });
       }
     });
     await opts.afterPersist?.(signed.map(({ id, nonce, txHash }) => ({ id, nonce, txHash })));

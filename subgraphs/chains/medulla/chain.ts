@@ -43,8 +43,18 @@ export interface AcceptResult {
 
 export function genesisBlock(difficulty: number): Block {
   return toBlock({
-    prevHash: ZERO_HASH, height: 0, epoch: 0, difficulty, tsMs: GENESIS_TS_MS, crossRoot: ZERO_ROOT, evmRoot: ZERO_ROOT,
-    ipfsRoot: ZERO_ROOT, sleevesRoot: ZERO_ROOT, coherenceEpoch: null, synapticFieldRoot: new SynapticField().rootHex(), nonce: 0,
+    prevHash: ZERO_HASH,
+    height: 0,
+    epoch: 0,
+    difficulty,
+    tsMs: GENESIS_TS_MS,
+    crossRoot: ZERO_ROOT,
+    evmRoot: ZERO_ROOT,
+    ipfsRoot: ZERO_ROOT,
+    sleevesRoot: ZERO_ROOT,
+    coherenceEpoch: null,
+    synapticFieldRoot: new SynapticField().rootHex(),
+    nonce: 0,
   });
 }
 
@@ -52,17 +62,43 @@ type Row = Awaited<ReturnType<Db['medullaBlock']['findFirstOrThrow']>>;
 
 function fromRow(r: Row): StoredBlock {
   return {
-    blockHash: r.hash, prevHash: r.prevHash, height: r.height, epoch: r.epoch, difficulty: r.difficulty, ts: r.ts, tsMs: Number(r.tsMs),
-    nonce: Number(r.nonce), crossRoot: r.crossRoot, evmRoot: r.evmRoot, ipfsRoot: r.ipfsRoot, sleevesRoot: r.sleevesRoot,
-    coherenceEpoch: r.coherenceEpoch, synapticFieldRoot: r.synapticFieldRoot, work: BigInt(r.work),
+    blockHash: r.hash,
+    prevHash: r.prevHash,
+    height: r.height,
+    epoch: r.epoch,
+    difficulty: r.difficulty,
+    ts: r.ts,
+    tsMs: Number(r.tsMs),
+    nonce: Number(r.nonce),
+    crossRoot: r.crossRoot,
+    evmRoot: r.evmRoot,
+    ipfsRoot: r.ipfsRoot,
+    sleevesRoot: r.sleevesRoot,
+    coherenceEpoch: r.coherenceEpoch,
+    synapticFieldRoot: r.synapticFieldRoot,
+    work: BigInt(r.work),
   };
 }
 
 function toRow(node: string, b: StoredBlock, onMain: boolean) {
   return {
-    node, hash: b.blockHash, height: b.height, prevHash: b.prevHash, epoch: b.epoch, difficulty: b.difficulty, ts: b.ts, tsMs: BigInt(b.tsMs),
-    nonce: String(b.nonce), crossRoot: b.crossRoot, evmRoot: b.evmRoot, ipfsRoot: b.ipfsRoot, sleevesRoot: b.sleevesRoot,
-    coherenceEpoch: b.coherenceEpoch, synapticFieldRoot: b.synapticFieldRoot, work: b.work.toString(), onMain,
+    node,
+    hash: b.blockHash,
+    height: b.height,
+    prevHash: b.prevHash,
+    epoch: b.epoch,
+    difficulty: b.difficulty,
+    ts: b.ts,
+    tsMs: BigInt(b.tsMs),
+    nonce: String(b.nonce),
+    crossRoot: b.crossRoot,
+    evmRoot: b.evmRoot,
+    ipfsRoot: b.ipfsRoot,
+    sleevesRoot: b.sleevesRoot,
+    coherenceEpoch: b.coherenceEpoch,
+    synapticFieldRoot: b.synapticFieldRoot,
+    work: b.work.toString(),
+    onMain,
   };
 }
 
@@ -77,7 +113,10 @@ export class Chain implements ChainView {
   #attachedOnce = new Set<string>();
   #lock: Promise<unknown> = Promise.resolve();
 
-  private constructor(private readonly db: Db, readonly opts: ChainOptions) {}
+  private constructor(
+    private readonly db: Db,
+    readonly opts: ChainOptions,
+  ) {}
 
   /** Loads the node's blocks (a restart resumes from the stored tip) or writes genesis. */
   static async open(db: Db, opts: ChainOptions): Promise<Chain> {
@@ -99,11 +138,18 @@ export class Chain implements ChainView {
     // epoch wins, as in memory.
     const subs = await db.coherenceSubmission.findMany({ where: { node: opts.node }, orderBy: { id: 'asc' } });
     const detached = await db.medullaBlock.findMany({
-      where: { node: opts.node, onMain: false, detachedAt: { not: null }, coherenceEpoch: { not: null } }, orderBy: { detachedAt: 'asc' },
+      where: { node: opts.node, onMain: false, detachedAt: { not: null }, coherenceEpoch: { not: null } },
+      orderBy: { detachedAt: 'asc' },
     });
     const arrivals = [
-      ...subs.map((s) => ({ at: s.createdAt.getTime(), t: { epoch: s.epoch, crossRoot: s.crossRoot, evmRoot: s.evmRoot, ipfsRoot: s.ipfsRoot, sleevesRoot: s.sleevesRoot } })),
-      ...detached.map((d) => ({ at: d.detachedAt!.getTime(), t: { epoch: d.coherenceEpoch!, crossRoot: d.crossRoot, evmRoot: d.evmRoot, ipfsRoot: d.ipfsRoot, sleevesRoot: d.sleevesRoot } })),
+      ...subs.map((s) => ({
+        at: s.createdAt.getTime(),
+        t: { epoch: s.epoch, crossRoot: s.crossRoot, evmRoot: s.evmRoot, ipfsRoot: s.ipfsRoot, sleevesRoot: s.sleevesRoot },
+      })),
+      ...detached.map((d) => ({
+        at: d.detachedAt!.getTime(),
+        t: { epoch: d.coherenceEpoch!, crossRoot: d.crossRoot, evmRoot: d.evmRoot, ipfsRoot: d.ipfsRoot, sleevesRoot: d.sleevesRoot },
+      })),
     ];
     arrivals.sort((x, y) => x.at - y.at); // stable: on a tie the submission (listed first) wins
     for (const { t } of arrivals) c.addTuple(t);
@@ -199,10 +245,18 @@ export class Chain implements ChainView {
     const tip = this.tip();
     const t = this.pendingTuple();
     return {
-      prevHash: tip.blockHash, height: tip.height + 1, epoch: tip.height + 1, difficulty: this.nextDifficulty(),
+      prevHash: tip.blockHash,
+      height: tip.height + 1,
+      epoch: tip.height + 1,
+      difficulty: this.nextDifficulty(),
       tsMs: Math.max(Date.now(), tip.tsMs),
-      crossRoot: t?.crossRoot ?? ZERO_ROOT, evmRoot: t?.evmRoot ?? ZERO_ROOT, ipfsRoot: t?.ipfsRoot ?? ZERO_ROOT, sleevesRoot: t?.sleevesRoot ?? ZERO_ROOT,
-      coherenceEpoch: t ? t.epoch : null, synapticFieldRoot: this.#field.rootHex(), nonce: 0,
+      crossRoot: t?.crossRoot ?? ZERO_ROOT,
+      evmRoot: t?.evmRoot ?? ZERO_ROOT,
+      ipfsRoot: t?.ipfsRoot ?? ZERO_ROOT,
+      sleevesRoot: t?.sleevesRoot ?? ZERO_ROOT,
+      coherenceEpoch: t ? t.epoch : null,
+      synapticFieldRoot: this.#field.rootHex(),
+      nonce: 0,
     };
   }
 
@@ -235,7 +289,10 @@ export class Chain implements ChainView {
       await tx.medullaBlock.create({ data: toRow(this.opts.node, stored, false) });
       if (detached.length) {
         // detachedAt persists the re-submission below: a restart mid-reorg still commits the tuple.
-        await tx.medullaBlock.updateMany({ where: { node: this.opts.node, hash: { in: detached.map((d) => d.blockHash) } }, data: { onMain: false, detachedAt: new Date() } });
+        await tx.medullaBlock.updateMany({
+          where: { node: this.opts.node, hash: { in: detached.map((d) => d.blockHash) } },
+          data: { onMain: false, detachedAt: new Date() },
+        });
       }
       await tx.medullaBlock.updateMany({ where: { node: this.opts.node, hash: { in: attached.map((a) => a.blockHash) } }, data: { onMain: true } });
       if (detached.length) await this.#onDetach(tx, detached, forkHeight, stored);
@@ -248,10 +305,10 @@ export class Chain implements ChainView {
       this.#rebuildMainIndexes();
       // Re-submit: a detached tuple is pending again and goes into the next block on the new tip.
       for (const d of detached) {
-        if (d.coherenceEpoch !== null) this.addTuple({ epoch: d.coherenceEpoch, crossRoot: d.crossRoot, evmRoot: d.evmRoot, ipfsRoot: d.ipfsRoot, sleevesRoot: d.sleevesRoot });
+        if (d.coherenceEpoch !== null)
+          this.addTuple({ epoch: d.coherenceEpoch, crossRoot: d.crossRoot, evmRoot: d.evmRoot, ipfsRoot: d.ipfsRoot, sleevesRoot: d.sleevesRoot });
       }
-    }
-    else {
+    } else {
       this.#field.append(stored.blockHash);
       if (stored.coherenceEpoch !== null) this.#committed.set(stored.coherenceEpoch, stored.blockHash);
     }
@@ -279,15 +336,27 @@ export class Chain implements ChainView {
       if (folded?.crossRoot === b.crossRoot) {
         await tx.epochAnchor.update({ where: { epoch: b.coherenceEpoch }, data: { blockHash: b.blockHash, blockHeight: b.height } });
       } else if (folded) {
-        await openForeignTuple(tx, {
-          epoch: b.coherenceEpoch, committed: { crossRoot: b.crossRoot, blockHash: b.blockHash, height: b.height, node },
-          folded: { crossRoot: folded.crossRoot, operator: folded.operator },
-        }, b.height, this.opts.residueExpiryEpochs);
+        await openForeignTuple(
+          tx,
+          {
+            epoch: b.coherenceEpoch,
+            committed: { crossRoot: b.crossRoot, blockHash: b.blockHash, height: b.height, node },
+            folded: { crossRoot: folded.crossRoot, operator: folded.operator },
+          },
+          b.height,
+          this.opts.residueExpiryEpochs,
+        );
       }
-      await this.#announce(tx, {
-        subject: 'cog.anchor.committed', type: 'anchor.committed',
-        data: { epoch: b.coherenceEpoch, crossRoot: b.crossRoot, blockHash: b.blockHash, height: b.height, node },
-      }, `anchor:${key}`, b.blockHash);
+      await this.#announce(
+        tx,
+        {
+          subject: 'cog.anchor.committed',
+          type: 'anchor.committed',
+          data: { epoch: b.coherenceEpoch, crossRoot: b.crossRoot, blockHash: b.blockHash, height: b.height, node },
+        },
+        `anchor:${key}`,
+        b.blockHash,
+      );
     }
   }
 
@@ -295,7 +364,8 @@ export class Chain implements ChainView {
   async #onDetach(tx: Tx, detached: StoredBlock[], forkHeight: number, newTip: StoredBlock) {
     const node = this.opts.node;
     await recordEvent(tx, {
-      subject: 'cog.medulla.reorg', type: 'medulla.reorg',
+      subject: 'cog.medulla.reorg',
+      type: 'medulla.reorg',
       data: { node, forkHeight, oldTip: detached[detached.length - 1].blockHash, newTip: newTip.blockHash, detached: detached.map((d) => d.blockHash) },
     });
     for (const d of detached) {
@@ -305,7 +375,15 @@ export class Chain implements ChainView {
         kind: 'reorg-orphan',
         trigger: `Medulla reorg at height ${forkHeight + 1} detached block ${d.blockHash} carrying the anchor of epoch ${d.coherenceEpoch}`,
         epoch: newTip.height,
-        evidence: { node, detachedHash: d.blockHash, detachedHeight: d.height, coherenceEpoch: d.coherenceEpoch, crossRoot: d.crossRoot, forkHeight, newTip: newTip.blockHash },
+        evidence: {
+          node,
+          detachedHash: d.blockHash,
+          detachedHeight: d.height,
+          coherenceEpoch: d.coherenceEpoch,
+          crossRoot: d.crossRoot,
+          forkHeight,
+          newTip: newTip.blockHash,
+        },
         dedupeKey: `reorg-orphan:${d.blockHash}`,
         expiryEpochs: this.opts.residueExpiryEpochs,
       });

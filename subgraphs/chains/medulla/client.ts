@@ -9,7 +9,11 @@ export interface ChainInfo {
 }
 
 export class MedullaRpcError extends Error {
-  constructor(public readonly code: number, message: string, public readonly data?: unknown) {
+  constructor(
+    public readonly code: number,
+    message: string,
+    public readonly data?: unknown,
+  ) {
     super(message);
     this.name = 'MedullaRpcError';
   }
@@ -18,7 +22,12 @@ export class MedullaRpcError extends Error {
 let nextId = 1;
 
 /** Calls `method`; throws MedullaRpcError for an RPC error, or the fetch error when unreachable. */
-export async function medullaRpc<T = unknown>(url: string, method: string, params: unknown[] | Record<string, unknown> = [], opts: { timeoutMs?: number; token?: string } = {}): Promise<T> {
+export async function medullaRpc<T = unknown>(
+  url: string,
+  method: string,
+  params: unknown[] | Record<string, unknown> = [],
+  opts: { timeoutMs?: number; token?: string } = {},
+): Promise<T> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   // Medulla is internal: every caller in the platform (gateway, Thalamus, peers, resolvers) passes
   // its validated config's internal token (p.config.internalToken).

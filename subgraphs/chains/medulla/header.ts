@@ -93,9 +93,19 @@ export function toBlock(h: BlockHeader): Block {
 /** Field order of the spec's Block first, then the header extras. */
 export function blockJson(b: Block): Block {
   return {
-    blockHash: b.blockHash, height: b.height, epoch: b.epoch, difficulty: b.difficulty, ts: b.ts,
-    crossRoot: b.crossRoot, evmRoot: b.evmRoot, ipfsRoot: b.ipfsRoot, sleevesRoot: b.sleevesRoot,
-    synapticFieldRoot: b.synapticFieldRoot, prevHash: b.prevHash, nonce: b.nonce, tsMs: b.tsMs,
+    blockHash: b.blockHash,
+    height: b.height,
+    epoch: b.epoch,
+    difficulty: b.difficulty,
+    ts: b.ts,
+    crossRoot: b.crossRoot,
+    evmRoot: b.evmRoot,
+    ipfsRoot: b.ipfsRoot,
+    sleevesRoot: b.sleevesRoot,
+    synapticFieldRoot: b.synapticFieldRoot,
+    prevHash: b.prevHash,
+    nonce: b.nonce,
+    tsMs: b.tsMs,
     coherenceEpoch: b.coherenceEpoch,
   };
 }

@@ -64,8 +64,17 @@ async function run() {
 parentPort.on('message', (m) => {
   if (m.type === 'job') {
     job = {
-      id: m.id, header: Buffer.from(m.header), target: Buffer.from(m.target), minTsMs: m.minTsMs, nonce: m.nonce,
-      full: m.full, sliceMs: m.sliceMs, duty: m.duty, stopAfterMs: m.stopAfterMs ?? 0, hashes: 0, startedAt: performance.now(),
+      id: m.id,
+      header: Buffer.from(m.header),
+      target: Buffer.from(m.target),
+      minTsMs: m.minTsMs,
+      nonce: m.nonce,
+      full: m.full,
+      sliceMs: m.sliceMs,
+      duty: m.duty,
+      stopAfterMs: m.stopAfterMs ?? 0,
+      hashes: 0,
+      startedAt: performance.now(),
     };
     if (!running) void run();
   } else if (m.type === 'cancel') {

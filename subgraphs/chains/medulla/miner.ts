@@ -56,8 +56,16 @@ export class Miner {
     const id = ++this.#seq;
     // The nonce space starts at a random point so two nodes never search the same headers.
     this.#worker.postMessage({
-      type: 'job', id, header: encodeHeader(header), target: targetBytes(header.difficulty), minTsMs: header.tsMs,
-      nonce: randomInt(0, 2 ** 40), full, sliceMs: this.opts.sliceMs, duty: this.opts.duty, stopAfterMs,
+      type: 'job',
+      id,
+      header: encodeHeader(header),
+      target: targetBytes(header.difficulty),
+      minTsMs: header.tsMs,
+      nonce: randomInt(0, 2 ** 40),
+      full,
+      sliceMs: this.opts.sliceMs,
+      duty: this.opts.duty,
+      stopAfterMs,
     });
     return id;
   }

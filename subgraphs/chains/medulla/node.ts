@@ -62,14 +62,21 @@ export class MedullaNode {
   self = '';
   peers: string[];
 
-  private constructor(readonly p: Platform, readonly chain: Chain, readonly opts: MedullaNodeOptions) {
+  private constructor(
+    readonly p: Platform,
+    readonly chain: Chain,
+    readonly opts: MedullaNodeOptions,
+  ) {
     this.peers = [...opts.peers];
     this.#miner = new Miner({ duty: opts.duty, sliceMs: 20 });
   }
 
   static async open(p: Platform, opts: MedullaNodeOptions): Promise<MedullaNode> {
     const chain = await Chain.open(p.db.prisma, {
-      node: opts.node, intervalMs: opts.intervalMs, genesisDifficulty: opts.genesisDifficulty, residueExpiryEpochs: p.config.residueExpiryEpochs,
+      node: opts.node,
+      intervalMs: opts.intervalMs,
+      genesisDifficulty: opts.genesisDifficulty,
+      residueExpiryEpochs: p.config.residueExpiryEpochs,
     });
     return new MedullaNode(p, chain, opts);
   }
@@ -87,7 +94,8 @@ export class MedullaNode {
   async start(self: string): Promise<void> {
     this.self = self;
     const t = this.chain.tip();
-    await this.p.bus.publish('cog.epoch.advanced', { type: 'epoch.advanced', ts: Date.now(), epoch: t.epoch, height: t.height, tip: t.blockHash, node: this.opts.node })
+    await this.p.bus
+      .publish('cog.epoch.advanced', { type: 'epoch.advanced', ts: Date.now(), epoch: t.epoch, height: t.height, tip: t.blockHash, node: this.opts.node })
       .catch(() => {});
     this.#loop = this.#run();
     this.#poll = setInterval(() => void this.pollOnce(), this.opts.pollMs);
@@ -215,14 +223,19 @@ export class MedullaNode {
     if (t.epoch > tip + TUPLE_HORIZON) throw invalidParams(`epoch ${t.epoch} is too far ahead of the chain (height ${tip})`);
     if (t.epoch < tip - TUPLE_HORIZON) throw invalidParams(`epoch ${t.epoch} is older than the commitment horizon (${TUPLE_HORIZON} blocks)`);
     if (operator !== undefined && (signature === undefined || !verify(signature, tupleMessage(t), operator))) {
-      throw invalidParams('signature must be the operator\'s ed25519 signature over the tuple');
+      throw invalidParams("signature must be the operator's ed25519 signature over the tuple");
     }
     const op = operator ?? 'anonymous';
     const node = this.opts.node;
     let equivocation = false;
     await this.p.db.prisma.$transaction(async (tx) => {
-      const other = await tx.coherenceSubmission.findFirst({ where: { epoch: t.epoch, operator: op, NOT: { crossRoot: t.crossRoot } }, orderBy: { id: 'asc' } });
-      const same = await tx.coherenceSubmission.findUnique({ where: { node_epoch_operator_crossRoot: { node, epoch: t.epoch, operator: op, crossRoot: t.crossRoot } } });
+      const other = await tx.coherenceSubmission.findFirst({
+        where: { epoch: t.epoch, operator: op, NOT: { crossRoot: t.crossRoot } },
+        orderBy: { id: 'asc' },
+      });
+      const same = await tx.coherenceSubmission.findUnique({
+        where: { node_epoch_operator_crossRoot: { node, epoch: t.epoch, operator: op, crossRoot: t.crossRoot } },
+      });
       if (!same) {
         await tx.coherenceSubmission.create({
           data: { node, epoch: t.epoch, operator: op, crossRoot: t.crossRoot, evmRoot: t.evmRoot, ipfsRoot: t.ipfsRoot, sleevesRoot: t.sleevesRoot, signature },
@@ -242,7 +255,8 @@ export class MedullaNode {
       // residue still opens (claimable with the two tuples); no slash request goes out for it.
       if (created && op !== 'anonymous') {
         await recordEvent(tx, {
-          subject: 'cog.treasury.slash', type: 'treasury.slash',
+          subject: 'cog.treasury.slash',
+          type: 'treasury.slash',
           data: { operator: op, epoch: t.epoch, reason: 'routing-equivocation', residueId: residue.id },
           msgId: `slash:${op}:${t.epoch}`,
         });

@@ -12,9 +12,13 @@ export const MAX_BRANCH = 5000;
 const BATCH = 100;
 
 export async function announce(peers: readonly string[], block: Block, self: string, log: Logger, token?: string): Promise<void> {
-  await Promise.all(peers.map((peer) =>
-    medullaRpc(peer, 'submitblock', [block, self], { timeoutMs: 2000, token }).catch((e) => log.debug({ peer, err: (e as Error).message }, 'announce failed')),
-  ));
+  await Promise.all(
+    peers.map((peer) =>
+      medullaRpc(peer, 'submitblock', [block, self], { timeoutMs: 2000, token }).catch((e) =>
+        log.debug({ peer, err: (e as Error).message }, 'announce failed'),
+      ),
+    ),
+  );
 }
 
 /** Fetches the blocks between `hash` (a block of `peer`) and our chain, oldest first. */

@@ -17,7 +17,11 @@ export const BLOCK_REJECTED = -32010;
 export const UNAVAILABLE = -32050;
 
 export class RpcError extends Error {
-  constructor(public readonly code: number, message: string, public readonly data?: unknown) {
+  constructor(
+    public readonly code: number,
+    message: string,
+    public readonly data?: unknown,
+  ) {
     super(message);
     this.name = 'RpcError';
   }
@@ -81,26 +85,32 @@ async function answer(req: unknown, methods: Record<string, Method>, onError: (e
 
 /** Registers POST /rpc serving `methods`. */
 export function registerRpc(app: FastifyInstance, methods: Record<string, Method>): void {
-  app.post('/rpc', {
-    errorHandler: (err, _req, reply) => {
-      const e = err as { statusCode?: number; status?: number; code?: string };
-      const status = e.statusCode ?? e.status ?? 500;
-      if (status === 413) return reply.code(413).send({ jsonrpc: '2.0', id: null, error: { code: INVALID_REQUEST, message: 'request too large' } });
-      if (status >= 400 && status < 500) return reply.code(400).send({ jsonrpc: '2.0', id: null, error: { code: PARSE_ERROR, message: 'parse error: malformed JSON' } });
-      app.log.error({ err }, 'rpc failure');
-      return reply.code(500).send({ jsonrpc: '2.0', id: null, error: { code: INTERNAL_ERROR, message: 'internal error' } });
+  app.post(
+    '/rpc',
+    {
+      errorHandler: (err, _req, reply) => {
+        const e = err as { statusCode?: number; status?: number; code?: string };
+        const status = e.statusCode ?? e.status ?? 500;
+        if (status === 413) return reply.code(413).send({ jsonrpc: '2.0', id: null, error: { code: INVALID_REQUEST, message: 'request too large' } });
+        if (status >= 400 && status < 500)
+          return reply.code(400).send({ jsonrpc: '2.0', id: null, error: { code: PARSE_ERROR, message: 'parse error: malformed JSON' } });
+        app.log.error({ err }, 'rpc failure');
+        return reply.code(500).send({ jsonrpc: '2.0', id: null, error: { code: INTERNAL_ERROR, message: 'internal error' } });
+      },
     },
-  }, async (req, reply) => {
-    const onError = (e: unknown) => req.log.error({ err: e }, 'rpc method failed');
-    const body = req.body;
-    if (body === undefined) return reply.code(400).send({ jsonrpc: '2.0', id: null, error: { code: INVALID_REQUEST, message: 'empty request' } });
-    if (Array.isArray(body)) {
-      if (!body.length || body.length > 100) return reply.code(400).send({ jsonrpc: '2.0', id: null, error: { code: INVALID_REQUEST, message: 'a batch holds 1 to 100 requests' } });
-      const out: Record<string, unknown>[] = [];
-      for (const one of body) out.push((await answer(one, methods, onError)).body);
-      return reply.code(200).send(out);
-    }
-    const a = await answer(body, methods, onError);
-    return reply.code(a.status).send(a.body);
-  });
+    async (req, reply) => {
+      const onError = (e: unknown) => req.log.error({ err: e }, 'rpc method failed');
+      const body = req.body;
+      if (body === undefined) return reply.code(400).send({ jsonrpc: '2.0', id: null, error: { code: INVALID_REQUEST, message: 'empty request' } });
+      if (Array.isArray(body)) {
+        if (!body.length || body.length > 100)
+          return reply.code(400).send({ jsonrpc: '2.0', id: null, error: { code: INVALID_REQUEST, message: 'a batch holds 1 to 100 requests' } });
+        const out: Record<string, unknown>[] = [];
+        for (const one of body) out.push((await answer(one, methods, onError)).body);
+        return reply.code(200).send(out);
+      }
+      const a = await answer(body, methods, onError);
+      return reply.code(a.status).send(a.body);
+    },
+  );
 }

@@ -24,7 +24,8 @@ function configOptions(p: Platform, port: number): MedullaNodeOptions {
     peers: p.config.medullaPeers,
     autoMine: m.autoMine,
     duty: m.duty,
-    genesisDifficulty: m.genesisDifficulty !== undefined ? Math.max(1, m.genesisDifficulty) : Math.max(1, Math.round((ASSUMED_HASHRATE * p.config.epochIntervalMs) / 1000)),
+    genesisDifficulty:
+      m.genesisDifficulty !== undefined ? Math.max(1, m.genesisDifficulty) : Math.max(1, Math.round((ASSUMED_HASHRATE * p.config.epochIntervalMs) / 1000)),
     intervalMs: p.config.epochIntervalMs,
     pollMs: Math.max(250, p.config.epochIntervalMs),
     paced: m.paced,
@@ -43,9 +44,22 @@ export async function createMedulla(p: Platform, overrides: Partial<MedullaNodeO
   });
   app.get('/health', async () => {
     const info = node?.chain.info();
-    return { ok: !!node, name: 'medulla', node: node?.opts.node, height: info?.height, epoch: info?.epoch, tip: info?.tip, peers: node?.peers.length ?? 0, mining: node?.autoMine ?? false, ts: Date.now() };
+    return {
+      ok: !!node,
+      name: 'medulla',
+      node: node?.opts.node,
+      height: info?.height,
+      epoch: info?.epoch,
+      tip: info?.tip,
+      peers: node?.peers.length ?? 0,
+      mining: node?.autoMine ?? false,
+      ts: Date.now(),
+    };
   });
-  registerRpc(app, medullaMethods(() => node!));
+  registerRpc(
+    app,
+    medullaMethods(() => node!),
+  );
   const bound = await listen(app, 'medulla', p.config.host, port);
   try {
     const base = configOptions(p, port || bound);

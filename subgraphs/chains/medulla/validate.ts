@@ -6,11 +6,22 @@ import { hashHeader, meetsTarget, type Block } from './header.ts';
 import { MAX_DIFFICULTY, nextDifficulty, RETARGET_WINDOW } from './retarget.ts';
 
 export type HeaderErrorCode =
-  | 'malformed' | 'bad-hash' | 'bad-pow' | 'unknown-parent' | 'bad-height' | 'bad-epoch'
-  | 'bad-difficulty' | 'bad-ts' | 'bad-synaptic-root' | 'bad-cross-root';
+  | 'malformed'
+  | 'bad-hash'
+  | 'bad-pow'
+  | 'unknown-parent'
+  | 'bad-height'
+  | 'bad-epoch'
+  | 'bad-difficulty'
+  | 'bad-ts'
+  | 'bad-synaptic-root'
+  | 'bad-cross-root';
 
 export class HeaderError extends Error {
-  constructor(public readonly code: HeaderErrorCode, message: string) {
+  constructor(
+    public readonly code: HeaderErrorCode,
+    message: string,
+  ) {
     super(message);
     this.name = 'HeaderError';
   }
@@ -37,14 +48,26 @@ export function parseBlock(x: unknown): Block {
   for (const f of HASH_FIELDS) {
     if (!isHex(o[f], 32) || (o[f] as string) !== (o[f] as string).toLowerCase()) throw new HeaderError('malformed', `${f} must be 64 lowercase hex`);
   }
-  for (const f of ['height', 'epoch', 'ts', 'tsMs', 'nonce'] as const) if (!uint(o[f])) throw new HeaderError('malformed', `${f} must be a non-negative integer`);
-  if (!uint(o.difficulty, MAX_DIFFICULTY) || (o.difficulty as number) < 1) throw new HeaderError('malformed', `difficulty must be an integer in [1, ${MAX_DIFFICULTY}]`);
+  for (const f of ['height', 'epoch', 'ts', 'tsMs', 'nonce'] as const)
+    if (!uint(o[f])) throw new HeaderError('malformed', `${f} must be a non-negative integer`);
+  if (!uint(o.difficulty, MAX_DIFFICULTY) || (o.difficulty as number) < 1)
+    throw new HeaderError('malformed', `difficulty must be an integer in [1, ${MAX_DIFFICULTY}]`);
   if (o.coherenceEpoch !== null && !uint(o.coherenceEpoch)) throw new HeaderError('malformed', 'coherenceEpoch must be a non-negative integer or null');
   return {
-    blockHash: o.blockHash as string, prevHash: o.prevHash as string, height: o.height as number, epoch: o.epoch as number,
-    difficulty: o.difficulty as number, ts: o.ts as number, tsMs: o.tsMs as number, nonce: o.nonce as number,
-    crossRoot: o.crossRoot as string, evmRoot: o.evmRoot as string, ipfsRoot: o.ipfsRoot as string, sleevesRoot: o.sleevesRoot as string,
-    coherenceEpoch: o.coherenceEpoch as number | null, synapticFieldRoot: o.synapticFieldRoot as string,
+    blockHash: o.blockHash as string,
+    prevHash: o.prevHash as string,
+    height: o.height as number,
+    epoch: o.epoch as number,
+    difficulty: o.difficulty as number,
+    ts: o.ts as number,
+    tsMs: o.tsMs as number,
+    nonce: o.nonce as number,
+    crossRoot: o.crossRoot as string,
+    evmRoot: o.evmRoot as string,
+    ipfsRoot: o.ipfsRoot as string,
+    sleevesRoot: o.sleevesRoot as string,
+    coherenceEpoch: o.coherenceEpoch as number | null,
+    synapticFieldRoot: o.synapticFieldRoot as string,
   };
 }
 
@@ -62,11 +85,13 @@ export function validateBlock(b: Block, view: ChainView, opts: { intervalMs: num
   if (b.tsMs < parent.tsMs) throw new HeaderError('bad-ts', 'timestamp before its parent');
   if (b.tsMs > now + MAX_FUTURE_MS) throw new HeaderError('bad-ts', 'timestamp more than 2 h in the future');
   if (b.ts !== Math.floor(b.tsMs / 1000)) throw new HeaderError('bad-ts', 'ts must be floor(tsMs / 1000)');
-  if (b.synapticFieldRoot !== view.fieldRootAfter(parent.blockHash)) throw new HeaderError('bad-synaptic-root', 'synapticFieldRoot does not match the last 256 block hashes');
+  if (b.synapticFieldRoot !== view.fieldRootAfter(parent.blockHash))
+    throw new HeaderError('bad-synaptic-root', 'synapticFieldRoot does not match the last 256 block hashes');
   if (b.coherenceEpoch === null) {
     if (!isEmptyTuple(b)) throw new HeaderError('bad-cross-root', 'a block without a coherence epoch must carry all-zero roots');
   } else {
     if (b.coherenceEpoch > b.height) throw new HeaderError('bad-cross-root', 'coherence tuple for a future epoch');
-    if (b.crossRoot !== crossRootOf(b.evmRoot, b.ipfsRoot, b.sleevesRoot)) throw new HeaderError('bad-cross-root', 'crossRoot does not recompute from the tuple');
+    if (b.crossRoot !== crossRootOf(b.evmRoot, b.ipfsRoot, b.sleevesRoot))
+      throw new HeaderError('bad-cross-root', 'crossRoot does not recompute from the tuple');
   }
 }

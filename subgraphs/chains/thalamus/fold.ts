@@ -51,11 +51,19 @@ type AnchorRow = NonNullable<Awaited<ReturnType<Platform['db']['prisma']['epochA
 
 function view(r: AnchorRow): Fold {
   return {
-    epoch: r.epoch, crossRoot: r.crossRoot, evmRoot: r.evmRoot, ipfsRoot: r.ipfsRoot, sleevesRoot: r.sleevesRoot, btcRoot: r.btcRoot,
-    gaps: r.gaps, submitted: r.submitted, operator: r.operator, blockHash: r.blockHash, blockHeight: r.blockHeight,
+    epoch: r.epoch,
+    crossRoot: r.crossRoot,
+    evmRoot: r.evmRoot,
+    ipfsRoot: r.ipfsRoot,
+    sleevesRoot: r.sleevesRoot,
+    btcRoot: r.btcRoot,
+    gaps: r.gaps,
+    submitted: r.submitted,
+    operator: r.operator,
+    blockHash: r.blockHash,
+    blockHeight: r.blockHeight,
   };
 }
-
 
 async function read(ctx: FoldContext, epoch: number) {
   const gaps: Gap[] = [];
@@ -82,9 +90,15 @@ export async function submitAnchor(ctx: FoldContext, f: Fold): Promise<boolean> 
   if (f.submitted) return true;
   const t: CoherenceTuple = { epoch: f.epoch, crossRoot: f.crossRoot, evmRoot: f.evmRoot, ipfsRoot: f.ipfsRoot, sleevesRoot: f.sleevesRoot };
   try {
-    await medullaRpc(ctx.medullaUrl, 'submitcoherenceroot', [t.epoch, t.crossRoot, t.evmRoot, t.ipfsRoot, t.sleevesRoot, ctx.operator.pubKey, ctx.operator.signTuple(t)], {
-      timeoutMs: 3000, token: ctx.p.config.internalToken,
-    });
+    await medullaRpc(
+      ctx.medullaUrl,
+      'submitcoherenceroot',
+      [t.epoch, t.crossRoot, t.evmRoot, t.ipfsRoot, t.sleevesRoot, ctx.operator.pubKey, ctx.operator.signTuple(t)],
+      {
+        timeoutMs: 3000,
+        token: ctx.p.config.internalToken,
+      },
+    );
     await ctx.p.db.prisma.epochAnchor.update({ where: { epoch: f.epoch }, data: { submitted: true } });
     f.submitted = true;
     return true;
@@ -110,20 +124,32 @@ export async function foldEpoch(ctx: FoldContext, epoch: number): Promise<Fold> 
       const created = await tx.epochAnchor.create({ data: { epoch, ...roots, gaps, operator: ctx.operator.pubKey, signature } });
       await enqueueChainTx(tx, { kind: 'anchor', ref: `anchor:${epoch}`, payload: { epoch, ...roots }, epoch });
       await recordEvent(tx, {
-        subject: 'cog.thalamus.folded', type: 'thalamus.folded',
-        data: { epoch, ...roots, gaps, leaves: counts, operator: ctx.operator.pubKey }, msgId: `thalamus-folded:${epoch}`,
+        subject: 'cog.thalamus.folded',
+        type: 'thalamus.folded',
+        data: { epoch, ...roots, gaps, leaves: counts, operator: ctx.operator.pubKey },
+        msgId: `thalamus-folded:${epoch}`,
       });
       const foreign = await committedElsewhere(tx, epoch, roots.crossRoot);
       if (foreign) {
-        await openForeignTuple(tx, {
-          epoch, committed: { crossRoot: foreign.crossRoot, blockHash: foreign.hash, height: foreign.height, node: foreign.node },
-          folded: { crossRoot: roots.crossRoot, operator: ctx.operator.pubKey },
-        }, ctx.p.epochs.current(), ctx.p.config.residueExpiryEpochs);
+        await openForeignTuple(
+          tx,
+          {
+            epoch,
+            committed: { crossRoot: foreign.crossRoot, blockHash: foreign.hash, height: foreign.height, node: foreign.node },
+            folded: { crossRoot: roots.crossRoot, operator: ctx.operator.pubKey },
+          },
+          ctx.p.epochs.current(),
+          ctx.p.config.residueExpiryEpochs,
+        );
       }
       if (gaps.includes('ipfs')) {
         await openResidue(tx, {
-          kind: 'shard-loss', trigger: `Hippocampus did not answer the fold of epoch ${epoch}; ipfsRoot folded without its writes`,
-          epoch, evidence: { epoch, gaps, source: 'hippocampus' }, dedupeKey: `shard-loss:thalamus:${epoch}`, expiryEpochs: ctx.p.config.residueExpiryEpochs,
+          kind: 'shard-loss',
+          trigger: `Hippocampus did not answer the fold of epoch ${epoch}; ipfsRoot folded without its writes`,
+          epoch,
+          evidence: { epoch, gaps, source: 'hippocampus' },
+          dedupeKey: `shard-loss:thalamus:${epoch}`,
+          expiryEpochs: ctx.p.config.residueExpiryEpochs,
         });
       }
       return created;
@@ -170,7 +196,8 @@ export async function refoldEvmGaps(ctx: FoldContext, before: number, lookback =
   const out: Refold[] = [];
   try {
     const rows = await db.epochAnchor.findMany({
-      where: { gaps: { has: 'evm' }, epoch: { gte: Math.max(0, before - lookback), lt: before } }, orderBy: { epoch: 'asc' },
+      where: { gaps: { has: 'evm' }, epoch: { gte: Math.max(0, before - lookback), lt: before } },
+      orderBy: { epoch: 'asc' },
     });
     for (const r of rows) {
       if (r.evmRefold !== null) continue;
@@ -194,18 +221,22 @@ export async function refoldEvmGaps(ctx: FoldContext, before: number, lookback =
             trigger: `Cortex did not answer the fold of epoch ${r.epoch}; its re-fold has evmRoot ${evmRoot}, the committed tuple ${r.evmRoot}`,
             epoch: r.epoch,
             evidence: {
-              source: 'cortex', epoch: r.epoch, gaps: r.gaps,
+              source: 'cortex',
+              epoch: r.epoch,
+              gaps: r.gaps,
               committed: { crossRoot: r.crossRoot, evmRoot: r.evmRoot, blockHash: r.blockHash, blockHeight: r.blockHeight },
               canonical: { crossRoot, evmRoot, txs: canonical.length, txHashes: canonical.slice(0, EVIDENCE_TXS) },
             },
-            dedupeKey: `historical-non-canonical:thalamus-evm:${r.epoch}`, expiryEpochs: ctx.p.config.residueExpiryEpochs,
+            dedupeKey: `historical-non-canonical:thalamus-evm:${r.epoch}`,
+            expiryEpochs: ctx.p.config.residueExpiryEpochs,
           });
           residueId = residue.id;
         }
         const value: Refold = { epoch: r.epoch, evmRoot, crossRoot, txs: canonical.length, residueId };
         await tx.epochAnchor.update({ where: { epoch: r.epoch }, data: { evmRefold: { ...value, atEpoch: before } } });
         await recordEvent(tx, {
-          subject: 'cog.thalamus.refolded', type: 'thalamus.refolded',
+          subject: 'cog.thalamus.refolded',
+          type: 'thalamus.refolded',
           data: { ...value, committedCrossRoot: r.crossRoot, committedEvmRoot: r.evmRoot, differs: evmRoot !== r.evmRoot },
           msgId: `thalamus-refolded:${r.epoch}`,
         });
@@ -252,23 +283,29 @@ export async function recheckLateWrites(ctx: FoldContext, before: number, back =
       const ipfsRoot = ipfsRootOf(cids);
       if (ipfsRoot === r.ipfsRoot) continue;
       const crossRoot = crossRootOf(r.evmRoot, ipfsRoot, r.sleevesRoot, r.btcRoot);
-      const { residue, created } = await db.$transaction((tx) => openResidue(tx, {
-        kind: 'historical-non-canonical',
-        trigger: `epoch ${r.epoch} has writes that committed after its fold; they fold to ipfsRoot ${ipfsRoot}, the committed tuple has ${r.ipfsRoot}`,
-        epoch: r.epoch,
-        evidence: {
-          source: 'hippocampus', epoch: r.epoch,
-          committed: { crossRoot: r.crossRoot, ipfsRoot: r.ipfsRoot, blockHash: r.blockHash, blockHeight: r.blockHeight },
-          canonical: { crossRoot, ipfsRoot, writes: cids.length },
-        },
-        dedupeKey: `historical-non-canonical:thalamus-ipfs:${r.epoch}`, expiryEpochs: ctx.p.config.residueExpiryEpochs,
-      }), TX_OPTS);
+      const { residue, created } = await db.$transaction(
+        (tx) =>
+          openResidue(tx, {
+            kind: 'historical-non-canonical',
+            trigger: `epoch ${r.epoch} has writes that committed after its fold; they fold to ipfsRoot ${ipfsRoot}, the committed tuple has ${r.ipfsRoot}`,
+            epoch: r.epoch,
+            evidence: {
+              source: 'hippocampus',
+              epoch: r.epoch,
+              committed: { crossRoot: r.crossRoot, ipfsRoot: r.ipfsRoot, blockHash: r.blockHash, blockHeight: r.blockHeight },
+              canonical: { crossRoot, ipfsRoot, writes: cids.length },
+            },
+            dedupeKey: `historical-non-canonical:thalamus-ipfs:${r.epoch}`,
+            expiryEpochs: ctx.p.config.residueExpiryEpochs,
+          }),
+        TX_OPTS,
+      );
       if (!created) continue;
       ctx.p.log.warn({ epoch: r.epoch, writes: cids.length, residue: residue.id }, 'thalamus: writes committed after the fold of their epoch');
       out.push({ epoch: r.epoch, committedIpfsRoot: r.ipfsRoot, ipfsRoot, writes: cids.length, residueId: residue.id });
     }
   } catch (e) {
-    ctx.p.log.warn({ err: (e as Error).message }, 'thalamus: re-reading recent epochs\' writes failed, will retry');
+    ctx.p.log.warn({ err: (e as Error).message }, "thalamus: re-reading recent epochs' writes failed, will retry");
   }
   return out;
 }

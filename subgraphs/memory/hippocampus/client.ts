@@ -144,6 +144,7 @@ export function httpHippocampus(baseUrls: string | string[], opts: { internalTok
 export function hippocampusClient(p: Platform, opts: { timeoutMs?: number } = {}): HippocampusClient {
   if (p.ports.hippocampus) return p.ports.hippocampus;
   return httpHippocampus([p.config.urls.hippocampus, ...p.config.hippocampusFallbacks], {
-    internalToken: p.config.internalToken, timeoutMs: opts.timeoutMs ?? p.config.hippocampusTimeoutMs,
+    internalToken: p.config.internalToken,
+    timeoutMs: opts.timeoutMs ?? p.config.hippocampusTimeoutMs,
   });
 }

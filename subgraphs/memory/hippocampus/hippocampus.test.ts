@@ -26,8 +26,12 @@ function node(text: string, epoch: number, links: string[] = [], stackId = 'stac
   return { cid: computeCid({ data, links, epoch, stackId }), data, links, epoch, stackId };
 }
 const call = async (method: string, path: string, body?: unknown) => {
-  const res = await fetch(`${svc.url}${path}`, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
-  return { status: res.status, body: await res.json() as Record<string, any> };
+  const res = await fetch(`${svc.url}${path}`, {
+    method,
+    headers: body ? { 'content-type': 'application/json' } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, any> };
 };
 const e = encodeURIComponent;
 
@@ -93,7 +97,11 @@ describe('hippocampus', () => {
     expect(w.body.levels).toBe(4);
     const w2 = await call('POST', '/recall', { root: root.cid, depth: 2, epoch: 20 });
     expect(w2.body).toMatchObject({ gated: [], missing: [], levels: 2 });
-    for (const b of [{ root: root.cid, depth: 0, epoch: 1 }, { root: root.cid, depth: 2, epoch: 21 }, { root: root.cid, depth: 'x', epoch: 1 }]) {
+    for (const b of [
+      { root: root.cid, depth: 0, epoch: 1 },
+      { root: root.cid, depth: 2, epoch: 21 },
+      { root: root.cid, depth: 'x', epoch: 1 },
+    ]) {
       expect((await call('POST', '/recall', b)).status).toBe(400);
     }
     // the HTTP client sees the same walk
@@ -122,9 +130,11 @@ describe('hippocampus', () => {
     const cid = `cog://${createHash('sha256').update(data).digest('hex')}@4`;
     expect(await call('PUT', '/dag', { cid, data, links: [], epoch: 4, stackId: 'stack:ext' })).toMatchObject({ status: 201 });
     const got = await call('GET', `/dag/${e(cid)}?epoch=4`);
-    expect(got).toMatchObject({ status: 200, body: { cid, data, ciphertext: null, links: [], epoch: 4, pinned: false, stackId: 'stack:ext', kind: 'episodic' } });
+    expect(got).toMatchObject({
+      status: 200,
+      body: { cid, data, ciphertext: null, links: [], epoch: 4, pinned: false, stackId: 'stack:ext', kind: 'episodic' },
+    });
     const wrong = await call('PUT', '/dag', { cid, data: data + 'x', links: [], epoch: 4, stackId: 'stack:ext' });
     expect(wrong).toMatchObject({ status: 400, body: { code: 'CID_MISMATCH' } });
   });
-
 });

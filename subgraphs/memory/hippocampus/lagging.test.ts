@@ -34,7 +34,11 @@ function node(text: string, epoch: number) {
   return { cid: computeCid({ data, links: [], epoch, stackId: 'stack:lag' }), data, links: [], epoch, stackId: 'stack:lag' };
 }
 const call = async (method: string, path: string, body?: unknown) => {
-  const res = await fetch(`${svc.url}${path}`, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
+  const res = await fetch(`${svc.url}${path}`, {
+    method,
+    headers: body ? { 'content-type': 'application/json' } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  });
   return { status: res.status, body: (await res.json()) as Record<string, any> };
 };
 

@@ -38,7 +38,11 @@ const replicaUrl = (peer: string, key: string) => `${peer}/replica/${key.split('
  */
 export async function payloadMatches(db: Db, key: string, body: Uint8Array): Promise<boolean> {
   const hash = key.slice(4);
-  const rows = await db.memoryNode.findMany({ where: { cid: { startsWith: `cog://${hash}@` } }, select: { cid: true, stackId: true, epoch: true, links: true }, take: 10 });
+  const rows = await db.memoryNode.findMany({
+    where: { cid: { startsWith: `cog://${hash}@` } },
+    select: { cid: true, stackId: true, epoch: true, links: true },
+    take: 10,
+  });
   if (!rows.length) return false;
   let data: string;
   try {
@@ -46,7 +50,9 @@ export async function payloadMatches(db: Db, key: string, body: Uint8Array): Pro
   } catch {
     return false;
   }
-  return rows.some((r) => computeCid({ data, links: r.links, epoch: r.epoch, stackId: r.stackId }) === r.cid || computeDataCid({ data, epoch: r.epoch }) === r.cid);
+  return rows.some(
+    (r) => computeCid({ data, links: r.links, epoch: r.epoch, stackId: r.stackId }) === r.cid || computeDataCid({ data, epoch: r.epoch }) === r.cid,
+  );
 }
 
 /** The payload from the first peer that holds it in its own store and hashes to its CID, or null. */
@@ -69,18 +75,23 @@ export async function fetchFromPeers(o: PeerOptions, key: string): Promise<Uint8
 
 /** Pushes a payload to every peer; resolves to the number that stored it. */
 export async function pushToPeers(o: PeerOptions, key: string, body: Uint8Array): Promise<number> {
-  const results = await Promise.all(o.peers.map(async (peer) => {
-    try {
-      // The cast: fetch's types, widened by a dev dependency's DOM lib, want an ArrayBuffer-backed view.
-      const res = await fetch(replicaUrl(peer, key), {
-        method: 'PUT', headers: { 'content-type': 'application/octet-stream', ...headers(o.internalToken) }, body: body as Uint8Array<ArrayBuffer>, signal: AbortSignal.timeout(o.timeoutMs ?? 2000),
-      });
-      await res.body?.cancel();
-      return res.ok;
-    } catch {
-      return false;
-    }
-  }));
+  const results = await Promise.all(
+    o.peers.map(async (peer) => {
+      try {
+        // The cast: fetch's types, widened by a dev dependency's DOM lib, want an ArrayBuffer-backed view.
+        const res = await fetch(replicaUrl(peer, key), {
+          method: 'PUT',
+          headers: { 'content-type': 'application/octet-stream', ...headers(o.internalToken) },
+          body: body as Uint8Array<ArrayBuffer>,
+          signal: AbortSignal.timeout(o.timeoutMs ?? 2000),
+        });
+        await res.body?.cancel();
+        return res.ok;
+      } catch {
+        return false;
+      }
+    }),
+  );
   return results.filter(Boolean).length;
 }
 
@@ -107,7 +118,10 @@ export function peeredObjects(local: ObjectStore, o: PeerOptions): ObjectStore {
 export async function replicaRoutes(app: FastifyInstance, opts: { local: ObjectStore; platform: Platform }): Promise<void> {
   app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer', bodyLimit: 1_048_576 }, (_req, body, done) => done(null, body));
   const keyOf = (raw: string) => {
-    const key = raw.split('/').map((s) => decodeURIComponent(s)).join('/');
+    const key = raw
+      .split('/')
+      .map((s) => decodeURIComponent(s))
+      .join('/');
     try {
       assertObjectKey(key);
     } catch {
@@ -130,7 +144,8 @@ export async function replicaRoutes(app: FastifyInstance, opts: { local: ObjectS
     const hash = key.slice(4);
     const known = await opts.platform.db.prisma.memoryNode.count({ where: { cid: { startsWith: `cog://${hash}@` } } });
     if (!known) throw notFound('Memory node', `cog://${hash}`);
-    if (!(await payloadMatches(opts.platform.db.prisma, key, new Uint8Array(body)))) throw new Problem(422, 'PAYLOAD_MISMATCH', 'Payload does not match its CID', `the payload does not hash to cog://${hash}@<epoch> of any known node`);
+    if (!(await payloadMatches(opts.platform.db.prisma, key, new Uint8Array(body))))
+      throw new Problem(422, 'PAYLOAD_MISMATCH', 'Payload does not match its CID', `the payload does not hash to cog://${hash}@<epoch> of any known node`);
     await opts.local.put(key, new Uint8Array(body));
     return reply.code(201).send({ key, stored: true });
   });
@@ -143,10 +158,17 @@ export async function shardLost(p: Platform, key: string): Promise<void> {
   const epoch = p.epochs.current();
   for (const r of rows) {
     if (!parseCid(r.cid)) continue;
-    await p.db.prisma.$transaction((tx) => openResidue(tx, {
-      kind: 'shard-loss', trigger: `known CID ${r.cid} is unreachable on every Hippocampus node`, stackId: r.stackId, epoch,
-      evidence: { cid: r.cid }, dedupeKey: `shard-loss:${r.stackId}:${r.cid}`, expiryEpochs: p.config.residueExpiryEpochs,
-    }));
+    await p.db.prisma.$transaction((tx) =>
+      openResidue(tx, {
+        kind: 'shard-loss',
+        trigger: `known CID ${r.cid} is unreachable on every Hippocampus node`,
+        stackId: r.stackId,
+        epoch,
+        evidence: { cid: r.cid },
+        dedupeKey: `shard-loss:${r.stackId}:${r.cid}`,
+        expiryEpochs: p.config.residueExpiryEpochs,
+      }),
+    );
   }
 }
 
@@ -166,7 +188,9 @@ export function startPinSync(p: Platform, local: ObjectStore, o: PeerOptions, ev
       for (;;) {
         const rows = await p.db.prisma.memoryNode.findMany({
           where: { pinned: true, ...(cursor !== undefined ? { writeSeq: { gt: cursor } } : {}) },
-          select: { cid: true, writeSeq: true }, orderBy: { writeSeq: 'asc' }, take: 500,
+          select: { cid: true, writeSeq: true },
+          orderBy: { writeSeq: 'asc' },
+          take: 500,
         });
         if (!rows.length) break;
         cursor = rows[rows.length - 1]!.writeSeq;

@@ -26,7 +26,20 @@ import { createObjectStore } from '../../../lib/objects/index.ts';
 import type { ObjectStore } from '../../../lib/objects/port.ts';
 import { parseCid, payloadKey } from './cid.ts';
 import { peeredObjects, pushToPeers, replicaRoutes, shardLost, startPinSync, type PeerOptions } from './peers.ts';
-import { MAX_LINKS, MAX_WALK_DEPTH, WRITE_KINDS, checkReaderEpoch, dagStats, dagWritesInEpoch, nodeMeta, pinStored, putNode, readNode, walkDag, type PutNodeInput } from './store.ts';
+import {
+  MAX_LINKS,
+  MAX_WALK_DEPTH,
+  WRITE_KINDS,
+  checkReaderEpoch,
+  dagStats,
+  dagWritesInEpoch,
+  nodeMeta,
+  pinStored,
+  putNode,
+  readNode,
+  walkDag,
+  type PutNodeInput,
+} from './store.ts';
 
 const putSchema = Type.Object({
   cid: Type.String({ maxLength: 200 }),
@@ -151,7 +164,10 @@ export const startHippocampus: ServiceStarter = async (p) => {
     const parsed = parseCid(cid);
     if (!parsed || !peerOpts.peers.length) return;
     const key = payloadKey(parsed.hash);
-    void local.get(key).then((body) => body && pushToPeers(peerOpts, key, body)).catch(() => {});
+    void local
+      .get(key)
+      .then((body) => body && pushToPeers(peerOpts, key, body))
+      .catch(() => {});
   };
   const sync = startPinSync(hp, local, peerOpts, Math.max(2000, p.config.epochIntervalMs));
   const app = createHttp({ name: 'hippocampus', log: p.log, internalToken: p.config.internalToken });

@@ -48,8 +48,7 @@ export interface WalkResult {
 
 type NodeRow = { cid: string; stackId: string; epoch: number; links: string[]; pinned: boolean; writeSeq: bigint };
 
-export const isReadable = (node: { epoch: number; pinned: boolean }, readerEpoch: number) =>
-  node.pinned || Math.abs(readerEpoch - node.epoch) <= GATING_WINDOW;
+export const isReadable = (node: { epoch: number; pinned: boolean }, readerEpoch: number) => node.pinned || Math.abs(readerEpoch - node.epoch) <= GATING_WINDOW;
 
 const gone = (cid: string) => new Problem(410, 'GATED', 'Gone', `node ${cid} is outside the epoch-gating window and not pinned`);
 
@@ -74,14 +73,20 @@ export function validatePut(n: PutNodeInput, currentEpoch: number): { hash: stri
   for (const l of n.links) if (!parseCid(l)) throw badRequest(`link ${JSON.stringify(String(l)).slice(0, 100)} is not a cog:// CID`);
   if (new Set(n.links).size !== n.links.length) throw badRequest('links must not repeat a CID');
   if (n.kind !== undefined && !(WRITE_KINDS as readonly string[]).includes(n.kind)) throw badRequest(`kind must be one of ${WRITE_KINDS.join(', ')}`);
-  if (typeof n.data !== 'string' || n.data.length === 0) throw badRequest('data must be a non-empty string (the encrypted payload; the platform sends the ciphertext object as JSON text)');
+  if (typeof n.data !== 'string' || n.data.length === 0)
+    throw badRequest('data must be a non-empty string (the encrypted payload; the platform sends the ciphertext object as JSON text)');
   // The platform's payloads are ciphertext objects; other clients' payloads are opaque strings.
   const ciphertext = parseCiphertext(n.data);
   const parsed = parseCid(n.cid);
   if (!parsed) throw badRequest('cid must have the form cog://<sha256 hex>@<epoch>');
   if (parsed.epoch !== n.epoch) throw new Problem(400, 'CID_MISMATCH', 'Bad request', `cid names epoch ${parsed.epoch} but the node's epoch is ${n.epoch}`);
   if (computeCid(n) !== n.cid && computeDataCid(n) !== n.cid) {
-    throw new Problem(400, 'CID_MISMATCH', 'Bad request', `cid does not address the content (expected ${computeDataCid(n)} or ${computeCid(n)}; see docs/decisions.md)`);
+    throw new Problem(
+      400,
+      'CID_MISMATCH',
+      'Bad request',
+      `cid does not address the content (expected ${computeDataCid(n)} or ${computeCid(n)}; see docs/decisions.md)`,
+    );
   }
   return { hash: parsed.hash, ciphertext };
 }
@@ -92,10 +97,18 @@ export async function putNode(db: Db | Tx, objects: ObjectStore, n: PutNodeInput
   // Payload first: an index row never points at nothing. Same content, same key: a re-put is harmless.
   await objects.put(payloadKey(hash), new TextEncoder().encode(n.data));
   const { count } = await db.memoryNode.createMany({
-    data: [{
-      cid: n.cid, stackId: n.stackId, epoch: n.epoch, links: n.links, kind: n.kind ?? 'episodic', pinned: n.pinned ?? false,
-      sleeveId: n.sleeveId ?? null, size: Buffer.byteLength(n.data),
-    }],
+    data: [
+      {
+        cid: n.cid,
+        stackId: n.stackId,
+        epoch: n.epoch,
+        links: n.links,
+        kind: n.kind ?? 'episodic',
+        pinned: n.pinned ?? false,
+        sleeveId: n.sleeveId ?? null,
+        size: Buffer.byteLength(n.data),
+      },
+    ],
     skipDuplicates: true,
   });
   if (count === 0 && n.pinned) await db.memoryNode.updateMany({ where: { cid: n.cid, pinned: false }, data: { pinned: true } });
@@ -112,8 +125,14 @@ async function loadPayload(objects: ObjectStore, cid: string): Promise<{ ciphert
 }
 
 const toDagNode = (r: NodeRow, payload: { ciphertext: Sealed | null; data: string }): DagNode => ({
-  cid: r.cid, ciphertext: payload.ciphertext, ...(payload.ciphertext ? {} : { data: payload.data }),
-  links: r.links, epoch: r.epoch, kind: 'episodic', pinned: r.pinned, stackId: r.stackId,
+  cid: r.cid,
+  ciphertext: payload.ciphertext,
+  ...(payload.ciphertext ? {} : { data: payload.data }),
+  links: r.links,
+  epoch: r.epoch,
+  kind: 'episodic',
+  pinned: r.pinned,
+  stackId: r.stackId,
 });
 
 export function checkReaderEpoch(epoch: unknown, currentEpoch: number): number {
@@ -133,7 +152,11 @@ export async function readNode(db: Db | Tx, objects: ObjectStore, cid: string, r
 }
 
 /** Index metadata of a node (links are metadata: never gated) and whether its payload is stored; null when unknown. */
-export async function nodeMeta(db: Db | Tx, objects: ObjectStore, cid: string): Promise<{ cid: string; stackId: string; epoch: number; links: string[]; pinned: boolean; stored: boolean } | null> {
+export async function nodeMeta(
+  db: Db | Tx,
+  objects: ObjectStore,
+  cid: string,
+): Promise<{ cid: string; stackId: string; epoch: number; links: string[]; pinned: boolean; stored: boolean } | null> {
   const parsed = parseCid(cid);
   const row = parsed ? await db.memoryNode.findUnique({ where: { cid } }) : null;
   if (!row) return null;
@@ -182,7 +205,7 @@ export async function walkDag(db: Db | Tx, objects: ObjectStore, root: string, d
     for (const r of rows) {
       if (isReadable(r, readerEpoch)) readable.push(r);
       else out.gated.push(r.cid);
-      for (const l of r.links) if (!seen.has(l)) (seen.add(l), next.push(l));
+      for (const l of r.links) if (!seen.has(l)) seen.add(l), next.push(l);
     }
     level = next;
   }

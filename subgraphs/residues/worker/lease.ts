@@ -15,7 +15,10 @@ export async function acquirePass(p: Platform, pass: string, epoch: number, runn
 
 /** Marks the pass done; only the lease holder can (a runner that lost its lease changes nothing). */
 export async function finishPass(p: Platform, pass: string, epoch: number, runner: string, result: Record<string, unknown>): Promise<boolean> {
-  const done = await p.db.prisma.passRun.updateMany({ where: { pass, epoch, runner, finishedAt: null }, data: { finishedAt: new Date(), result: result as never } });
+  const done = await p.db.prisma.passRun.updateMany({
+    where: { pass, epoch, runner, finishedAt: null },
+    data: { finishedAt: new Date(), result: result as never },
+  });
   return done.count === 1;
 }
 
@@ -28,6 +31,7 @@ export async function failPass(p: Platform, pass: string, epoch: number, runner:
 export async function staleLeases(p: Platform, leaseMs: number, sinceEpoch: number): Promise<Array<{ pass: string; epoch: number }>> {
   return p.db.prisma.passRun.findMany({
     where: { finishedAt: null, startedAt: { lt: new Date(Date.now() - leaseMs) }, epoch: { gte: sinceEpoch } },
-    select: { pass: true, epoch: true }, orderBy: [{ epoch: 'asc' }],
+    select: { pass: true, epoch: true },
+    orderBy: [{ epoch: 'asc' }],
   });
 }

@@ -28,9 +28,20 @@ export async function reconcileBranches(p: Platform, epoch: number): Promise<Rec
     const b = group[0]!;
     const { created } = await openResidueNow(p.db.prisma, {
       kind: 'speculative-divergence',
-      trigger: group.length === 1 ? `sleeve ${b.sleeveId} wrote branch ${b.id} beside the main line` : `sleeve ${b.sleeveId} wrote ${group.length} branches beside the main line`,
-      stackId: b.stackId, sleeveId: b.sleeveId, epoch,
-      evidence: { branchId: b.id, headCid: b.headCid, baseCid: b.baseCid, branches: group.length, branchIds: group.slice(0, EVIDENCE_BRANCHES).map((x) => x.id) },
+      trigger:
+        group.length === 1
+          ? `sleeve ${b.sleeveId} wrote branch ${b.id} beside the main line`
+          : `sleeve ${b.sleeveId} wrote ${group.length} branches beside the main line`,
+      stackId: b.stackId,
+      sleeveId: b.sleeveId,
+      epoch,
+      evidence: {
+        branchId: b.id,
+        headCid: b.headCid,
+        baseCid: b.baseCid,
+        branches: group.length,
+        branchIds: group.slice(0, EVIDENCE_BRANCHES).map((x) => x.id),
+      },
       dedupeKey: `speculative-divergence:${b.id}`,
       expiryEpochs: p.config.residueExpiryEpochs,
     });
@@ -49,7 +60,12 @@ export async function reconcileBranches(p: Platform, epoch: number): Promise<Rec
 
 /** Opens a shard-loss residue for each needlecast shard Hippocampus can no longer serve. */
 export async function detectShardLoss(p: Platform, epoch: number, sagas = 50): Promise<number> {
-  const rows = await p.db.prisma.saga.findMany({ where: { status: 'completed' }, orderBy: { createdAt: 'desc' }, take: sagas, select: { id: true, stackId: true, shards: true } });
+  const rows = await p.db.prisma.saga.findMany({
+    where: { status: 'completed' },
+    orderBy: { createdAt: 'desc' },
+    take: sagas,
+    select: { id: true, stackId: true, shards: true },
+  });
   const hippo = hippocampusClient(p);
   let opened = 0;
   for (const s of rows) {
@@ -57,8 +73,12 @@ export async function detectShardLoss(p: Platform, epoch: number, sagas = 50): P
       const walk = await hippo.walk(cid, 1, epoch);
       if (walk.nodes.some((n) => n.cid === cid)) continue;
       const { created } = await openResidueNow(p.db.prisma, {
-        kind: 'shard-loss', trigger: `shard ${cid} of ${s.id} is unreachable on Hippocampus`, stackId: s.stackId, epoch,
-        evidence: { cid, sagaId: s.id, gated: walk.gated.includes(cid), missing: walk.missing.includes(cid) }, dedupeKey: `shard-loss:${cid}`,
+        kind: 'shard-loss',
+        trigger: `shard ${cid} of ${s.id} is unreachable on Hippocampus`,
+        stackId: s.stackId,
+        epoch,
+        evidence: { cid, sagaId: s.id, gated: walk.gated.includes(cid), missing: walk.missing.includes(cid) },
+        dedupeKey: `shard-loss:${cid}`,
         expiryEpochs: p.config.residueExpiryEpochs,
       });
       if (created) opened++;

@@ -29,11 +29,21 @@ export async function driftChecker(p: Platform, epoch: number): Promise<PassResu
       const drift = s.driftMilli / 1000;
       if (await flagSleeve(tx, s.id)) {
         flagged++;
-        await recordEvent(tx, { subject: `cog.sleeve.flagged.${s.stackId}`, type: 'sleeve.flagged', data: { sleeveId: s.id, stackId: s.stackId, drift, epoch }, msgId: `sleeve-flagged:${s.id}:${epoch}` });
+        await recordEvent(tx, {
+          subject: `cog.sleeve.flagged.${s.stackId}`,
+          type: 'sleeve.flagged',
+          data: { sleeveId: s.id, stackId: s.stackId, drift, epoch },
+          msgId: `sleeve-flagged:${s.id}:${epoch}`,
+        });
       }
       if (s.driftMilli > 2 * max) {
         desynced++;
-        await recordEventOnce(tx, { subject: `cog.sleeve.desynced.${s.stackId}`, type: 'sleeve.desynced', data: { id: s.id, sleeveId: s.id, stackId: s.stackId, drift, epoch }, msgId: `sleeve-desynced:${s.id}:${epoch}` });
+        await recordEventOnce(tx, {
+          subject: `cog.sleeve.desynced.${s.stackId}`,
+          type: 'sleeve.desynced',
+          data: { id: s.id, sleeveId: s.id, stackId: s.stackId, drift, epoch },
+          msgId: `sleeve-desynced:${s.id}:${epoch}`,
+        });
       }
     });
   }
@@ -64,11 +74,18 @@ export async function residueCollector(p: Platform, epoch: number): Promise<Pass
     const since = Math.max(s.syncEpoch, s.spawnEpoch);
     const behind = epoch - since;
     if (behind < STALE_EPOCHS || s.frozen) continue;
-    const { created } = await p.db.prisma.$transaction((tx) => openResidue(tx, {
-      kind: 'stale-ordering', trigger: `sleeve ${s.id} is ${behind} epochs behind (last synced or spawned at epoch ${since}, epoch ${epoch})`,
-      stackId: s.stackId, sleeveId: s.id, epoch, evidence: { sleeveId: s.id, syncEpoch: s.syncEpoch, spawnEpoch: s.spawnEpoch, epoch, behind },
-      dedupeKey: `stale-ordering:${s.id}:${since}`, expiryEpochs: p.config.residueExpiryEpochs,
-    }));
+    const { created } = await p.db.prisma.$transaction((tx) =>
+      openResidue(tx, {
+        kind: 'stale-ordering',
+        trigger: `sleeve ${s.id} is ${behind} epochs behind (last synced or spawned at epoch ${since}, epoch ${epoch})`,
+        stackId: s.stackId,
+        sleeveId: s.id,
+        epoch,
+        evidence: { sleeveId: s.id, syncEpoch: s.syncEpoch, spawnEpoch: s.spawnEpoch, epoch, behind },
+        dedupeKey: `stale-ordering:${s.id}:${since}`,
+        expiryEpochs: p.config.residueExpiryEpochs,
+      }),
+    );
     if (created) stale++;
   }
   const shardLoss = await detectShardLoss(p, epoch);
@@ -99,8 +116,14 @@ export async function sleeveWatchdog(p: Platform, epoch: number): Promise<PassRe
       if (!(await getSleeveRow(tx, s.id)).alive) return;
       await decommissionInTx(tx, epoch, s.id, trigger);
       await openResidue(tx, {
-        kind: 'stale-ordering', trigger, stackId: s.stackId, sleeveId: s.id, epoch,
-        evidence: { sleeveId: s.id, syncEpoch: s.syncEpoch, drift, desync: true }, dedupeKey: `desync:${s.id}`, expiryEpochs: p.config.residueExpiryEpochs,
+        kind: 'stale-ordering',
+        trigger,
+        stackId: s.stackId,
+        sleeveId: s.id,
+        epoch,
+        evidence: { sleeveId: s.id, syncEpoch: s.syncEpoch, drift, desync: true },
+        dedupeKey: `desync:${s.id}`,
+        expiryEpochs: p.config.residueExpiryEpochs,
       });
       decommissioned.push(s.id);
     });

@@ -70,14 +70,16 @@ export function createRunner(p: Platform, opts: RunnerOptions = {}): Runner {
   }
 
   function enqueue(epoch: number): Promise<void> {
-    chain = chain.then(async () => {
-      // Catch up on epochs missed while busy or down, but not further back than catchUpEpochs.
-      const from = last < 0 ? epoch : Math.max(last + 1, epoch - catchUp);
-      for (let e = from; e <= epoch; e++) {
-        await runEpoch(e);
-        last = Math.max(last, e);
-      }
-    }).catch((e) => p.log.error({ err: (e as Error).message }, 'worker: epoch run failed'));
+    chain = chain
+      .then(async () => {
+        // Catch up on epochs missed while busy or down, but not further back than catchUpEpochs.
+        const from = last < 0 ? epoch : Math.max(last + 1, epoch - catchUp);
+        for (let e = from; e <= epoch; e++) {
+          await runEpoch(e);
+          last = Math.max(last, e);
+        }
+      })
+      .catch((e) => p.log.error({ err: (e as Error).message }, 'worker: epoch run failed'));
     return chain;
   }
 

@@ -9,11 +9,17 @@ export function workerStarter(opts: RunnerOptions = {}): ServiceStarter {
     const off = p.epochs.onAdvance((info) => void runner.enqueue(info.epoch));
     void runner.enqueue(p.epochs.current());
     let sweeping = false;
-    const timer = setInterval(() => {
-      if (sweeping) return;
-      sweeping = true;
-      runner.sweep().catch((e) => p.log.warn({ err: (e as Error).message }, 'worker: sweep failed')).finally(() => (sweeping = false));
-    }, Math.max(250, Math.floor((opts.leaseMs ?? 3 * p.config.epochIntervalMs) / 2)));
+    const timer = setInterval(
+      () => {
+        if (sweeping) return;
+        sweeping = true;
+        runner
+          .sweep()
+          .catch((e) => p.log.warn({ err: (e as Error).message }, 'worker: sweep failed'))
+          .finally(() => (sweeping = false));
+      },
+      Math.max(250, Math.floor((opts.leaseMs ?? 3 * p.config.epochIntervalMs) / 2)),
+    );
     timer.unref();
     p.local.set('worker', runner);
     return {
@@ -29,5 +35,4 @@ export function workerStarter(opts: RunnerOptions = {}): ServiceStarter {
 }
 
 /** COG_RUNNER_ID names the runner in its leases (suffixed with the pid: each incarnation is its own holder). */
-export const startWorker: ServiceStarter = (p) =>
-  workerStarter(p.config.runnerId ? { id: `${p.config.runnerId}:${process.pid}` } : {})(p);
+export const startWorker: ServiceStarter = (p) => workerStarter(p.config.runnerId ? { id: `${p.config.runnerId}:${process.pid}` } : {})(p);

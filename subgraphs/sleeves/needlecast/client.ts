@@ -23,7 +23,10 @@ export function routerRequest(b: GatewayNeedlecastRequest): { shape: 'A' | 'B'; 
   const need = shapeB ? ['stackId', 'fromSleeveId', 'toSleeveKind'] : ['from', 'to'];
   const missing = need.filter((k) => (b as Record<string, unknown>)[k] === undefined);
   if (missing.length) {
-    throw badRequest(shapeB ? `Shape B needs ${missing.join(', ')}` : `needlecast needs ${missing.join(', ')}`, missing.map((path) => ({ path, message: 'is required' })));
+    throw badRequest(
+      shapeB ? `Shape B needs ${missing.join(', ')}` : `needlecast needs ${missing.join(', ')}`,
+      missing.map((path) => ({ path, message: 'is required' })),
+    );
   }
   return shapeB
     ? { shape: 'B', body: { from: b.fromSleeveId, to: b.toSleeveKind, stackId: b.stackId, toTickRate: b.toTickRate, sagaId: b.sagaId, shape: 'B' } }
@@ -32,7 +35,11 @@ export function routerRequest(b: GatewayNeedlecastRequest): { shape: 'A' | 'B'; 
 
 /** One call to the router (the internal service client); 5xx and unreachable become 503. Client errors come back as they are. */
 export async function callRouter(p: Platform, method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
-  return internalClient({ name: 'Needlecast Router', baseUrls: p.config.urls.needlecast, token: p.config.internalToken, timeoutMs: 60_000 }).send(method, path, body);
+  return internalClient({ name: 'Needlecast Router', baseUrls: p.config.urls.needlecast, token: p.config.internalToken, timeoutMs: 60_000 }).send(
+    method,
+    path,
+    body,
+  );
 }
 
 /** A router problem+json body as the Problem it was (same status, code and extra members). */

@@ -12,7 +12,16 @@ import { hippocampusClient, PIN_COST_MILLI } from '../../memory/index.ts';
 import { getStackRow } from '../../stacks/index.ts';
 import { MAX_TICK_RATE_MS, MIN_TICK_RATE_MS, SLEEVE_KINDS, requireActiveSleeve, requireSleeveOfStack } from '../sleeves.ts';
 import {
-  InjectedFailure, PREPARE, STEPS, STEP_ALIASES, STEP_NAMES, collectShards, compensate, isClientProblem, routingCostMilli, type StepName,
+  InjectedFailure,
+  PREPARE,
+  STEPS,
+  STEP_ALIASES,
+  STEP_NAMES,
+  collectShards,
+  compensate,
+  isClientProblem,
+  routingCostMilli,
+  type StepName,
 } from './steps.ts';
 import { sagaView, type SagaRow, type SagaView, type StepRecord } from './view.ts';
 
@@ -42,7 +51,8 @@ export interface SagaOptions {
 const inflight = new Map<string, Promise<SagaView>>();
 
 const stepEvent = (saga: SagaRow, step: string, status: string) => ({
-  subject: 'cog.needlecast.step', type: 'needlecast.step',
+  subject: 'cog.needlecast.step',
+  type: 'needlecast.step',
   data: { sagaId: saga.id, stackId: saga.stackId, step, alias: (STEP_ALIASES as Record<string, string | null>)[step] ?? null, status },
   msgId: `needlecast:${saga.id}:${step}:${status}`,
 });
@@ -60,7 +70,9 @@ export async function getSaga(p: Platform, sagaId: string): Promise<SagaView> {
 function parseTickRate(v: unknown): number | null {
   if (v === undefined || v === null) return null;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > MAX_TICK_RATE_MS || (v > 0 && v < MIN_TICK_RATE_MS)) {
-    throw badRequest(`toTickRate must be 0 (event-driven) or an integer from ${MIN_TICK_RATE_MS} to ${MAX_TICK_RATE_MS} ms`, [{ path: 'toTickRate', message: 'is out of range' }]);
+    throw badRequest(`toTickRate must be 0 (event-driven) or an integer from ${MIN_TICK_RATE_MS} to ${MAX_TICK_RATE_MS} ms`, [
+      { path: 'toTickRate', message: 'is out of range' },
+    ]);
   }
   return v;
 }
@@ -110,7 +122,17 @@ export async function runNeedlecast(p: Platform, req: NeedlecastRequest, opts: S
   try {
     await p.db.prisma.$transaction(async (tx) => {
       const row = await tx.saga.create({
-        data: { id, stackId: source.stackId, fromSleeveId: source.id, toSleeveId, toKind, toTickRate, status: 'running', steps: steps as never, shape: req.shape ?? 'A' },
+        data: {
+          id,
+          stackId: source.stackId,
+          fromSleeveId: source.id,
+          toSleeveId,
+          toKind,
+          toTickRate,
+          status: 'running',
+          steps: steps as never,
+          shape: req.shape ?? 'A',
+        },
       });
       await recordEvent(tx, stepEvent(row, 'start', 'running'));
     });
@@ -137,17 +159,23 @@ async function execute(p: Platform, id: string, opts: SagaOptions): Promise<Saga
     try {
       const epoch = p.epochs.current();
       const prep = (await PREPARE[name]?.({ p, saga: row, steps, epoch, fail })) ?? {};
-      row = await p.db.prisma.$transaction(async (tx) => {
-        const cur = await tx.saga.findUniqueOrThrow({ where: { id } });
-        if (cur.status !== 'running' || cur.step !== i) throw conflict(`saga ${id} moved on elsewhere (${cur.status}, step ${cur.step})`, 'SAGA_MOVED');
-        const r = await STEPS[name]({ p, saga: cur, steps, tx, epoch, fail, prep });
-        steps[i] = { ...steps[i]!, status: 'done', at: new Date().toISOString(), data: r.data };
-        const last = i === STEP_NAMES.length - 1;
-        const updated = await tx.saga.update({ where: { id }, data: { ...(r.saga as object), step: i + 1, steps: steps as never, status: last ? 'completed' : 'running' } });
-        await recordEvent(tx, stepEvent(updated, name, 'done'));
-        if (last) await recordEvent(tx, stepEvent(updated, 'saga', 'completed'));
-        return updated;
-      }, { timeout: 30_000, maxWait: 30_000 });
+      row = await p.db.prisma.$transaction(
+        async (tx) => {
+          const cur = await tx.saga.findUniqueOrThrow({ where: { id } });
+          if (cur.status !== 'running' || cur.step !== i) throw conflict(`saga ${id} moved on elsewhere (${cur.status}, step ${cur.step})`, 'SAGA_MOVED');
+          const r = await STEPS[name]({ p, saga: cur, steps, tx, epoch, fail, prep });
+          steps[i] = { ...steps[i]!, status: 'done', at: new Date().toISOString(), data: r.data };
+          const last = i === STEP_NAMES.length - 1;
+          const updated = await tx.saga.update({
+            where: { id },
+            data: { ...(r.saga as object), step: i + 1, steps: steps as never, status: last ? 'completed' : 'running' },
+          });
+          await recordEvent(tx, stepEvent(updated, name, 'done'));
+          if (last) await recordEvent(tx, stepEvent(updated, 'saga', 'completed'));
+          return updated;
+        },
+        { timeout: 30_000, maxWait: 30_000 },
+      );
       opts.afterStep?.(name, id);
       if (opts.stopAfter === name) return sagaView(row);
     } catch (e) {
@@ -166,14 +194,17 @@ async function execute(p: Platform, id: string, opts: SagaOptions): Promise<Saga
 async function compensateSaga(p: Platform, id: string, steps: StepRecord[], error: string): Promise<SagaView> {
   await p.db.prisma.saga.update({ where: { id }, data: { status: 'compensating', error: error.slice(0, 1000), steps: steps as never } });
   try {
-    const row = await p.db.prisma.$transaction(async (tx) => {
-      const cur = await tx.saga.findUniqueOrThrow({ where: { id } });
-      await compensate(p, cur, steps, tx);
-      const undone = steps.map((s) => (s.status === 'done' ? { ...s, status: 'compensated' } : s));
-      const updated = await tx.saga.update({ where: { id }, data: { status: 'compensated', steps: undone as never, routingMilli: 0, memoryMilli: 0 } });
-      await recordEvent(tx, stepEvent(updated, 'saga', 'compensated'));
-      return updated;
-    }, { timeout: 30_000, maxWait: 30_000 });
+    const row = await p.db.prisma.$transaction(
+      async (tx) => {
+        const cur = await tx.saga.findUniqueOrThrow({ where: { id } });
+        await compensate(p, cur, steps, tx);
+        const undone = steps.map((s) => (s.status === 'done' ? { ...s, status: 'compensated' } : s));
+        const updated = await tx.saga.update({ where: { id }, data: { status: 'compensated', steps: undone as never, routingMilli: 0, memoryMilli: 0 } });
+        await recordEvent(tx, stepEvent(updated, 'saga', 'compensated'));
+        return updated;
+      },
+      { timeout: 30_000, maxWait: 30_000 },
+    );
     return sagaView(row);
   } catch (e) {
     p.log.error({ sagaId: id, err: (e as Error).message }, 'needlecast: compensation failed; recoverSagas retries it');
@@ -191,7 +222,9 @@ export async function recoverSagas(p: Platform, opts: SagaOptions = {}): Promise
     if (r.status === 'compensating') {
       view = await compensateSaga(p, r.id, r.steps as unknown as StepRecord[], r.error ?? 'recovered while compensating');
     } else {
-      const run = execute(p, r.id, opts).catch(async () => getSaga(p, r.id)).finally(() => inflight.delete(r.id));
+      const run = execute(p, r.id, opts)
+        .catch(async () => getSaga(p, r.id))
+        .finally(() => inflight.delete(r.id));
       inflight.set(r.id, run);
       view = await run;
     }
@@ -199,4 +232,3 @@ export async function recoverSagas(p: Platform, opts: SagaOptions = {}): Promise
   }
   return out;
 }
-

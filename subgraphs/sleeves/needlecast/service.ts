@@ -13,7 +13,10 @@ import { getSaga, recoverSagas, runNeedlecast, type SagaOptions } from './saga.t
 const idSchema = Type.String({ minLength: 1, maxLength: 256 });
 
 export const routerBodySchema = Type.Object({
-  from: idSchema, to: idSchema, sagaId: Type.Optional(idSchema), stackId: Type.Optional(idSchema),
+  from: idSchema,
+  to: idSchema,
+  sagaId: Type.Optional(idSchema),
+  stackId: Type.Optional(idSchema),
   toTickRate: Type.Optional(Type.Integer({ minimum: 0, maximum: 86_400_000 })),
   shape: Type.Optional(Type.Unsafe<'A' | 'B'>({ type: 'string', enum: ['A', 'B'] })),
 });

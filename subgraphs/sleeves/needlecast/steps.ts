@@ -16,7 +16,12 @@ export const STEP_NAMES = ['freeze', 'shard', 'pin', 'anchor', 'reconstruct', 's
 export type StepName = (typeof STEP_NAMES)[number];
 /** Name set 2 of the spec, step for step (anchor has none). */
 export const STEP_ALIASES: Record<StepName, string | null> = {
-  freeze: 'FREEZE', shard: 'SNAPSHOT and SHARD', pin: 'TRANSMIT', anchor: null, reconstruct: 'REASSEMBLE', settle: 'ACTIVATE',
+  freeze: 'FREEZE',
+  shard: 'SNAPSHOT and SHARD',
+  pin: 'TRANSMIT',
+  anchor: null,
+  reconstruct: 'REASSEMBLE',
+  settle: 'ACTIVATE',
 };
 export const MAX_SHARDS = 8;
 
@@ -60,7 +65,7 @@ export async function collectShards(p: Platform, head: string | null, tx?: Tx): 
     const next: string[] = [];
     for (const m of metas) {
       if (out.length < MAX_SHARDS) out.push(m!.cid);
-      for (const l of m!.links) if (!seen.has(l)) (seen.add(l), next.push(l));
+      for (const l of m!.links) if (!seen.has(l)) seen.add(l), next.push(l);
     }
     level = next;
   }
@@ -69,8 +74,13 @@ export async function collectShards(p: Platform, head: string | null, tx?: Tx): 
 
 export function routeRecord(saga: SagaRow, steps: StepRecord[]) {
   return {
-    sagaId: saga.id, stackId: saga.stackId, from: saga.fromSleeveId, to: saga.toSleeveId ?? saga.toKind,
-    transferRoot: saga.transferRoot, shards: saga.shards, freezeEpoch: data(steps, 'freeze').epoch ?? null,
+    sagaId: saga.id,
+    stackId: saga.stackId,
+    from: saga.fromSleeveId,
+    to: saga.toSleeveId ?? saga.toKind,
+    transferRoot: saga.transferRoot,
+    shards: saga.shards,
+    freezeEpoch: data(steps, 'freeze').epoch ?? null,
   };
 }
 
@@ -127,7 +137,12 @@ export const STEPS: Record<StepName, (c: StepContext) => Promise<StepResult>> = 
     }
     const memoryMilli = BigInt(pinned.length) * PIN_COST_MILLI;
     if (memoryMilli > 0n) {
-      await burn(tx, sleeveAccount(saga.fromSleeveId), [{ token: 'memory', milli: memoryMilli }], { reason: 'needlecast-pin', ref: saga.id, epoch, stackId: saga.stackId });
+      await burn(tx, sleeveAccount(saga.fromSleeveId), [{ token: 'memory', milli: memoryMilli }], {
+        reason: 'needlecast-pin',
+        ref: saga.id,
+        epoch,
+        stackId: saga.stackId,
+      });
     }
     fail();
     return { data: { pinned }, saga: { memoryMilli: Number(memoryMilli) } };
@@ -153,7 +168,12 @@ export const STEPS: Record<StepName, (c: StepContext) => Promise<StepResult>> = 
   async settle({ saga, steps, tx, epoch, fail }) {
     const delta = epoch - Number(data(steps, 'freeze').epoch ?? epoch);
     const milli = routingCostMilli(saga.shards.length, delta);
-    await burn(tx, sleeveAccount(saga.fromSleeveId), [{ token: 'routing', milli: BigInt(milli) }], { reason: 'needlecast', ref: saga.id, epoch, stackId: saga.stackId });
+    await burn(tx, sleeveAccount(saga.fromSleeveId), [{ token: 'routing', milli: BigInt(milli) }], {
+      reason: 'needlecast',
+      ref: saga.id,
+      epoch,
+      stackId: saga.stackId,
+    });
     await decommissionInTx(tx, epoch, saga.fromSleeveId, `needlecast ${saga.id} to ${saga.toSleeveId}`);
     fail();
     return { data: { routing: milli / 1000, deltaEpoch: delta }, saga: { routingMilli: milli, deltaEpoch: delta } };
@@ -163,8 +183,12 @@ export const STEPS: Record<StepName, (c: StepContext) => Promise<StepResult>> = 
 /** Spawned outside the step's transaction (spawnSleeve has its own); found again by hostname. */
 async function spawnTarget(p: Platform, saga: SagaRow): Promise<string> {
   const s = await spawnSleeve(p, {
-    stackId: saga.stackId, embodimentType: saga.toKind, kind: saga.toKind, tickRate: saga.toTickRate ?? undefined,
-    hostname: targetHostname(saga.id), shape: saga.shape === 'B' ? 'B' : 'A',
+    stackId: saga.stackId,
+    embodimentType: saga.toKind,
+    kind: saga.toKind,
+    tickRate: saga.toTickRate ?? undefined,
+    hostname: targetHostname(saga.id),
+    shape: saga.shape === 'B' ? 'B' : 'A',
   });
   return s.id;
 }
@@ -183,18 +207,31 @@ export async function compensate(p: Platform, saga: SagaRow, steps: StepRecord[]
       const retired = await decommissionInTx(tx, epoch, spawnedId, `needlecast ${saga.id} compensated`);
       // Its spawn grant went to the pool on decommission: burn it, so the stack holds what it held.
       const held = (retired.finalTokens ?? {}) as Record<string, number>;
-      const moves = Object.entries(held).filter(([, v]) => Number(v) > 0).map(([token, v]) => ({ token: token as Token, milli: BigInt(Math.round(Number(v) * 1000)) }));
+      const moves = Object.entries(held)
+        .filter(([, v]) => Number(v) > 0)
+        .map(([token, v]) => ({ token: token as Token, milli: BigInt(Math.round(Number(v) * 1000)) }));
       if (moves.length) await burn(tx, poolAccount(saga.stackId), moves, { reason: 'needlecast-retire', ref: saga.id, epoch, stackId: saga.stackId });
     }
   }
   if (done.has('anchor')) {
-    await enqueueChainTx(tx, { kind: 'route', ref: `${saga.id}:abort`, epoch, payload: { sagaId: saga.id, status: 'compensated', routeHash: data(steps, 'anchor').routeHash } });
+    await enqueueChainTx(tx, {
+      kind: 'route',
+      ref: `${saga.id}:abort`,
+      epoch,
+      payload: { sagaId: saga.id, status: 'compensated', routeHash: data(steps, 'anchor').routeHash },
+    });
   }
   const source = await getSleeveRow(tx, saga.fromSleeveId);
   if (done.has('pin') && saga.memoryMilli > 0) {
     // Pins are permanent (spec: Memory node), so the shards stay pinned; the tokens come back.
     const to = source.alive ? sleeveAccount(source.id) : poolAccount(saga.stackId);
-    await mint(tx, to, [{ token: 'memory', milli: BigInt(saga.memoryMilli) }], { reason: 'needlecast-refund', ref: saga.id, epoch, stackId: saga.stackId, from: SYSTEM.burn });
+    await mint(tx, to, [{ token: 'memory', milli: BigInt(saga.memoryMilli) }], {
+      reason: 'needlecast-refund',
+      ref: saga.id,
+      epoch,
+      stackId: saga.stackId,
+      from: SYSTEM.burn,
+    });
   }
   if (done.has('freeze') && source.alive && source.frozen) await unfreezeSleeve(tx, source.id);
 }

@@ -58,5 +58,10 @@ export const shapeA = (v: SagaView) => ({ ok: v.ok, sagaId: v.sagaId, route: v.r
 
 /** Gateway Shape B. */
 export const shapeB = (v: SagaView) => ({
-  saga: v.sagaId, status: v.status, from: v.from, to: v.to, cost: { routing: v.cost.routing }, shardsTransferred: v.status === 'completed' ? v.shards.length : 0,
+  saga: v.sagaId,
+  status: v.status,
+  from: v.from,
+  to: v.to,
+  cost: { routing: v.cost.routing },
+  shardsTransferred: v.status === 'completed' ? v.shards.length : 0,
 });

@@ -106,7 +106,7 @@ describe('sleeve runtime', () => {
     for (const port of ports) await expect(fetch(`http://127.0.0.1:${port}/identity`)).rejects.toThrow();
   });
 
-  it('keeps each sleeve\'s cadence while the rows are re-read (reconcile passes, sleeve events)', async () => {
+  it("keeps each sleeve's cadence while the rows are re-read (reconcile passes, sleeve events)", async () => {
     // Reconciling every 50 ms and a sleeve event every 40 ms: a timer restarted on every re-read
     // would never reach a 300 ms tick.
     rt = await startRuntime(t.p, { reconcileMs: 50 });

@@ -62,12 +62,29 @@ export async function startRuntime(p: Platform, opts: { reconcileMs?: number } =
       if (n.count === 0) return false;
       await upkeep(inst.row);
       counters.ticks++;
-      await p.bus.publish('cog.sleeve.tick', { type: 'sleeve.tick', ts: now.getTime(), ok: true, sleeveId: id, stackId: inst.row.stackId, kind: inst.row.embodimentType });
+      await p.bus.publish('cog.sleeve.tick', {
+        type: 'sleeve.tick',
+        ts: now.getTime(),
+        ok: true,
+        sleeveId: id,
+        stackId: inst.row.stackId,
+        kind: inst.row.embodimentType,
+      });
       return true;
     } catch (e) {
       counters.failures++;
       p.log.warn({ sleeveId: id, err: (e as Error).message }, 'sleeve tick failed; the loop continues');
-      await p.bus.publish('cog.sleeve.tick', { type: 'sleeve.tick', ts: Date.now(), ok: false, sleeveId: id, stackId: inst.row.stackId, kind: inst.row.embodimentType, error: (e as Error).message }).catch(() => {});
+      await p.bus
+        .publish('cog.sleeve.tick', {
+          type: 'sleeve.tick',
+          ts: Date.now(),
+          ok: false,
+          sleeveId: id,
+          stackId: inst.row.stackId,
+          kind: inst.row.embodimentType,
+          error: (e as Error).message,
+        })
+        .catch(() => {});
       return false;
     } finally {
       inst.ticking = false;
@@ -119,26 +136,28 @@ export async function startRuntime(p: Platform, opts: { reconcileMs?: number } =
   // One sync per sleeve at a time, so a burst of events cannot start two servers for one sleeve.
   function sync(id: string): Promise<void> {
     const prev = pending.get(id) ?? Promise.resolve();
-    const next = prev.then(async () => {
-      if (closed) return;
-      const row = await p.db.prisma.sleeve.findUnique({ where: { id } });
-      if (!row || !row.alive) return stop(id);
-      const inst = instances.get(id);
-      if (inst) {
-        // The reconcile pass and every sleeve event re-read the row; only a change to how it ticks
-        // re-arms the timer (from the last tick, so a new rate applies from there), else it keeps its cadence.
-        const before = inst.row;
-        inst.row = row;
-        if (!tickingChanged(before, row)) return;
-        return schedule(inst, row.lastTickAt && !before.frozen ? row.lastTickAt.getTime() : Date.now());
-      }
-      const { server, port } = await identityServer(row);
-      if (closed) return void (await server.close());
-      const updated = await p.db.prisma.sleeve.update({ where: { id }, data: { identityPort: port } });
-      const fresh: Instance = { row: updated, server, port, ticking: false };
-      instances.set(id, fresh);
-      schedule(fresh);
-    }).catch((e) => p.log.warn({ sleeveId: id, err: (e as Error).message }, 'sleeve runtime: sync failed'))
+    const next = prev
+      .then(async () => {
+        if (closed) return;
+        const row = await p.db.prisma.sleeve.findUnique({ where: { id } });
+        if (!row || !row.alive) return stop(id);
+        const inst = instances.get(id);
+        if (inst) {
+          // The reconcile pass and every sleeve event re-read the row; only a change to how it ticks
+          // re-arms the timer (from the last tick, so a new rate applies from there), else it keeps its cadence.
+          const before = inst.row;
+          inst.row = row;
+          if (!tickingChanged(before, row)) return;
+          return schedule(inst, row.lastTickAt && !before.frozen ? row.lastTickAt.getTime() : Date.now());
+        }
+        const { server, port } = await identityServer(row);
+        if (closed) return void (await server.close());
+        const updated = await p.db.prisma.sleeve.update({ where: { id }, data: { identityPort: port } });
+        const fresh: Instance = { row: updated, server, port, ticking: false };
+        instances.set(id, fresh);
+        schedule(fresh);
+      })
+      .catch((e) => p.log.warn({ sleeveId: id, err: (e as Error).message }, 'sleeve runtime: sync failed'))
       .finally(() => {
         if (pending.get(id) === next) pending.delete(id);
       });
@@ -153,13 +172,17 @@ export async function startRuntime(p: Platform, opts: { reconcileMs?: number } =
   }
 
   const subs: Subscription[] = [];
-  subs.push(await p.bus.subscribe({ subjects: ['cog.sleeve.spawned.>', 'cog.sleeve.changed.>', 'cog.sleeve.decommissioned.>'] }, async (d) => {
-    const id = d.data.sleeveId;
-    if (typeof id === 'string') await sync(id);
-  }));
-  subs.push(await p.bus.subscribe({ subjects: ['cog.block.mined'] }, async () => {
-    await Promise.all([...instances.values()].filter((i) => i.row.embodimentType === 'mining').map((i) => tick(i.row.id)));
-  }));
+  subs.push(
+    await p.bus.subscribe({ subjects: ['cog.sleeve.spawned.>', 'cog.sleeve.changed.>', 'cog.sleeve.decommissioned.>'] }, async (d) => {
+      const id = d.data.sleeveId;
+      if (typeof id === 'string') await sync(id);
+    }),
+  );
+  subs.push(
+    await p.bus.subscribe({ subjects: ['cog.block.mined'] }, async () => {
+      await Promise.all([...instances.values()].filter((i) => i.row.embodimentType === 'mining').map((i) => tick(i.row.id)));
+    }),
+  );
   const offEpoch = p.epochs.onAdvance(() => {
     for (const i of instances.values()) if (i.row.embodimentType === 'memory') void tick(i.row.id);
   });

@@ -28,28 +28,68 @@ export function Stacks() {
   const total = page?.total ?? 0;
   return (
     <div className="grid" data-testid="page-stacks">
-      <Card title="Stacks" className="wide" right={<span className="muted" data-testid="stacks-total">{page ? `${total} stack${total === 1 ? '' : 's'}` : '…'}</span>}>
+      <Card
+        title="Stacks"
+        className="wide"
+        right={
+          <span className="muted" data-testid="stacks-total">
+            {page ? `${total} stack${total === 1 ? '' : 's'}` : '…'}
+          </span>
+        }
+      >
         <div className="toolbar">
-          <input type="search" placeholder="Search id, name, kind or token id" value={input} onChange={(e) => setInput(e.target.value)} data-testid="stack-search" aria-label="search stacks" />
-          <button disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>‹ newer</button>
+          <input
+            type="search"
+            placeholder="Search id, name, kind or token id"
+            value={input}
+            onChange={(e) => setInput(e.target.value)}
+            data-testid="stack-search"
+            aria-label="search stacks"
+          />
+          <button disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>
+            ‹ newer
+          </button>
           <span className="muted">{total ? `${offset + 1}–${Math.min(total, offset + PAGE)} of ${total}` : ''}</span>
-          <button disabled={offset + PAGE >= total} onClick={() => setOffset(offset + PAGE)} data-testid="stacks-next">older ›</button>
+          <button disabled={offset + PAGE >= total} onClick={() => setOffset(offset + PAGE)} data-testid="stacks-next">
+            older ›
+          </button>
           {/* No subscription announces new stacks: the list is read again on request. */}
-          <button onClick={() => q.reload()} disabled={q.loading} title="read the list again">refresh</button>
+          <button onClick={() => q.reload()} disabled={q.loading} title="read the list again">
+            refresh
+          </button>
         </div>
         <ErrorBox error={q.error} />
         <table className="list" data-testid="stacks-table">
-          <thead><tr><th>token</th><th>name</th><th>kind</th><th>id</th><th>epoch</th><th>sleeves</th><th>NFT</th><th>created</th></tr></thead>
+          <thead>
+            <tr>
+              <th>token</th>
+              <th>name</th>
+              <th>kind</th>
+              <th>id</th>
+              <th>epoch</th>
+              <th>sleeves</th>
+              <th>NFT</th>
+              <th>created</th>
+            </tr>
+          </thead>
           <tbody>
             {(page?.stacks ?? []).map((s: any) => (
               <tr key={s.id}>
                 <td>#{s.tokenId}</td>
-                <td><a href={href('stacks', s.id)}>{s.name || <span className="muted">(unnamed)</span>}</a></td>
+                <td>
+                  <a href={href('stacks', s.id)}>{s.name || <span className="muted">(unnamed)</span>}</a>
+                </td>
                 <td>{s.kind}</td>
-                <td><Hash value={s.id} n={14} /></td>
+                <td>
+                  <Hash value={s.id} n={14} />
+                </td>
                 <td>{s.epoch}</td>
-                <td>{s.sleeves.filter((x: any) => x.alive).length} / {s.sleeves.length}</td>
-                <td><span className={`pill ${s.chainStatus}`}>{s.chainStatus}</span></td>
+                <td>
+                  {s.sleeves.filter((x: any) => x.alive).length} / {s.sleeves.length}
+                </td>
+                <td>
+                  <span className={`pill ${s.chainStatus}`}>{s.chainStatus}</span>
+                </td>
                 <td className="muted">{new Date(s.createdAt).toLocaleString()}</td>
               </tr>
             ))}
@@ -81,8 +121,14 @@ function CreateStack({ onCreated }: { onCreated: () => void }) {
     <Card title="Create a stack">
       <div className="form">
         <input placeholder="name" value={name} onChange={(e) => setName(e.target.value)} data-testid="create-name" />
-        <select value={kind} onChange={(e) => setKind(e.target.value)}>{['human', 'ai', 'mining', 'memory'].map((k) => <option key={k}>{k}</option>)}</select>
-        <button disabled={!name || a.busy} onClick={create} data-testid="create-stack">Create</button>
+        <select value={kind} onChange={(e) => setKind(e.target.value)}>
+          {['human', 'ai', 'mining', 'memory'].map((k) => (
+            <option key={k}>{k}</option>
+          ))}
+        </select>
+        <button disabled={!name || a.busy} onClick={create} data-testid="create-stack">
+          Create
+        </button>
       </div>
       <ErrorBox error={a.error} />
       {made ? (
