@@ -144,7 +144,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     for (let n = 0; !done() && sleeveId; n++) {
       if (compute < 5 || memory < 5 || sync < 3) await renew();
       const op = n % 4;
-      let res;
+      let res: Awaited<ReturnType<typeof req>>;
       if (op < 2) {
         res = await req('POST', `${g}/v1/sleeves/${sleeveId}/perceive`, { input: `load ${i} ${n} ${Date.now()}` });
         if (res) {

@@ -149,7 +149,7 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
     }
   });
 
-  const internal = opts.internal ?? Object.prototype.hasOwnProperty.call(opts, 'internalToken');
+  const internal = opts.internal ?? Object.hasOwn(opts, 'internalToken');
   if (internal) internalApps.set(app, { token: !!opts.internalToken });
   if (opts.internalToken) {
     // Compared as digests in constant time, so the comparison leaks neither content nor length.

@@ -21,7 +21,7 @@ import { observePlatform } from './metrics.ts';
  * members by augmenting this interface (`declare module '.../lib/platform.ts'`), and assembly fills
  * them (a local Hippocampus in embedded mode, say); the kernel knows none of them.
  */
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+// biome-ignore lint/suspicious/noEmptyInterface: declaration merging: each context's door adds its ports
 export interface Ports {}
 
 export interface Platform {

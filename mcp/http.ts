@@ -53,7 +53,7 @@ export function mountMcp(app: FastifyInstance, p: Platform): { close(): Promise<
   const sessions = new Map<string, Session>();
   const sweep = setInterval(() => {
     const now = Date.now();
-    for (const [id, s] of sessions) if (now - s.lastSeen > SESSION_IDLE_MS) void s.transport.close();
+    for (const s of sessions.values()) if (now - s.lastSeen > SESSION_IDLE_MS) void s.transport.close();
   }, 60_000);
   sweep.unref();
 
@@ -61,7 +61,7 @@ export function mountMcp(app: FastifyInstance, p: Platform): { close(): Promise<
     if (!originAllowed(req))
       return sendProblem(reply, new Problem(403, 'FORBIDDEN_ORIGIN', 'Forbidden', `Origin ${req.headers.origin} may not use ${MCP_PATH}`));
     const sid = req.headers['mcp-session-id'];
-    let session = typeof sid === 'string' ? sessions.get(sid) : undefined;
+    const session = typeof sid === 'string' ? sessions.get(sid) : undefined;
     if (typeof sid === 'string' && !session) return sendProblem(reply, sessionGone());
     if (!session) {
       if (req.method !== 'POST' || !isInitializeRequest(req.body)) return sendProblem(reply, noSession());

@@ -155,7 +155,7 @@ function resourceOf(uri: string): { kind: ResourceKind; vars: Record<string, str
 }
 
 /** Subjects are tokens separated by dots: an id with a dot or wildcard would subscribe to other subjects. */
-const SUBJECT_SAFE = /^[A-Za-z0-9_:\-]+$/;
+const SUBJECT_SAFE = /^[A-Za-z0-9_:-]+$/;
 
 // ---- the server ---------------------------------------------------------------------------------
 

@@ -62,7 +62,10 @@ function main(): void {
     console.log('migrations match schema.prisma');
   } else if (cmd === 'new' && name && /^[a-z0-9_]+$/.test(name)) {
     const sql = pendingSql();
-    if (!sql) return console.log('nothing to migrate');
+    if (!sql) {
+      console.log('nothing to migrate');
+      return;
+    }
     const stamp = new Date()
       .toISOString()
       .replace(/[-:TZ.]/g, '')

@@ -48,7 +48,7 @@ function collectIds(value: unknown, out: Set<string>, key = '', depth = 0): void
 }
 
 /** A GraphQL argument value, with variables substituted, as plain JSON. */
-function valueOf(node: ValueNode, variables: Record<string, unknown>): unknown {
+function valueOfNode(node: ValueNode, variables: Record<string, unknown>): unknown {
   switch (node.kind) {
     case Kind.VARIABLE:
       return variables[node.name.value];
@@ -63,9 +63,9 @@ function valueOf(node: ValueNode, variables: Record<string, unknown>): unknown {
     case Kind.NULL:
       return null;
     case Kind.LIST:
-      return node.values.map((v) => valueOf(v, variables));
+      return node.values.map((v) => valueOfNode(v, variables));
     case Kind.OBJECT:
-      return Object.fromEntries(node.fields.map((f) => [f.name.value, valueOf(f.value, variables)]));
+      return Object.fromEntries(node.fields.map((f) => [f.name.value, valueOfNode(f.value, variables)]));
   }
 }
 
@@ -89,7 +89,7 @@ function graphqlWrite(body: unknown, maxTokens: number): GraphqlWrite | null {
       continue; // Apollo refuses it without executing anything
     }
     const op = getOperationAST(doc, typeof operationName === 'string' ? operationName : undefined);
-    if (!op || op.operation !== 'mutation') continue;
+    if (op?.operation !== 'mutation') continue;
     const vars = variables && typeof variables === 'object' && !Array.isArray(variables) ? (variables as Record<string, unknown>) : {};
     const fragments = new Map(doc.definitions.flatMap((d) => (d.kind === Kind.FRAGMENT_DEFINITION ? [[d.name.value, d.selectionSet] as const] : [])));
     const visit = (set: SelectionSetNode, seen: Set<string>) => {
@@ -97,7 +97,7 @@ function graphqlWrite(body: unknown, maxTokens: number): GraphqlWrite | null {
         if (sel.kind === Kind.FIELD) {
           if (sel.name.value === '__typename') continue;
           out.fields.push(sel.name.value);
-          for (const a of sel.arguments ?? []) collectIds(valueOf(a.value, vars), out.ids, a.name.value);
+          for (const a of sel.arguments ?? []) collectIds(valueOfNode(a.value, vars), out.ids, a.name.value);
         } else if (sel.kind === Kind.INLINE_FRAGMENT) {
           visit(sel.selectionSet, seen);
         } else if (!seen.has(sel.name.value)) {

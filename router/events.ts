@@ -14,7 +14,7 @@ import { badRequest } from '../lib/errors.ts';
 import { watchEmissions, type EmissionWatchHandle } from '../subgraphs/economy/index.ts';
 
 export const MAX_BUFFERED = 1024 * 1024;
-const TOKEN = /^[A-Za-z0-9_:\-]+$/;
+const TOKEN = /^[A-Za-z0-9_:-]+$/;
 
 /**
  * A subject filter as the bus takes it: `cog.` then dot-separated tokens, each a name, `*` (one

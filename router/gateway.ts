@@ -128,7 +128,7 @@ function routerOperation(
   }
   const op = getOperationAST(document, operationName);
   if (op?.operation === 'subscription') return { kind: 'subscription' };
-  if (!op || op.operation !== 'query') return undefined;
+  if (op?.operation !== 'query') return undefined;
   const names = op.selectionSet.selections.map((s) => (s.kind === Kind.FIELD ? s.name.value : ''));
   if (!names.every((n) => n === '__schema' || n === '__type' || n === '__typename') || !names.some((n) => n !== '__typename')) return undefined;
   let variables: unknown = src?.variables;

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { SynapticField } from '../lib/mmr.ts';
 import { generateIdentity, sign, verify } from '../lib/crypto.ts';
 import { genesisBlock } from '../subgraphs/chains/medulla/chain.ts';
-import { encodeHeader, hashHeader, meetsTarget, toBlock, type Block, type BlockHeader } from '../subgraphs/chains/medulla/header.ts';
+import { encodeHeader, meetsTarget, toBlock, type Block, type BlockHeader } from '../subgraphs/chains/medulla/header.ts';
 import { MAX_STEP, nextDifficulty, RETARGET_WINDOW, type RetargetPoint } from '../subgraphs/chains/medulla/retarget.ts';
 import { HeaderError, parseBlock, validateBlock, type ChainView } from '../subgraphs/chains/medulla/validate.ts';
 import { computeRoots, crossRootOf, tupleMessage, ZERO_ROOT } from '../subgraphs/chains/thalamus/coherence.ts';

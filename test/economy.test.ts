@@ -5,7 +5,7 @@ import { generateIdentity } from '../lib/crypto.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
 import { decommissionSleeve, spawnSleeve, spendFromSleeve, syncSleeve } from '../subgraphs/sleeves/sleeves.ts';
 import { claim, ebcFactor, emitEpoch, issuance, stackBalancesB } from '../subgraphs/economy/treasury.ts';
-import { balanceOf, burn, claimableAccount, poolAccount, sleeveAccount, systemBalance, SYSTEM, toMilli, transfer } from '../subgraphs/economy/ledger.ts';
+import { balanceOf, claimableAccount, poolAccount, systemBalance, SYSTEM, toMilli, transfer } from '../subgraphs/economy/ledger.ts';
 import { slashOperator, OPERATOR_BOND, SLASH_AMOUNT, startSlashConsumer } from '../subgraphs/economy/slash.ts';
 import { startTreasury } from '../subgraphs/economy/treasury/service.ts';
 import { perEpochEmission } from './helpers/emission-oracle.ts';

@@ -144,10 +144,6 @@ const FIELDS = [
   '__proto__',
   'id',
 ] as const;
-interface Body {
-  text?: string;
-  type?: string;
-}
 const nested = (depth: number, open: string, close: string) => open.repeat(depth) + close.repeat(depth);
 const bodyText: fc.Arbitrary<string | undefined> = fc.oneof(
   { weight: 6, arbitrary: fc.dictionary(fc.constantFrom(...FIELDS), value, { maxKeys: 6 }).map((o) => JSON.stringify(o)) },
@@ -310,7 +306,6 @@ describe('fuzz: REST', () => {
     const rest = routes.filter((r) => r.url !== '/graphql');
     expect(rest.length).toBeGreaterThan(25);
     for (const route of rest) {
-      const write = route.method !== 'GET';
       await fc.assert(
         fc.asyncProperty(pathFor(route.url), queryFor(route.url), bodyFor(route), contentType, async (path, q, body, type) => {
           const qs = new URLSearchParams(q as Record<string, string>).toString();

@@ -10,7 +10,7 @@ import { parse } from 'yaml';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { randomSecret, seal } from '../lib/crypto.ts';
 import { ConfigError, loadConfig } from '../lib/config.ts';
-import { Problem } from '../lib/errors.ts';
+import type { Problem } from '../lib/errors.ts';
 import type { RunningService } from '../lib/service.ts';
 import { startHippocampus } from '../subgraphs/memory/hippocampus/service.ts';
 import { computeCid } from '../subgraphs/memory/hippocampus/cid.ts';

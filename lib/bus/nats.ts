@@ -10,7 +10,6 @@ import {
   JetStreamApiError,
   RetentionPolicy,
   StorageType,
-  jetstream,
   jetstreamManager,
   type Consumer,
   type ConsumerConfig,

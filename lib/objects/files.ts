@@ -98,7 +98,7 @@ export class FileObjectStore implements ObjectStore {
     const base = slash < 0 ? '' : prefix.slice(0, slash);
     const out: string[] = [];
     const walk = async (rel: string): Promise<void> => {
-      let entries;
+      let entries: import('node:fs').Dirent[];
       try {
         entries = await fs.readdir(path.join(this.root, ...(rel ? rel.split('/') : [])), { withFileTypes: true });
       } catch (err) {

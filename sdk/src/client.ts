@@ -8,7 +8,7 @@ import { Transport, type RetryOptions } from './transport.ts';
 import { resumable, wsClient, type ResumableSubscription, type ResumeOptions, type WebSocketConstructor, type WebSocketLike } from './subscribe.ts';
 import { eventStream, type EventStream } from './events.ts';
 import { restClient, type RestClient } from './rest.ts';
-import { type StackKey } from './sign.ts';
+import type { StackKey } from './sign.ts';
 import * as v from './validate.ts';
 
 type NN<T> = NonNullable<T>;
@@ -51,6 +51,7 @@ export interface Subscriptions {
 }
 export type SubscriptionName = keyof Subscriptions;
 
+// biome-ignore lint/suspicious/noExplicitAny: each entry's typed document node; the map is keyed by name
 const SUBSCRIPTIONS: { [K in SubscriptionName]: { doc: any; vars: (a: Record<string, unknown>) => Record<string, unknown> } } = {
   epochAdvanced: { doc: G.EpochAdvancedDocument, vars: () => ({}) },
   blockMined: { doc: G.BlockMinedDocument, vars: () => ({}) },

@@ -29,7 +29,7 @@ export type RestInput<O> = ([PathParams<O>] extends [never] ? { params?: undefin
   ([QueryParams<O>] extends [never] ? { query?: undefined } : { query?: QueryParams<O> }) &
   ([Body<O>] extends [never] ? { body?: undefined } : undefined extends Body<O> ? { body?: Body<O> } : { body: Body<O> });
 
-type Args<O> = {} extends RestInput<O> ? [input?: RestInput<O>] : [input: RestInput<O>];
+type Args<O> = Record<never, never> extends RestInput<O> ? [input?: RestInput<O>] : [input: RestInput<O>];
 
 export interface RestClient {
   get<P extends PathsFor<'get'>>(path: P, ...a: Args<OpOf<P, 'get'>>): Promise<Success<OpOf<P, 'get'>>>;

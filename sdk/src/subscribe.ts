@@ -13,7 +13,9 @@ export interface WebSocketLike {
   readonly readyState: number;
   send(data: string): void;
   close(code?: number, reason?: string): void;
+  // biome-ignore lint/suspicious/noExplicitAny: message, close and error events each carry their own shape
   addEventListener(type: string, listener: (ev: any) => void): void;
+  // biome-ignore lint/suspicious/noExplicitAny: as above
   removeEventListener?(type: string, listener: (ev: any) => void): void;
 }
 
@@ -46,7 +48,8 @@ export function wsClient(url: string, impl: WebSocketConstructor | undefined, on
     });
   const seen = onSocket;
   const Tracked = seen
-    ? class extends (WS as any) {
+    ? // biome-ignore lint/suspicious/noExplicitAny: the WebSocket class of the runtime (browser or ws), subclassed to count sockets
+      class extends (WS as any) {
         constructor(u: string, p?: string | string[]) {
           super(u, p);
           seen!(this as unknown as WebSocketLike);

@@ -112,7 +112,7 @@ export function subjects(field: string, v: unknown): string[] {
     if (typeof s !== 'string' || s.length > 200) fail(f, 'must be a string of at most 200 characters');
     const tokens = (s as string).split('.');
     const ok =
-      tokens.length >= 2 && tokens[0] === 'cog' && tokens.every((t, j) => /^[A-Za-z0-9_:\-]+$/.test(t) || t === '*' || (t === '>' && j === tokens.length - 1));
+      tokens.length >= 2 && tokens[0] === 'cog' && tokens.every((t, j) => /^[A-Za-z0-9_:-]+$/.test(t) || t === '*' || (t === '>' && j === tokens.length - 1));
     if (!ok) fail(f, 'must be cog. then dot-separated tokens, each a name, * or (last) >, e.g. cog.perceive.*');
   });
   return list as string[];

@@ -1,7 +1,7 @@
 // Economy subgraph resolvers: balances (sum over alive sleeves), emissions, claims and the faucet,
 // through the economy domain (ledger.ts, treasury.ts, faucet.ts) the /v1 routes call.
 import type { GqlContext } from '../../lib/graphql.ts';
-import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
+import { guarded, health, loader } from '../../lib/graphql.ts';
 import { aliveSleeveTotals } from '../sleeves/index.ts';
 import type { TokenAmounts } from './ledger.ts';
 import { claim, claimableOf, emissionsById, issuance, issuanceOf, stackBalancesB, type CoreAmounts, type EmissionEvent } from './treasury.ts';

@@ -53,6 +53,7 @@ export async function slashOperator(p: Platform, input: { operator: string; epoc
       return { operator, epoch, slashed: 0, remaining: fromMilli(await milliOf(tx, account)), duplicate: true };
     }
     const have = await milliOf(tx, account);
+    // biome-ignore lint/complexity/useMathMinMax: bigint milli-units; Math.min takes numbers
     const take = have < toMilli(SLASH_AMOUNT) ? have : toMilli(SLASH_AMOUNT);
     // A zero-amount slash still writes a marker entry pair so a replay stays a duplicate.
     await post(tx, {

@@ -37,7 +37,6 @@ const newestNodes = (ctx: GqlContext, first: number, offset: number) =>
     return stackIds.map((id) => rows.filter((r) => r.stackId === id));
   });
 
-const ref = (__typename: string, key: string, value: string | null | undefined) => (value ? { __typename, [key]: value } : null);
 /** `node` of a result: loaded here (this subgraph owns MemoryNode), batched with every other node. */
 const loadNode = guarded(async (o: { cid: string }, _: unknown, ctx: GqlContext) => {
   const r = await nodeLoader(ctx).load(o.cid);

@@ -18,7 +18,6 @@ import {
   sweep,
   toMilli,
   zeroAmounts,
-  TOKENS,
   type Move,
   type Token,
   type TokenAmounts,

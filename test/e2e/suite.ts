@@ -137,7 +137,7 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
       if (e >= target) return e;
       if (Date.now() - t0 > timeoutMs) throw new Error(`epoch ${e} did not reach ${target} in ${timeoutMs} ms`);
       const m = await http('POST', `${g1()}/v1/mining/block`, undefined, { timeoutMs: 30_000 }).catch(() => undefined);
-      if (!m || m.status !== 200) await sleep(500);
+      if (m?.status !== 200) await sleep(500);
     }
   }
   const totals = async (stackId: string, base = g1()) => (await okJson(getj(base, `/v1/tokens/balances/${enc(stackId)}`))).sleeveTotals;

@@ -220,7 +220,10 @@ export function useAction() {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<Error>();
   const [note, setNote] = useState<string>();
-  const run = async <T,>(f: () => Promise<T>, done?: (r: T) => string | void): Promise<T | undefined> => {
+  const run = async <T,>(
+    f: () => Promise<T>, // biome-ignore lint/suspicious/noConfusingVoidType: a callback may return a note or nothing
+    done?: (r: T) => string | void,
+  ): Promise<T | undefined> => {
     setBusy(true);
     setError(undefined);
     setNote(undefined);

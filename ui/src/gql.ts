@@ -99,7 +99,7 @@ export function live<T extends { cursor: string }>(
         },
         error: (e) => {
           const errs = Array.isArray(e) ? e : null;
-          if (errs && errs.every((x) => x?.extensions?.code !== 'SLOW_CONSUMER')) {
+          if (errs?.every((x) => x?.extensions?.code !== 'SLOW_CONSUMER')) {
             onError?.(new GqlError(errs[0]?.message ?? 'subscription failed', errs[0]?.extensions?.code));
             return;
           }

@@ -42,7 +42,7 @@ function App() {
     [],
   );
   const page = parts[0] ?? '';
-  let body;
+  let body: React.ReactNode;
   if (page === '') body = <Overview />;
   else if (page === 'stacks' && parts[1]) body = <StackPage id={parts[1]} />;
   else if (page === 'stacks') body = <Stacks />;

@@ -94,7 +94,7 @@ export async function ensureSuite(provider: JsonRpcProvider, key: string, file: 
   sent.push(grant.wait(1, 120_000));
   reportProgress('cortex', `waiting for ${sent.length} deploy transactions to be mined`);
   const receipts = (await Promise.all(sent)) as ({ status: number; blockNumber: number } | null)[];
-  if (receipts.some((r) => !r || r.status !== 1)) throw new Error('Cortex suite deployment failed: a deploy transaction reverted');
+  if (receipts.some((r) => r?.status !== 1)) throw new Error('Cortex suite deployment failed: a deploy transaction reverted');
   const tokens = {} as Record<ChainToken, string>;
   const addrs = await Promise.all(CHAIN_TOKENS.map((_, i) => bandwidth.tokenAddress(i) as Promise<string>));
   CHAIN_TOKENS.forEach((t, i) => (tokens[t] = addrs[i]));

@@ -4,7 +4,7 @@
 // marks rows confirmed (or failed on a revert) from receipts and writes the chain side back onto
 // the mirrored record. Because the signed bytes are stored first, a re-send after a crash or a
 // dropped transaction is the same transaction: a row can never land twice.
-import { Transaction, Wallet, keccak256, type JsonRpcProvider } from 'ethers';
+import { Transaction, type Wallet, keccak256, type JsonRpcProvider } from 'ethers';
 import type { Db } from '../../../lib/db/index.ts';
 import type { Logger } from '../../../lib/log.ts';
 import { buildCall, IntentError, type ChainCall } from './calls.ts';

@@ -140,7 +140,7 @@ export async function startRuntime(p: Platform, opts: { reconcileMs?: number } =
       .then(async () => {
         if (closed) return;
         const row = await p.db.prisma.sleeve.findUnique({ where: { id } });
-        if (!row || !row.alive) return stop(id);
+        if (!row?.alive) return stop(id);
         const inst = instances.get(id);
         if (inst) {
           // The reconcile pass and every sleeve event re-read the row; only a change to how it ticks

@@ -47,7 +47,7 @@ export function Keys() {
             style={{ width: 340 }}
             data-testid="key-seed"
           />
-          <button disabled={a.busy || !stackId || !seed} onClick={add} data-testid="key-add">
+          <button type="button" disabled={a.busy || !stackId || !seed} onClick={add} data-testid="key-add">
             Hold key
           </button>
           {a.note ? <span className="note">{a.note}</span> : null}
@@ -56,7 +56,10 @@ export function Keys() {
         <ul className="plain" data-testid="keys">
           {list.map((id) => (
             <li key={id}>
-              <a href={href('stacks', id)}>{id}</a> <button onClick={() => forgetKey(id)}>forget</button>
+              <a href={href('stacks', id)}>{id}</a>{' '}
+              <button type="button" onClick={() => forgetKey(id)}>
+                forget
+              </button>
             </li>
           ))}
           {list.length === 0 ? <li className="muted">no keys held</li> : null}

@@ -110,7 +110,7 @@ export function Memory({ stackId, sleeves, onChange }: { stackId: string; sleeve
 }
 
 function NodeRow({ n, epoch, broken }: { n: Node; epoch: number | null; broken: boolean }) {
-  let state;
+  let state: React.ReactNode;
   if (n.pinned) state = <span className="pill pinned">pinned</span>;
   else if (epoch === null || n.readableUntilEpoch === null) state = <span className="muted">…</span>;
   else if (epoch <= n.readableUntilEpoch)
@@ -186,7 +186,7 @@ function Recall({ stackId, sleeves, onResult, onDone }: { stackId: string; sleev
             </option>
           ))}
         </select>
-        <button disabled={a.busy} onClick={go} data-testid="recall">
+        <button type="button" disabled={a.busy} onClick={go} data-testid="recall">
           Recall
         </button>
       </div>

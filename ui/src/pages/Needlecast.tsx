@@ -72,7 +72,7 @@ function Start({ stackId: initial }: { stackId: string }) {
             <option key={k}>{k}</option>
           ))}
         </select>
-        <button disabled={a.busy || !from} onClick={start} data-testid="nc-start">
+        <button type="button" disabled={a.busy || !from} onClick={start} data-testid="nc-start">
           Needlecast
         </button>
       </div>
@@ -191,8 +191,8 @@ function Saga({ id }: { id: string }) {
       <details>
         <summary>events ({log.length})</summary>
         <ul className="plain">
-          {log.map((l, i) => (
-            <li key={i}>
+          {log.map((l) => (
+            <li key={`${l.at}:${l.step}:${l.status}`}>
               <code>{l.step}</code> {l.status} <span className="muted">{new Date(l.at).toLocaleTimeString()}</span>
             </li>
           ))}

@@ -56,9 +56,10 @@ export function Overview() {
         title="Medulla"
         className="wide"
         right={
+          // biome-ignore lint/a11y/useSemanticElements: a row of chips in a card's header; a fieldset's frame and legend do not belong there
           <span className="chips" role="group" aria-label="blocks shown">
             {SPANS.map((n) => (
-              <button key={n} className={span === n ? 'on' : ''} onClick={() => setSpan(n)}>
+              <button type="button" key={n} className={span === n ? 'on' : ''} onClick={() => setSpan(n)}>
                 last {n}
               </button>
             ))}
@@ -67,19 +68,19 @@ export function Overview() {
       >
         <div className="big-stats">
           <div>
-            <label>epoch</label>
+            <span className="caption">epoch</span>
             <b data-testid="epoch">{live.epoch ?? '…'}</b>
           </div>
           <div>
-            <label>height</label>
+            <span className="caption">height</span>
             <b data-testid="height">{live.height ?? '…'}</b>
           </div>
           <div>
-            <label>tip</label>
+            <span className="caption">tip</span>
             <Hash value={live.tip} n={12} />
           </div>
           <div>
-            <label>mean block interval</label>
+            <span className="caption">mean block interval</span>
             <b>{mean === null ? '—' : `${fmt(mean, 2)} s`}</b>
           </div>
         </div>

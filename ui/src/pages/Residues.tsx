@@ -49,11 +49,11 @@ export function Residues() {
     <div className="grid" data-testid="page-residues">
       <Card title="Residues" className="wide" right={<span className="muted">newest 50 {kind ?? 'of every kind'}, live</span>}>
         <div className="chips">
-          <button className={!kind ? 'on' : ''} onClick={() => setKind(null)}>
+          <button type="button" className={!kind ? 'on' : ''} onClick={() => setKind(null)}>
             all kinds
           </button>
           {KINDS.map((k) => (
-            <button key={k} className={kind === k ? 'on' : ''} onClick={() => setKind(k)}>
+            <button type="button" key={k} className={kind === k ? 'on' : ''} onClick={() => setKind(k)}>
               {k}
             </button>
           ))}
@@ -69,6 +69,7 @@ export function Residues() {
                 .filter((r) => r.status === st || (st === 'open' && r.status === 'detected'))
                 .map((r) => (
                   <button
+                    type="button"
                     key={r.id}
                     className={`residue ${selected === r.id ? 'sel' : ''}`}
                     onClick={() => setSelected(r.id)}
@@ -162,7 +163,7 @@ function ResidueDetail({ r, onDone }: { r: Residue; onDone: () => void }) {
         <div className="form">
           <input placeholder="claimant stack id" value={claimant} onChange={(e) => setClaimant(e.target.value)} style={{ width: 320 }} aria-label="claimant" />
           <textarea value={proof} onChange={(e) => setProof(e.target.value)} rows={3} cols={50} aria-label="proof JSON" />
-          <button disabled={a.busy || !claimant} onClick={claim}>
+          <button type="button" disabled={a.busy || !claimant} onClick={claim}>
             Submit proof
           </button>
           {a.note ? <span className="note">{a.note}</span> : null}

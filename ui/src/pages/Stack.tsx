@@ -91,7 +91,7 @@ export function StackPage({ id }: { id: string }) {
         <div className="cpv" data-testid="cpv">
           {Object.entries(cpv).map(([k, v]) => (
             <div key={k} className="cpv-row">
-              <label>{k.replace('Coeff', '')}</label>
+              <span className="caption">{k.replace('Coeff', '')}</span>
               <div className="bar">
                 <div style={{ width: `${(Number(v) / 2) * 100}%` }} />
               </div>
@@ -228,7 +228,7 @@ function Sleeves({ stack, limits, reload }: { stack: any; limits: { flag: number
             <option key={k}>{k}</option>
           ))}
         </select>
-        <button onClick={spawn} disabled={a.busy} data-testid="spawn">
+        <button type="button" onClick={spawn} disabled={a.busy} data-testid="spawn">
           Spawn sleeve
         </button>
         <ErrorBox error={a.error} />
@@ -270,6 +270,7 @@ function SleeveRow({ v, stackId, limits, reload }: { v: any; stackId: string; li
           <>
             <input placeholder="perceive…" value={text} onChange={(e) => setText(e.target.value)} aria-label="perceive text" />
             <button
+              type="button"
               disabled={!text || a.busy}
               onClick={() =>
                 act('mutation($id: ID!, $t: String!) { perceive(sleeveId: $id, text: $t) { cid epoch } }', { id: v.id, t: text }, (r) => {
@@ -281,12 +282,14 @@ function SleeveRow({ v, stackId, limits, reload }: { v: any; stackId: string; li
               perceive
             </button>
             <button
+              type="button"
               disabled={a.busy}
               onClick={() => act('mutation($id: ID!) { syncSleeve(id: $id) { epoch } }', { id: v.id }, (r) => `synced at epoch ${r.syncSleeve.epoch}`)}
             >
               sync
             </button>
             <button
+              type="button"
               disabled={a.busy}
               className="danger"
               onClick={() => confirm(`Decommission ${v.id}?`) && act('mutation($id: ID!) { decommissionSleeve(id: $id) { id } }', { id: v.id })}
@@ -307,6 +310,7 @@ function StackActions({ stack, reload }: { stack: any; reload: () => void }) {
   return (
     <div className="form">
       <button
+        type="button"
         disabled={a.busy}
         onClick={() =>
           a.run(
@@ -322,6 +326,7 @@ function StackActions({ stack, reload }: { stack: any; reload: () => void }) {
         Faucet drip
       </button>
       <button
+        type="button"
         disabled={a.busy}
         onClick={() =>
           a.run(

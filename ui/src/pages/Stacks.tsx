@@ -46,15 +46,15 @@ export function Stacks() {
             data-testid="stack-search"
             aria-label="search stacks"
           />
-          <button disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>
+          <button type="button" disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>
             ‹ newer
           </button>
           <span className="muted">{total ? `${offset + 1}–${Math.min(total, offset + PAGE)} of ${total}` : ''}</span>
-          <button disabled={offset + PAGE >= total} onClick={() => setOffset(offset + PAGE)} data-testid="stacks-next">
+          <button type="button" disabled={offset + PAGE >= total} onClick={() => setOffset(offset + PAGE)} data-testid="stacks-next">
             older ›
           </button>
           {/* No subscription announces new stacks: the list is read again on request. */}
-          <button onClick={() => q.reload()} disabled={q.loading} title="read the list again">
+          <button type="button" onClick={() => q.reload()} disabled={q.loading} title="read the list again">
             refresh
           </button>
         </div>
@@ -126,7 +126,7 @@ function CreateStack({ onCreated }: { onCreated: () => void }) {
             <option key={k}>{k}</option>
           ))}
         </select>
-        <button disabled={!name || a.busy} onClick={create} data-testid="create-stack">
+        <button type="button" disabled={!name || a.busy} onClick={create} data-testid="create-stack">
           Create
         </button>
       </div>
