@@ -4,7 +4,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Platform } from '../lib/platform.ts';
-import { perceive, pinNode, recall, remember, type RecallResult } from '../flows/memory.ts';
+import { perceive, pinNode, remember } from '../flows/memory.ts';
+import { recall, type RecallResult } from '../flows/recall.ts';
 import { IdParams, PerceiveBody, PerceiveSleeveBody, PinBody, RecallBody, RecallQuery, RememberBody } from './schemas.ts';
 
 export const recallShapeA = (r: RecallResult) => ({ fragments: r.fragments.map((f) => f.node), broken: r.broken, fidelity: r.fidelity });

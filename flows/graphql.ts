@@ -3,7 +3,8 @@
 // never reach above it.
 import { guarded, loader, type GqlContext } from '../lib/graphql.ts';
 import type { StackAnchor } from '../subgraphs/chains/index.ts';
-import { perceive, recall, remember } from './memory.ts';
+import { perceive, remember } from './memory.ts';
+import { recall } from './recall.ts';
 import { anchorsOfStacks } from './stack-reads.ts';
 
 const ref = (__typename: string, key: string, value: string | null | undefined) => (value ? { __typename, [key]: value } : null);

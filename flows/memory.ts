@@ -1,37 +1,27 @@
-// The memory write and read paths, above the contexts they span. A write (perceive, remember) is
-// one transaction over four contexts: the stack's lock and head (stacks), the sleeve's spend and
-// drift (sleeves, through the economy's ledger), the sealed node and its shadow branch (memory),
-// and the events; so the burn, the node, the head move and the drift commit together or not at
-// all. Recall walks from the head (memory), then pays for it (sleeves) and opens the low-fidelity
-// residue (residues) in one transaction.
+// The memory write path, above the contexts it spans. A write (perceive, remember) is one
+// transaction over four contexts: the stack's lock and head (stacks), the sleeve's spend and drift
+// (sleeves, through the economy's ledger), the sealed node and its shadow branch (memory), and the
+// events; so the burn, the node, the head move and the drift commit together or not at all. The
+// read path (recall) is in flows/recall.ts.
 //
 // Concurrency: every write locks the stack row (SELECT ... FOR UPDATE) for its whole transaction, so
 // the head is read, linked and moved by one writer at a time: no node is lost or linked twice.
 import type { Platform } from '../lib/platform.ts';
 import { badRequest, conflict, notFound } from '../lib/errors.ts';
 import { recordEvent } from '../lib/events.ts';
-import { balanceOf, sleeveAccount } from '../subgraphs/economy/index.ts';
 import {
-  checkDepth,
   checkText,
   hippocampusClient,
-  reconstruct,
   recordShadowBranch,
   sealNode,
   writeEpoch,
   PERCEIVE_COST_MILLI,
   PERCEIVE_DRIFT_MILLI,
   PIN_COST_MILLI,
-  RECALL_DRIFT_MILLI,
-  RECALL_LEVEL_COST_MILLI,
-  type ReconstructResult,
 } from '../subgraphs/memory/index.ts';
-import { openResidue } from '../subgraphs/residues/index.ts';
 import {
-  recordSleeveRead,
   recordSleeveWrite,
   requireActiveSleeve,
-  requireKeyLease,
   requireSleeveOfStack,
   richestMemorySleeve,
   spendFromSleeve,
@@ -135,81 +125,4 @@ export async function pinNode(p: Platform, cid: string, payer: string): Promise<
     await hippo.pin(cid, tx);
     return { cid, pinned: true as const, cost: { memory: Number(PIN_COST_MILLI) / 1000 } };
   }, TX);
-}
-
-export interface RecallInput {
-  stackId: string;
-  sleeveId?: string;
-  depth: unknown;
-  memoryToken?: unknown;
-}
-
-export interface RecallResult extends ReconstructResult {
-  stackId: string;
-  sleeveId: string | null;
-  effectiveDepth: number;
-  cost: { memory: number };
-  residueId: string | null;
-}
-
-/**
- * Recall: effective depth = min(depth, memoryToken, the payer's memory balance); 1 memory per level
- * walked, drift +0.1 on the payer; fidelity below the minimum opens a historical-non-canonical residue.
- */
-export async function recall(p: Platform, input: RecallInput): Promise<RecallResult> {
-  const depth = checkDepth(input.depth);
-  if (input.memoryToken !== undefined && (typeof input.memoryToken !== 'number' || !Number.isFinite(input.memoryToken) || input.memoryToken < 0)) {
-    throw badRequest('memoryToken must be a non-negative number', [{ path: 'memoryToken', message: 'is invalid' }]);
-  }
-  const stack = await getStackRow(p.db.prisma, input.stackId);
-  let payer: SleeveRow | null;
-  if (input.sleeveId !== undefined) {
-    payer = await requireActiveSleeve(p.db.prisma, input.sleeveId);
-    requireSleeveOfStack(payer, stack.id);
-    await requireKeyLease(p.db.prisma, payer.id);
-  } else {
-    payer = await richestMemorySleeve(p.db.prisma, stack.id);
-  }
-  const epoch = p.epochs.current();
-  const empty = {
-    stackId: stack.id,
-    sleeveId: payer?.id ?? null,
-    head: stack.episodicHead,
-    fragments: [],
-    broken: [],
-    fidelity: 1,
-    levels: 0,
-    effectiveDepth: 0,
-    cost: { memory: 0 },
-    residueId: null,
-  };
-  if (!payer) return empty;
-  const balance = Math.floor((await balanceOf(p.db.prisma, sleeveAccount(payer.id))).memory);
-  const effectiveDepth = Math.max(0, Math.min(depth, input.memoryToken === undefined ? Infinity : Math.floor(input.memoryToken as number), balance));
-  const result = effectiveDepth > 0 ? await reconstruct(p, stack, effectiveDepth, epoch) : { ...empty };
-  const payerId = payer.id;
-  const residueId = await p.db.prisma.$transaction(async (tx) => {
-    const reader = await requireActiveSleeve(tx, payerId);
-    if (result.levels > 0) {
-      await spendFromSleeve(tx, reader, [{ token: 'memory', milli: BigInt(result.levels) * RECALL_LEVEL_COST_MILLI }], {
-        reason: 'recall',
-        ref: payerId,
-        epoch,
-      });
-    }
-    await recordSleeveRead(tx, payerId, result.head, RECALL_DRIFT_MILLI);
-    if (result.fidelity >= p.config.fidelityMin) return null;
-    const { residue } = await openResidue(tx, {
-      kind: 'historical-non-canonical',
-      trigger: `recall fidelity ${result.fidelity.toFixed(3)} below ${p.config.fidelityMin}`,
-      stackId: stack.id,
-      sleeveId: payerId,
-      epoch,
-      evidence: { head: result.head, fidelity: result.fidelity, depth: effectiveDepth, broken: result.broken.slice(0, 64), ok: result.fragments.length },
-      dedupeKey: `historical-non-canonical:${stack.id}:${result.head}:${epoch}`,
-      expiryEpochs: p.config.residueExpiryEpochs,
-    });
-    return residue.id;
-  }, TX);
-  return { ...result, stackId: stack.id, sleeveId: payerId, effectiveDepth, cost: { memory: result.levels }, residueId };
 }

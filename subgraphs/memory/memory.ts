@@ -1,7 +1,8 @@
 // Memory: the sealed nodes a write adds to the Hippocampus DAG, the recall walk that decrypts them,
 // and shadow branches. Keys: epochKey(masterSecret, stackId, epoch) per node epoch, derived only
 // here (the Hippocampus never sees a key or plaintext). The write and read paths that span the
-// contexts (perceive, remember, pin, recall) are composed above them, in flows/memory.ts.
+// contexts are composed above them: perceive, remember and pin in flows/memory.ts, recall in
+// flows/recall.ts.
 // Shadow mode: when the head was last moved in this epoch by another co-resident sleeve, and the
 // writer has not seen that head, the write is recorded as a MemoryBranch (base = the head the
 // writer last saw); the node still links to the current head so everything stays reachable, and
