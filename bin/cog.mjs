@@ -56,6 +56,23 @@ if (args[0] === 'generate' || args[0] === 'start' || (args[0] === 'service' && a
 if (args[0] === 'generate') process.exit(0);
 const { register } = await import('tsx/esm/api');
 register();
+// Tracing must hook the modules before they load: the ESM hook for pg (imported by Prisma's
+// adapter), then the provider and instrumentations (lib/tracing.ts), then the platform.
+if (process.env.OTEL_EXPORTER_OTLP_ENDPOINT && (args[0] === 'start' || args[0] === 'service')) {
+  const { register: registerHook } = await import('node:module');
+  registerHook('@opentelemetry/instrumentation/hook.mjs', pathToFileURL(path.join(root, 'package.json')), { data: { include: ['pg', 'pg-pool'] } });
+  const { loadConfig } = await import(pathToFileURL(path.join(root, 'lib', 'config.ts')).href);
+  let otel;
+  try {
+    otel = loadConfig().otel;
+  } catch {
+    // a bad variable: the CLI reports it when it loads the config
+  }
+  if (otel) {
+    const { startTracing } = await import(pathToFileURL(path.join(root, 'lib', 'tracing.ts')).href);
+    await startTracing({ endpoint: otel.endpoint, serviceName: otel.serviceName ?? (args[0] === 'service' ? `cog-${args[1]}` : 'cog') });
+  }
+}
 // Client commands (built on the SDK) load without the platform's own modules: a quick start.
 const CLIENT = new Set(['stack', 'sleeve', 'perceive', 'remember', 'recall', 'needlecast', 'faucet', 'watch', 'status']);
 if (CLIENT.has(args[0])) {

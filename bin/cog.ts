@@ -12,6 +12,7 @@ import { loadConfig, ConfigError, type Config } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
 import { openPlatform, closePlatform, type Platform } from '../lib/platform.ts';
 import { startEventRelay } from '../lib/events.ts';
+import { stopTracing } from '../lib/tracing.ts';
 import type { RunningService } from '../lib/service.ts';
 import { SERVICES } from './services.ts';
 import { createHttp, listen } from '../lib/http.ts';
@@ -122,6 +123,7 @@ async function run(names: string[], banner: boolean): Promise<void> {
     await relay.close();
     await closePlatform(platform);
     unlock();
+    await stopTracing();
     process.exit(code);
   };
   process.once('SIGINT', () => void stop(0));

@@ -173,6 +173,8 @@ export interface Config {
   /** Identical concurrent subgraph queries share one fetch (router/coalesce.ts). */
   graphqlCoalesce: boolean;
   graphqlLimits: { maxDepth: number; maxAliases: number; maxRootFields: number; maxTokens: number; maxCost: number };
+  /** OTEL_EXPORTER_OTLP_ENDPOINT: where OTLP/HTTP traces go (`<url>/v1/traces`); unset, tracing is off. OTEL_SERVICE_NAME overrides `cog`/`cog-<service>`. */
+  otel?: { endpoint: string; serviceName?: string };
   /** COG_METRICS_CACHE_MS: how long a scrape's database read (outbox depths, sagas, residues) is reused. */
   metricsCacheMs: number;
   /** COG_OPS_PORT: a process whose services have no HTTP endpoint (worker, sleeve runtime, Cortex) serves /metrics, /healthz, /readyz here. */
@@ -293,6 +295,12 @@ export function loadConfig(env: Env = process.env): Config {
       maxTokens: int(env, 'COG_GRAPHQL_MAX_TOKENS', 5000, 10, 1_000_000),
       maxCost: int(env, 'COG_GRAPHQL_MAX_COST', 20_000, 1, 1e9),
     },
+    otel: env.OTEL_EXPORTER_OTLP_ENDPOINT
+      ? {
+          endpoint: url(env, 'OTEL_EXPORTER_OTLP_ENDPOINT')!,
+          serviceName: env.OTEL_SERVICE_NAME ? name(env, 'OTEL_SERVICE_NAME', '', /^[A-Za-z0-9_.:-]{1,64}$/) : undefined,
+        }
+      : undefined,
     metricsCacheMs: int(env, 'COG_METRICS_CACHE_MS', 1000, 0, 60_000),
     opsPort: env.COG_OPS_PORT ? int(env, 'COG_OPS_PORT', 0, 0, 65535) : undefined,
     readyTipAgeMs: 0,

@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Tx } from './db/index.ts';
 import type { Platform } from './platform.ts';
+import { currentTraceparent, inSpan, SpanKind, untraced } from './tracing.ts';
 
 export interface EventRecord {
   subject: string;
@@ -13,7 +14,13 @@ export interface EventRecord {
   msgId?: string;
 }
 
-const outboxRow = (ev: EventRecord) => ({ subject: ev.subject, msgId: ev.msgId ?? randomUUID(), data: { type: ev.type, ts: Date.now(), ...ev.data } as never });
+const outboxRow = (ev: EventRecord) => ({
+  subject: ev.subject,
+  msgId: ev.msgId ?? randomUUID(),
+  data: { type: ev.type, ts: Date.now(), ...ev.data } as never,
+  // The writer's trace continues at the relay's publish (null when tracing is off).
+  traceparent: currentTraceparent() ?? null,
+});
 
 /** Writes the event in the caller's transaction. Payloads must never carry secrets. */
 export async function recordEvent(tx: Tx, ev: EventRecord): Promise<void> {
@@ -34,6 +41,9 @@ export async function recordEventOnce(tx: Tx, ev: EventRecord & { msgId: string 
 
 let relayNudge: (() => void) | undefined;
 
+/** `cog.perceive.stack:…` -> `cog.perceive`: a span name without ids. */
+export const subjectKind = (subject: string): string => subject.split('.').slice(0, 2).join('.');
+
 /** Publishes outbox rows in order; nudged after each recordEvent, and polls as a fallback. */
 export function startEventRelay(p: Platform, opts: { pollMs?: number } = {}): { close(): Promise<void>; flush(): Promise<void> } {
   let running: Promise<void> | null = null;
@@ -48,7 +58,19 @@ export function startEventRelay(p: Platform, opts: { pollMs?: number } = {}): { 
       const sent: bigint[] = [];
       try {
         for (const row of rows) {
-          await p.bus.publish(row.subject, row.data as Record<string, unknown>, { msgId: row.msgId });
+          const publish = () =>
+            p.bus.publish(row.subject, row.data as Record<string, unknown>, { msgId: row.msgId, traceparent: row.traceparent ?? undefined });
+          await (row.traceparent
+            ? inSpan(
+                `publish ${subjectKind(row.subject)}`,
+                {
+                  kind: SpanKind.PRODUCER,
+                  traceparent: row.traceparent,
+                  attributes: { 'messaging.system': 'cog-bus', 'messaging.destination.name': subjectKind(row.subject) },
+                },
+                publish,
+              )
+            : publish());
           sent.push(row.id);
         }
       } finally {
@@ -77,7 +99,9 @@ export function startEventRelay(p: Platform, opts: { pollMs?: number } = {}): { 
     });
     return running;
   };
-  relayNudge = () => void setImmediate(kick);
+  // The relay is nudged from inside writers' transactions; it runs in no trace of theirs (each
+  // row's publish joins the trace that wrote it).
+  relayNudge = () => void untraced(() => setImmediate(kick));
   const timer = setInterval(kick, opts.pollMs ?? 500);
   timer.unref();
   void kick();

@@ -1,5 +1,6 @@
 // What both bus adapters share: defaults, validation of subjects and options, and the handler
 // runner (auto-ack, errors as nak), so the two behave the same.
+import { inSpan, SpanKind } from '../tracing.ts';
 import type { BusEvent, Delivery, SubscribeOptions } from './port.ts';
 
 export const DEFAULT_ACK_WAIT_MS = 30_000;
@@ -125,7 +126,20 @@ export async function runHandler(
   consumer: string,
 ): Promise<void> {
   try {
-    await handler(d.delivery);
+    // A message published in a trace is handled in a consumer span of that trace.
+    const tp = d.delivery.traceparent;
+    if (tp) {
+      const kind = d.delivery.subject.split('.').slice(0, 2).join('.');
+      await inSpan(
+        `process ${kind}`,
+        {
+          kind: SpanKind.CONSUMER,
+          traceparent: tp,
+          attributes: { 'messaging.system': 'cog-bus', 'messaging.consumer.group.name': consumer, 'messaging.destination.name': kind },
+        },
+        () => handler(d.delivery),
+      );
+    } else await handler(d.delivery);
     if (autoAck && !d.settled()) d.delivery.ack();
   } catch (err) {
     if (!d.settled()) d.delivery.nak(errorBackoffMs(d.delivery.deliveryCount));

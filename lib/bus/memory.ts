@@ -36,6 +36,8 @@ interface Stored {
   ts: number;
   /** Kept serialised so every delivery gets its own copy, as over the wire. */
   json: string;
+  /** The publish's traceparent (a message header over NATS). */
+  tp?: string;
 }
 
 /** Bounded log: exact retention with O(1) amortised trimming. */
@@ -51,8 +53,8 @@ class Log {
     return first ? first.seq : this.lastSeq + 1;
   }
 
-  append(subject: string, json: string): Stored {
-    const m: Stored = { seq: ++this.lastSeq, subject, ts: Date.now(), json };
+  append(subject: string, json: string, tp?: string): Stored {
+    const m: Stored = { seq: ++this.lastSeq, subject, ts: Date.now(), json, ...(tp ? { tp } : {}) };
     this.items.push(m);
     while (this.items.length - this.head > this.max) this.items[this.head++] = undefined;
     if (this.head > 1024 && this.head * 2 > this.items.length) {
@@ -64,7 +66,7 @@ class Log {
 
   /** Puts back a message loaded from the journal (in sequence order). */
   restore(m: Stored): void {
-    this.items.push({ seq: m.seq, subject: m.subject, ts: m.ts, json: m.json });
+    this.items.push({ seq: m.seq, subject: m.subject, ts: m.ts, json: m.json, ...(m.tp ? { tp: m.tp } : {}) });
     this.lastSeq = m.seq;
     while (this.items.length - this.head > this.max) this.items[this.head++] = undefined;
   }
@@ -202,7 +204,7 @@ class Worker implements Subscription {
         continue;
       }
       const { m, count } = item;
-      const event: BusEvent = { subject: m.subject, seq: m.seq, ts: m.ts, data: JSON.parse(m.json) };
+      const event: BusEvent = { subject: m.subject, seq: m.seq, ts: m.ts, data: JSON.parse(m.json), ...(m.tp ? { traceparent: m.tp } : {}) };
       const d = makeDelivery(
         event,
         count,
@@ -334,7 +336,7 @@ export class MemoryBus implements Bus {
     this.journal.savePositions(this.positions);
   }
 
-  async publish(subject: string, data: Record<string, unknown>, opts?: { msgId?: string }): Promise<PublishResult> {
+  async publish(subject: string, data: Record<string, unknown>, opts?: { msgId?: string; traceparent?: string }): Promise<PublishResult> {
     if (this.closed) throw new Error('bus is closed');
     assertPublishSubject(subject);
     assertData(data);
@@ -349,7 +351,7 @@ export class MemoryBus implements Bus {
       const s = this.seen.get(msgId);
       if (s) return { seq: s.seq, duplicate: true };
     }
-    const m = this.log.append(subject, json);
+    const m = this.log.append(subject, json, opts?.traceparent);
     this.journal?.append(m, msgId);
     if (msgId) this.seen.set(msgId, { seq: m.seq, at: now });
     for (const c of this.active) c.wake();

@@ -1,7 +1,7 @@
 // The bus over NATS JetStream: one stream holding `<prefix>.>`, publishes with Nats-Msg-Id for
 // de-duplication, pull consumers with explicit acks for every subscription (durable or ephemeral),
 // so ack/nak/ackWait/maxInFlight mean the same as in the memory adapter.
-import { connect, nanos, errors as natsErrors, type NatsConnection } from '@nats-io/transport-node';
+import { connect, headers as natsHeaders, nanos, errors as natsErrors, type NatsConnection } from '@nats-io/transport-node';
 import {
   AckPolicy,
   DeliverPolicy,
@@ -22,6 +22,13 @@ import {
 import type { Bus, Delivery, PublishResult, SubscribeOptions, Subscription } from './port.ts';
 import { subjectMatches } from './port.ts';
 import { unavailable } from '../errors.ts';
+
+/** The trace context travels as a message header, as W3C trace-context does over HTTP. */
+function traceHeaders(traceparent: string) {
+  const h = natsHeaders();
+  h.set('traceparent', traceparent);
+  return h;
+}
 import {
   DEFAULT_DUPLICATE_WINDOW_MS,
   type HandlerErrorReporter,
@@ -124,7 +131,7 @@ export class NatsBus implements Bus {
     return 'cog' + subject.slice(this.prefix.length);
   }
 
-  async publish(subject: string, data: Record<string, unknown>, opts?: { msgId?: string }): Promise<PublishResult> {
+  async publish(subject: string, data: Record<string, unknown>, opts?: { msgId?: string; traceparent?: string }): Promise<PublishResult> {
     if (this.closed) throw new Error('bus is closed');
     assertPublishSubject(subject);
     assertData(data);
@@ -133,6 +140,7 @@ export class NatsBus implements Bus {
       const ack = await this.js.publish(this.toWire(subject), payload, {
         timeout: this.publishTimeoutMs,
         ...(opts?.msgId ? { msgID: opts.msgId } : {}),
+        ...(opts?.traceparent ? { headers: traceHeaders(opts.traceparent) } : {}),
       });
       return { seq: ack.seq, duplicate: ack.duplicate };
     } catch (err) {
@@ -370,11 +378,13 @@ class NatsSubscription implements Subscription {
         safe(() => this.report(err, info));
         continue;
       }
+      const traceparent = m.headers?.get('traceparent') || undefined;
       const event = {
         subject: this.bus.fromWire(m.subject),
         seq: m.seq,
         ts: Math.floor(m.info.timestampNanos / 1e6),
         data,
+        ...(traceparent ? { traceparent } : {}),
       };
       const d = makeDelivery(
         event,

@@ -10,6 +10,8 @@ export interface BusEvent {
   /** Publish time, Unix ms. */
   ts: number;
   data: Record<string, unknown>;
+  /** W3C traceparent of the publish, when it ran in a trace: the consumer's span continues it. */
+  traceparent?: string;
 }
 
 export interface Delivery extends BusEvent {
@@ -50,7 +52,7 @@ export interface Subscription {
 }
 
 export interface Bus {
-  publish(subject: string, data: Record<string, unknown>, opts?: { msgId?: string }): Promise<PublishResult>;
+  publish(subject: string, data: Record<string, unknown>, opts?: { msgId?: string; traceparent?: string }): Promise<PublishResult>;
   subscribe(opts: SubscribeOptions, handler: (d: Delivery) => void | Promise<void>): Promise<Subscription>;
   /** Highest sequence in the stream (0 when empty). */
   lastSeq(): Promise<number>;

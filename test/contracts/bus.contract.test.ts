@@ -123,6 +123,18 @@ describe.each(adapters)('Bus contract: $name', ({ setup }) => {
     }
   });
 
+  it('carries the trace context of a publish to its deliveries, and none when there is none', async () => {
+    const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const first = await bus.publish('cog.traced.x', { type: 'traced', n: 1 }, { traceparent: tp });
+    await bus.publish('cog.traced.x', { type: 'traced', n: 2 });
+    const { got } = await record({ subjects: ['cog.traced.x'], startSeq: first.seq });
+    await waitFor(() => got.length >= 2, 5_000, 'two deliveries');
+    expect(got.map((d) => [d.data.n, d.traceparent])).toEqual([
+      [1, tp],
+      [2, undefined],
+    ]);
+  });
+
   it('de-duplicates publishes by message id', async () => {
     const id = `dup-${run}`;
     const first = await bus.publish('cog.dedup.x', { type: 'dedup', n: 1 }, { msgId: id });

@@ -20,7 +20,8 @@ const collect = (bus: MemoryBus, opts: Parameters<MemoryBus['subscribe']>[0], n:
 describe('embedded bus journal', () => {
   it('keeps the log, de-duplication ids and durable positions across a restart', async () => {
     const a = new MemoryBus({ journalDir: dir });
-    for (let i = 1; i <= 5; i++) await a.publish('cog.test.x', { type: 't', i }, { msgId: `m${i}` });
+    const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    for (let i = 1; i <= 5; i++) await a.publish('cog.test.x', { type: 't', i }, { msgId: `m${i}`, ...(i === 4 ? { traceparent: tp } : {}) });
     // A durable consumer acks the first three, then the process stops.
     const firstThree = await new Promise<number[]>((resolve) => {
       const seen: number[] = [];
@@ -39,6 +40,7 @@ describe('embedded bus journal', () => {
     expect((await b.publish('cog.test.x', { type: 't', i: 1 }, { msgId: 'm1' })).duplicate).toBe(true);
     const replay = await collect(b, { subjects: ['cog.test.x'], startSeq: 2 }, 4);
     expect(replay.map((d) => d.seq)).toEqual([2, 3, 4, 5]);
+    expect(replay.map((d) => d.traceparent)).toEqual([undefined, undefined, tp, undefined]); // the trace context survives too
     const resumed = await collect(b, { subjects: ['cog.test.>'], durable: 'd1' }, 2);
     expect(resumed.map((d) => d.data.i)).toEqual([4, 5]);
     const next = await b.publish('cog.test.x', { type: 't', i: 6 });

@@ -1,0 +1,114 @@
+// OpenTelemetry traces. Off unless OTEL_EXPORTER_OTLP_ENDPOINT is set: then `startTracing` (called
+// by bin/cog.mjs before any other module loads, so the instrumentations can hook http, undici, pg,
+// fastify and Prisma) exports spans over OTLP/HTTP. The helpers below use only the API, which is a
+// no-op without a registered provider, so the kernel calls them unconditionally.
+//
+// The trace context crosses every internal HTTP call (the undici and http instrumentations inject
+// and read `traceparent`) and every bus message: an outbox row keeps the `traceparent` of the
+// transaction that wrote it, the relay publishes under it, and a consumer handles the message in
+// a span whose parent is the publish.
+import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context } from '@opentelemetry/api';
+
+const tracer = () => trace.getTracer('cog');
+
+/** The active trace context as a W3C `traceparent` header value, or undefined outside a trace. */
+export function currentTraceparent(ctx: Context = context.active()): string | undefined {
+  if (!trace.getSpanContext(ctx)) return undefined;
+  const carrier: Record<string, string> = {};
+  propagation.inject(ctx, carrier);
+  return carrier.traceparent;
+}
+
+const parentFrom = (traceparent: string | undefined): Context => (traceparent ? propagation.extract(ROOT_CONTEXT, { traceparent }) : context.active());
+
+/**
+ * Runs `fn` in a span named `name` whose parent is the remote `traceparent` (a message's), or the
+ * active context when there is none. Errors mark the span and are rethrown.
+ */
+export async function inSpan<T>(
+  name: string,
+  opts: { kind?: SpanKind; traceparent?: string; attributes?: Record<string, string | number | boolean> },
+  fn: () => Promise<T> | T,
+): Promise<T> {
+  const parent = parentFrom(opts.traceparent);
+  // Without a parent trace and without a provider this costs one no-op span.
+  return tracer().startActiveSpan(name, { kind: opts.kind ?? SpanKind.INTERNAL, attributes: opts.attributes }, parent, async (span) => {
+    try {
+      return await fn();
+    } catch (e) {
+      span.recordException(e as Error);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (e as Error).message?.slice(0, 200) });
+      throw e;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+export { SpanKind };
+
+/** Runs `fn` outside any trace: background work nudged from a request must not join its trace. */
+export const untraced = <T>(fn: () => T): T => context.with(ROOT_CONTEXT, fn);
+
+export interface TracingOptions {
+  /** OTLP/HTTP base URL (`OTEL_EXPORTER_OTLP_ENDPOINT`); traces go to `<endpoint>/v1/traces`. */
+  endpoint: string;
+  /** `service.name` of this process (`cog` embedded, `cog-<service>` distributed). */
+  serviceName: string;
+}
+
+/**
+ * Registers the tracer provider and the instrumentations. Loaded only when tracing is on (the SDK
+ * costs start time otherwise). Returns a flush-and-stop for shutdown.
+ */
+export async function startTracing(opts: TracingOptions): Promise<{ shutdown(): Promise<void> }> {
+  const [{ NodeTracerProvider, BatchSpanProcessor }, { OTLPTraceExporter }, { resourceFromAttributes }, { registerInstrumentations }] = await Promise.all([
+    import('@opentelemetry/sdk-trace-node'),
+    import('@opentelemetry/exporter-trace-otlp-http'),
+    import('@opentelemetry/resources'),
+    import('@opentelemetry/instrumentation'),
+  ]);
+  const [{ HttpInstrumentation }, { UndiciInstrumentation }, { PgInstrumentation }, { FastifyOtelInstrumentation }, { PrismaInstrumentation }] =
+    await Promise.all([
+      import('@opentelemetry/instrumentation-http'),
+      import('@opentelemetry/instrumentation-undici'),
+      import('@opentelemetry/instrumentation-pg'),
+      import('@fastify/otel'),
+      import('@prisma/instrumentation'),
+    ]);
+  const exporter = new OTLPTraceExporter({ url: `${opts.endpoint.replace(/\/+$/, '')}/v1/traces` });
+  const provider = new NodeTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': opts.serviceName }),
+    spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: 500 })],
+  });
+  provider.register(); // global provider, W3C trace-context propagator, AsyncLocalStorage context
+  // Scrapes and probes are not traced: they would drown the traces that matter.
+  const quiet = (url: string | undefined) => !!url && /^\/(metrics|healthz|readyz|health)(\?|$)/.test(url);
+  const unregister = registerInstrumentations({
+    tracerProvider: provider,
+    instrumentations: [
+      new HttpInstrumentation({ ignoreIncomingRequestHook: (req) => quiet(req.url) }),
+      new UndiciInstrumentation(),
+      new PgInstrumentation({ enhancedDatabaseReporting: false }), // no query parameters in spans
+      new FastifyOtelInstrumentation({ registerOnInitialization: true, instrumentHooks: false, ignorePaths: (o: { url: string }) => quiet(o.url) }),
+      // The client's own steps (serialize, compile) are noise next to the queries.
+      new PrismaInstrumentation({ ignoreSpanTypes: ['prisma:client:serialize', 'prisma:client:compile', 'prisma:client:connect'] }),
+    ],
+  });
+  active = {
+    async shutdown() {
+      unregister();
+      await provider.shutdown().catch(() => {});
+    },
+  };
+  return active;
+}
+
+let active: { shutdown(): Promise<void> } | undefined;
+
+/** Exports the spans still buffered and stops tracing (a no-op when it is off). */
+export async function stopTracing(): Promise<void> {
+  const a = active;
+  active = undefined;
+  await a?.shutdown();
+}

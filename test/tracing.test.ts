@@ -1,0 +1,97 @@
+// OpenTelemetry traces end to end (issue 17): the distributed platform (port shift 40000, a process
+// per service on PostgreSQL and NATS) exports OTLP/HTTP to a receiver in the test. One perceive is
+// one trace: the gateway's request at the root, the internal HTTP calls, the PostgreSQL queries,
+// the event relay's publish and the consumers' handling, each under its parent.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, startCluster, type Cluster } from './helpers/cluster.ts';
+import { otlpReceiver, type ReceivedSpan } from './helpers/otlp.ts';
+import WebSocket from 'ws';
+
+let c: Cluster;
+let otlp: Awaited<ReturnType<typeof otlpReceiver>>;
+
+beforeAll(async () => {
+  otlp = await otlpReceiver();
+  c = await startCluster({ mode: 'distributed', shift: 40000, env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url } });
+  await c.waitHealthy(240_000);
+}, 270_000);
+
+afterAll(async () => {
+  await c?.stop();
+  await otlp?.close();
+}, 60_000);
+
+// OTLP span kinds.
+const SERVER = 2;
+const CLIENT = 3;
+const PRODUCER = 4;
+const CONSUMER = 5;
+const isPerceiveRequest = (s: ReceivedSpan) =>
+  s.kind === SERVER && /\/perceive/.test(String(s.attributes['http.route'] ?? s.attributes['url.path'] ?? s.attributes['http.target'] ?? s.name));
+
+describe('traces', () => {
+  it('one perceive is one trace from the gateway to the database and through the bus', async () => {
+    const stack = await call('POST', `${c.gateway}/v1/stacks`, { name: 'traced' });
+    expect(stack.status).toBe(201);
+    const sleeve = await call('POST', `${c.gateway}/v1/sleeves`, { stackId: stack.body.id, embodimentType: 'ai' });
+    expect(sleeve.status).toBe(201);
+    // A live /v1/events client: the gateway consumes the perceive event from the bus for it.
+    const ws = new WebSocket(`${c.gateway.replace('http', 'ws')}/v1/events?subjects=cog.perceive.>`);
+    const events: string[] = [];
+    ws.on('message', (m) => events.push(String(m)));
+    await new Promise((r, j) => (ws.once('open', r), ws.once('error', j)));
+    try {
+      const perceived = await call('POST', `${c.gateway}/v1/sleeves/${encodeURIComponent(sleeve.body.id)}/perceive`, { input: 'traced thought' });
+      expect(perceived.status).toBe(200);
+      await expect.poll(() => events.some((e) => e.includes(perceived.body.cid)), { timeout: 20_000 }).toBe(true);
+
+      let trace: ReceivedSpan[] = [];
+      await expect
+        .poll(
+          () => {
+            const root = otlp.spans.find((s) => s.service === 'cog-gateway' && isPerceiveRequest(s) && !s.parentSpanId);
+            trace = root ? otlp.spans.filter((s) => s.traceId === root.traceId) : [];
+            return trace.some((s) => s.kind === CONSUMER && s.name === 'process cog.perceive');
+          },
+          { timeout: 30_000, interval: 500 },
+        )
+        .toBe(true);
+      const byId = new Map(trace.map((s) => [s.spanId, s]));
+      // One root, the gateway's request; every other span hangs under a span of the same trace.
+      const roots = trace.filter((s) => !s.parentSpanId);
+      expect(roots.map((s) => [s.service, s.kind])).toEqual([['cog-gateway', SERVER]]);
+      for (const s of trace) if (s.parentSpanId) expect(byId.has(s.parentSpanId), `${s.service} ${s.name} has its parent in the trace`).toBe(true);
+      const ancestors = (s: ReceivedSpan): ReceivedSpan[] =>
+        s.parentSpanId && byId.get(s.parentSpanId) ? [byId.get(s.parentSpanId)!, ...ancestors(byId.get(s.parentSpanId)!)] : [];
+      // The database: PostgreSQL queries (pg) inside Prisma's transaction of the write.
+      const pg = trace.filter((s) => s.attributes['db.system'] === 'postgresql' || s.attributes['db.system.name'] === 'postgresql');
+      expect(pg.length).toBeGreaterThan(0);
+      expect(trace.some((s) => s.name === 'prisma:client:transaction')).toBe(true);
+      // An internal HTTP hop: a client span in one service is the parent of a server span in another.
+      const hops = trace.filter(
+        (s) => s.kind === SERVER && s.parentSpanId && byId.get(s.parentSpanId)?.kind === CLIENT && byId.get(s.parentSpanId)!.service !== s.service,
+      );
+      expect(hops.length).toBeGreaterThan(0);
+      expect(new Set(trace.map((s) => s.service)).size).toBeGreaterThanOrEqual(2);
+      // The bus: the relay's publish sits under the write's transaction, the consumer under the publish.
+      const publish = trace.find((s) => s.kind === PRODUCER && s.name === 'publish cog.perceive')!;
+      expect(publish).toBeDefined();
+      expect(ancestors(publish).some((a) => a.name === 'prisma:client:transaction')).toBe(true);
+      const consume = trace.find((s) => s.kind === CONSUMER && s.name === 'process cog.perceive')!;
+      expect(consume.parentSpanId).toBe(publish.spanId);
+      // Nothing secret in a span: no bodies, no auth headers, no payload text.
+      expect(JSON.stringify(trace)).not.toContain('traced thought');
+      expect(JSON.stringify(trace).toLowerCase()).not.toContain('authorization');
+    } finally {
+      ws.close();
+    }
+  }, 90_000);
+
+  it('scrapes and probes are not traced', async () => {
+    const before = otlp.spans.length;
+    for (const path of ['/healthz', '/readyz', '/metrics']) await fetch(`${c.gateway}${path}`);
+    await new Promise((r) => setTimeout(r, 1500));
+    const urls = otlp.spans.slice(before).map((s) => String(s.attributes['url.path'] ?? ''));
+    expect(urls.filter((u) => /^\/(healthz|readyz|metrics)/.test(u))).toEqual([]);
+  }, 30_000);
+});
