@@ -59,7 +59,10 @@ export function startEventRelay(p: Platform, opts: { pollMs?: number } = {}): { 
       try {
         for (const row of rows) {
           const publish = () =>
-            p.bus.publish(row.subject, row.data as Record<string, unknown>, { msgId: row.msgId, traceparent: row.traceparent ?? undefined });
+            p.bus.publish(row.subject, row.data as Record<string, unknown>, {
+              msgId: row.msgId,
+              traceparent: currentTraceparent() ?? row.traceparent ?? undefined,
+            }); // the publish span's own context, so consumers hang under it
           await (row.traceparent
             ? inSpan(
                 `publish ${subjectKind(row.subject)}`,
