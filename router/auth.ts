@@ -17,6 +17,7 @@
 // signing stack.
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
+import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Kind, getOperationAST, parse, type DocumentNode, type SelectionSetNode, type ValueNode } from 'graphql';
 import type { Platform } from '../lib/platform.ts';
@@ -144,21 +145,50 @@ async function owningStacks(p: Platform, ids: Set<string>): Promise<Set<string>>
 
 const SIG_RE = /^[0-9a-f]{128}$/;
 
-export function installGuards(app: FastifyInstance, p: Platform): void {
+/**
+ * @fastify/rate-limit's store over the platform cache: fixed windows counted with the cache's
+ * atomic incr (Redis when distributed, so every gateway process counts together). A cache outage
+ * is an error the plugin skips (skipOnError): requests go through.
+ */
+class CacheStore {
+  constructor(private readonly cache: Platform['cache']) {}
+  incr(key: string, cb: (err: Error | null, res?: { current: number; ttl: number }) => void, timeWindow: number): void {
+    const now = Date.now();
+    const window = Math.floor(now / timeWindow);
+    const ttl = (window + 1) * timeWindow - now;
+    this.cache.incr(`rl:${key}:${window}`, timeWindow + 1000).then(
+      (current) => cb(null, { current, ttl }),
+      (e: Error) => cb(e),
+    );
+  }
+  child(): CacheStore {
+    return this;
+  }
+}
+
+export async function installGuards(app: FastifyInstance, p: Platform): Promise<void> {
   const perMinute = p.config.rateLimitPerMin; // 0 turns it off
-  // Rate limit per client address, in fixed one-minute windows held in the cache (Redis when
-  // distributed, so every gateway process counts together). A cache outage lets requests through.
-  app.addHook('onRequest', async (req, reply) => {
-    if (!(perMinute > 0) || req.routeOptions.url === '/healthz') return;
-    // The local scraper and probes are never limited (remote ones need the ops token anyway).
-    if ((req.routeOptions.url === '/metrics' || req.routeOptions.url === '/readyz') && isLoopback(req.socket.remoteAddress ?? '')) return;
-    const window = Math.floor(Date.now() / 60_000);
-    const n = await p.cache.incr(`rl:${req.ip}:${window}`, 61_000).catch(() => 0);
-    if (n > perMinute) {
-      const retry = 60 - (Math.floor(Date.now() / 1000) % 60);
-      return sendProblem(reply, tooManyRequests(`More than ${perMinute} requests a minute from this client`, retry));
-    }
-  });
+  if (perMinute > 0) {
+    // Per client address, on every request (routes, unmatched paths, documents), with the
+    // x-ratelimit-* headers on every answer and Retry-After on a 429.
+    await app.register(rateLimit, {
+      global: false,
+      max: perMinute,
+      timeWindow: 60_000,
+      store: class extends CacheStore {
+        constructor() {
+          super(p.cache);
+        }
+      },
+      skipOnError: true,
+      // The local scraper and probes are never limited (remote ones need the ops token anyway).
+      allowList: (req) =>
+        req.routeOptions.url === '/healthz' ||
+        ((req.routeOptions.url === '/metrics' || req.routeOptions.url === '/readyz') && isLoopback(req.socket.remoteAddress ?? '')),
+      errorResponseBuilder: (_req, ctx) => tooManyRequests(`More than ${ctx.max} requests a minute from this client`, Math.max(1, Math.ceil(ctx.ttl / 1000))),
+    });
+    app.addHook('onRequest', app.rateLimit());
+  }
 
   if (p.config.auth !== 'required') return;
   const skew = p.config.authSkewMs;

@@ -43,7 +43,7 @@ export const startGateway: ServiceStarter = async (p) => {
   });
   await installOpenapi(app);
   mountHealth(app);
-  installGuards(app, p);
+  await installGuards(app, p);
   await registerRest(app, p);
   const mcp = mountMcp(app, p);
   const { server: gql, apiSchema, coalesced } = await createGateway(p, { remote: p.config.subgraphs === 'remote' });

@@ -44,6 +44,12 @@ describe('gateway rate limit', () => {
     for (let i = 0; i < LIMIT; i++) {
       const r = await call((i % 2 ? b : a).url, 'GET', '/v1/sleeves');
       expect(r.status, `request ${i + 1}`).toBe(200);
+      // Every answer says where the client stands, counted across both gateways.
+      expect(r.headers.get('x-ratelimit-limit')).toBe(String(LIMIT));
+      expect(r.headers.get('x-ratelimit-remaining')).toBe(String(LIMIT - i - 1));
+      const reset = Number(r.headers.get('x-ratelimit-reset'));
+      expect(reset).toBeGreaterThanOrEqual(1);
+      expect(reset).toBeLessThanOrEqual(60);
     }
     for (const g of [a, b]) {
       const r = await call(g.url, 'GET', '/v1/sleeves');
