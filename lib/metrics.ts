@@ -50,9 +50,17 @@ export const coalescedFetches = new client.Counter({
   labelNames: ['subgraph', 'result'] as const,
   registers: [registry],
 });
+// Subscriptions are labelled by their root field (a fixed set: the router's Subscription type).
 export const subscriptionsActive = new client.Gauge({
   name: 'cog_graphql_subscriptions_active',
-  help: 'GraphQL subscriptions running (each holds one bus consumer)',
+  help: 'GraphQL subscriptions running (each holds one bus consumer), by subscription field',
+  labelNames: ['subscription'] as const,
+  registers: [registry],
+});
+export const subscriptionsStarted = new client.Counter({
+  name: 'cog_graphql_subscriptions_total',
+  help: 'GraphQL subscriptions started, by subscription field',
+  labelNames: ['subscription'] as const,
   registers: [registry],
 });
 

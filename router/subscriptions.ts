@@ -29,7 +29,7 @@ import type { Bus, Delivery } from '../lib/bus/port.ts';
 import type { GqlContext } from '../lib/graphql.ts';
 import { newContext } from '../lib/graphql.ts';
 import { parseCursor } from './events.ts';
-import { subscriptionsActive } from '../lib/metrics.ts';
+import { subscriptionsActive, subscriptionsStarted } from '../lib/metrics.ts';
 import { watchEmissions, type EmissionWatchHandle } from '../subgraphs/economy/index.ts';
 
 export const MAX_QUEUE = 1000;
@@ -117,13 +117,14 @@ const feeds: Record<string, Feed> = {
 };
 
 /** An async iterator over bus deliveries, bounded, that closes its consumer when the client stops. */
-export function busIterator(bus: Bus, feed: Feed, args: Data): AsyncIterableIterator<Data> {
+export function busIterator(bus: Bus, feed: Feed, args: Data, name: string): AsyncIterableIterator<Data> {
   const queue: Data[] = [];
   let wake: (() => void) | null = null;
   let failure: GraphQLError | null = null;
   let done = false;
   const after = parseCursor(args.after) ?? undefined;
-  subscriptionsActive.inc();
+  subscriptionsActive.inc({ subscription: name });
+  subscriptionsStarted.inc({ subscription: name });
   const subP = bus.subscribe({ subjects: feed.subjects(args), startSeq: after !== undefined ? after + 1 : undefined }, (d) => {
     if (done || (feed.filter && !feed.filter(d, args))) return;
     if (queue.length >= MAX_QUEUE) {
@@ -135,7 +136,7 @@ export function busIterator(bus: Bus, feed: Feed, args: Data): AsyncIterableIter
     wake?.();
   });
   const finish = async () => {
-    if (!done) subscriptionsActive.dec();
+    if (!done) subscriptionsActive.dec({ subscription: name });
     done = true;
     wake?.();
     await (await subP).close();
@@ -247,7 +248,7 @@ export function buildSubscriptionSchema(apiSdl: string, p: Platform, gateway: ()
         if (parseCursor(args.after) === null) {
           throw new GraphQLError('after must be a cursor received from a subscription (a string of digits)', { extensions: { code: 'BAD_USER_INPUT' } });
         }
-        const it = busIterator(p.bus, feed, args);
+        const it = busIterator(p.bus, feed, args, name);
         return feed.watch ? watchedIterator(it, feed.watch(p, args)) : it;
       },
       resolve: (payload) => payload,

@@ -5,6 +5,8 @@ import { createClient, type Client } from 'graphql-ws';
 import { testPlatform, type TestPlatform } from '../helpers/platform.ts';
 import { startGateway } from '../../router/service.ts';
 import type { RunningService } from '../../lib/service.ts';
+import { metricsText } from '../../lib/metrics.ts';
+import { parseProm, sum } from '../helpers/prom.ts';
 
 let p: TestPlatform;
 let gw: RunningService;
@@ -92,6 +94,10 @@ describe('GraphQL subscriptions through the router', () => {
       'cog.epoch.advanced',
     );
     await sub.ready;
+    // Metrics by subscription field: one running, one more started.
+    const during = parseProm(await metricsText());
+    expect(sum(during, 'cog_graphql_subscriptions_active', { subscription: 'epochAdvanced' })).toBe(1);
+    expect(sum(during, 'cog_graphql_subscriptions_total', { subscription: 'epochAdvanced' })).toBeGreaterThanOrEqual(1);
     for (const e of [1, 2, 3]) await p.bus.publish('cog.epoch.advanced', { type: 'epoch.advanced', ts: Date.now(), epoch: e, height: e, tip: 'ab'.repeat(32) });
     const events = await sub.done;
     expect(events.map((e) => e.epochAdvanced.epoch)).toEqual([1, 2, 3]);
@@ -99,6 +105,9 @@ describe('GraphQL subscriptions through the router', () => {
     const resumed = take<{ epochAdvanced: { epoch: number } }>(c, `subscription { epochAdvanced(after: "${first}") { epoch } }`, 2, 'cog.epoch.advanced');
     expect((await resumed.done).map((e) => e.epochAdvanced.epoch)).toEqual([2, 3]);
     await c.dispose();
+    await expect
+      .poll(async () => sum(parseProm(await metricsText()), 'cog_graphql_subscriptions_active', { subscription: 'epochAdvanced' }), { timeout: 5000 })
+      .toBe(0);
   });
 
   it('perceived(stackId) filters by stack and resolves entity fields through the gateway', async () => {
