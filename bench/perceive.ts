@@ -1,16 +1,26 @@
-// Perceive throughput and latency through the REST routes over real HTTP (32 concurrent clients),
-// against a baseline measured in the same run: raw inserts of the same MemoryNode rows. Twice: on
-// embedded PGlite with one stack, and on this machine's PostgreSQL with 32 stacks (one sleeve each),
-// where writes to different stacks run in parallel (skipped with a note when it cannot be reached).
-//   npx tsx bench/perceive.ts [requests]
-// ratio = baseline req/s / REST req/s: what the full perceive (lock, ledger burn, encrypt, DAG write,
-// head move, drift, event outbox, HTTP) costs over the bare insert.
-import { pathToFileURL } from 'node:url';
+// Perceive and remember on the whole running platform (`cog start`, as `npm start` starts it: epochs
+// of 1 s, the worker runner, sleeve ticks and the Cortex outbox all running), driven over HTTP from
+// this separate process, against a baseline measured in the same run: raw inserts of rows of the
+// same size (one MemoryNode per write) into the same database.
+//   * PostgreSQL (a fresh database on this machine's server): 32 clients over 32 stacks (one Shape B
+//     sleeve each); the baseline is 32 plain connections inserting into that database.
+//   * embedded PGlite: 32 clients on one stack; the baseline inserts into the platform's own
+//     database directory after the platform stopped (PGlite is one process's), 32 concurrent callers.
+//   npx tsx bench/perceive.ts [requests] [--only=pg|embedded] [--profile=DIR] [--path=perceive|remember|both]
+// --profile loads bench/cpu-profile.mjs into the platform and profiles each measured window (SIGUSR2
+// on and off), leaving one .cpuprofile per window in DIR (summary: bench/profile-summary.ts).
+// ratio = REST req/s / raw req/s (the issue's targets: >= 0.5 on PostgreSQL, >= 0.25 embedded).
 import { randomBytes } from 'node:crypto';
-import { memoryTestApp, type MemoryTestApp } from '../test/helpers/memory-app.ts';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import pg from 'pg';
+import { startCluster, type Cluster } from '../test/helpers/cluster.ts';
 import { freshDatabase } from '../test/helpers/postgres.ts';
-import { createStack } from '../subgraphs/stacks/stacks.ts';
-import { spawnSleeve } from '../subgraphs/sleeves/sleeves.ts';
+
+/** Port shift of the platforms this bench starts (below the ephemeral range; no test uses it). */
+export const BENCH_SHIFT = 36_000;
 
 export interface LatencyStats {
   requests: number;
@@ -20,10 +30,12 @@ export interface LatencyStats {
 }
 
 export interface PerceiveBenchResult {
+  label: string;
+  path: 'perceive' | 'remember';
   concurrency: number;
   rest: LatencyStats;
   baseline: LatencyStats;
-  /** baseline.reqPerSec / rest.reqPerSec */
+  /** rest.reqPerSec / baseline.reqPerSec */
   ratio: number;
 }
 
@@ -52,98 +64,206 @@ export async function measure(total: number, concurrency: number, fn: (i: number
   return { requests: total, reqPerSec: r(total / secs), p50Ms: r(percentile(lat, 0.5)), p99Ms: r(percentile(lat, 0.99)) };
 }
 
-/** Baseline: the same rows (one MemoryNode per perceive, like the stack's) inserted straight into the database. */
-async function withBaseline(t: MemoryTestApp, stackId: string, rest: LatencyStats, requests: number, concurrency: number): Promise<PerceiveBenchResult> {
-  const sample = await t.p.db.prisma.memoryNode.findFirstOrThrow({ where: { stackId } });
-  const baseline = await measure(requests, concurrency, async () => {
-    await t.p.db.prisma.memoryNode.create({
-      data: {
-        cid: `cog://${randomBytes(32).toString('hex')}@0`,
-        stackId: 'stack:baseline',
-        epoch: 0,
-        links: sample.links,
-        kind: 'perceive',
-        size: sample.size,
-      },
-    });
-  });
-  return { concurrency, rest, baseline, ratio: Math.round((baseline.reqPerSec / rest.reqPerSec) * 100) / 100 };
+const ratioOf = (rest: LatencyStats, baseline: LatencyStats) => Math.round((rest.reqPerSec / baseline.reqPerSec) * 1000) / 1000;
+
+async function json(res: Response): Promise<Record<string, unknown>> {
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${res.status}: ${text.slice(0, 300)}`);
+  return JSON.parse(text) as Record<string, unknown>;
 }
 
-export async function runPerceiveBench(opts: { requests?: number; concurrency?: number } = {}): Promise<PerceiveBenchResult> {
-  const requests = opts.requests ?? 1000;
-  const concurrency = opts.concurrency ?? 32;
-  const t = await memoryTestApp();
+const post = (url: string, body: unknown) =>
+  fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(json);
+
+interface Writer {
+  stackId: string;
+  sleeveId: string;
+}
+
+/** `stacks` stacks with `sleevesPer` Shape B sleeves each (1000 compute: 2000 writes a sleeve). */
+async function writers(gateway: string, stacks: number, sleevesPer: number): Promise<Writer[]> {
+  const out: Writer[] = [];
+  for (let i = 0; i < stacks; i++) {
+    const stack = await post(`${gateway}/v1/stacks`, { name: `bench-${i}` });
+    for (let j = 0; j < sleevesPer; j++) {
+      const sleeve = await post(`${gateway}/v1/sleeves/${encodeURIComponent(String(stack.id))}`, { kind: 'ai' });
+      out.push({ stackId: String(stack.id), sleeveId: String(sleeve.id) });
+    }
+  }
+  return out;
+}
+
+const TEXT = (i: number) => `observation ${i}: the light moved across the wall`;
+
+function writeCall(gateway: string, kind: 'perceive' | 'remember', ws: Writer[]) {
+  return async (i: number) => {
+    const w = ws[i % ws.length]!;
+    if (kind === 'perceive') await post(`${gateway}/v1/perceive`, { ...w, text: TEXT(i) });
+    else await post(`${gateway}/v1/sleeves/${encodeURIComponent(w.sleeveId)}/remember`, { text: TEXT(i) });
+  };
+}
+
+/** A row like the ones a write adds: a 64-hex CID linking to the previous one, the payload's size. */
+function rawRow(i: number, size: number): unknown[] {
+  return [`cog://${randomBytes(32).toString('hex')}@${i}`, 'stack:baseline', 1, [`cog://${randomBytes(32).toString('hex')}@1`], 'perceive', size];
+}
+const RAW_INSERT = `INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, kind, size) VALUES ($1, $2, $3, $4, $5, $6)`;
+
+async function sampleSize(q: (sql: string) => Promise<Array<{ size: number }>>): Promise<number> {
+  const rows = await q(`SELECT size FROM "MemoryNode" WHERE "stackId" <> 'stack:baseline' LIMIT 1`);
+  return rows[0]?.size ?? 200;
+}
+
+interface Platform {
+  cluster: Cluster;
+  dataDir: string;
+}
+
+async function startPlatform(env: Record<string, string>, profileDir?: string): Promise<Platform> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-bench-perceive-'));
+  const cluster = await startCluster({
+    mode: 'embedded',
+    shift: BENCH_SHIFT,
+    env: {
+      COG_DATA_DIR: dataDir,
+      COG_EPOCH_INTERVAL_MS: '1000',
+      LOG_LEVEL: 'warn',
+      // Every write adds drift; at 2 x COG_DRIFT_MAX the desync pass decommissions the sleeve. An
+      // agent syncs now and then; the bench measures writes only, so the limit is out of reach.
+      COG_DRIFT_MAX: '1000000',
+      ...(profileDir
+        ? {
+            NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import ${pathToFileURL(path.join(import.meta.dirname, 'cpu-profile.mjs')).href}`.trim(),
+            COG_CPU_PROFILE_DIR: profileDir,
+          }
+        : {}),
+      ...env,
+    },
+  });
+  await cluster.waitHealthy(180_000, ['gateway']);
+  return { cluster, dataDir };
+}
+
+/** Runs fn with the platform's CPU profiler on (when profiling): one .cpuprofile for the window. */
+async function profiled<T>(plat: Platform, profileDir: string | undefined, fn: () => Promise<T>): Promise<T> {
+  if (!profileDir) return fn();
+  const before = fs.readdirSync(profileDir).length;
+  process.kill(plat.cluster.pid, 'SIGUSR2');
+  await new Promise((r) => setTimeout(r, 200));
   try {
-    const url = await t.app.listen({ host: '127.0.0.1', port: 0 });
-    const stack = await createStack(t.p, { name: 'bench' });
-    // Shape B sleeves hold 1000 compute: 2000 perceives each.
-    const sleeves = await Promise.all(
-      Array.from({ length: Math.ceil(requests / 2000) + 1 }, () => spawnSleeve(t.p, { stackId: stack.id, kind: 'ai', shape: 'B' })),
-    );
-    const rest = await measure(requests, concurrency, async (i) => {
-      const res = await fetch(`${url}/v1/perceive`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ stackId: stack.id, sleeveId: sleeves[i % sleeves.length].id, text: `observation ${i}` }),
-      });
-      if (res.status !== 200) throw new Error(`perceive ${res.status}: ${await res.text()}`);
-      await res.arrayBuffer();
-    });
-    return await withBaseline(t, stack.id, rest, requests, concurrency);
+    return await fn();
   } finally {
-    await t.close();
+    process.kill(plat.cluster.pid, 'SIGUSR2');
+    for (let i = 0; i < 1800 && fs.readdirSync(profileDir).filter((f) => f.endsWith('.cpuprofile')).length <= before; i++)
+      await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** PostgreSQL: 32 clients over 32 stacks, then 32 connections inserting raw rows into the same database. */
+export async function runPostgres(o: { requests: number; paths: Array<'perceive' | 'remember'>; profileDir?: string }): Promise<PerceiveBenchResult[]> {
+  const concurrency = 32;
+  const fresh = await freshDatabase();
+  const plat = await startPlatform({ DATABASE_URL: fresh.url, DATABASE_POOL_SIZE: '20' }, o.profileDir);
+  const pool = new pg.Pool({ connectionString: fresh.url, max: concurrency });
+  try {
+    const gw = plat.cluster.gateway;
+    const out: PerceiveBenchResult[] = [];
+    const results: Array<{ path: 'perceive' | 'remember'; rest: LatencyStats }> = [];
+    for (const kind of o.paths) {
+      const ws = await writers(gw, concurrency, Math.ceil(o.requests / concurrency / 1500));
+      await measure(Math.min(300, o.requests), concurrency, writeCall(gw, kind, ws)); // warm-up: connections, JIT
+      results.push({ path: kind, rest: await profiled(plat, o.profileDir, () => measure(o.requests, concurrency, writeCall(gw, kind, ws))) });
+    }
+    const size = await sampleSize(async (sql) => (await pool.query(sql)).rows);
+    await measure(200, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, size)).then(() => {})); // warm-up
+    const baseline = await measure(o.requests, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, size)).then(() => {}));
+    for (const r of results) {
+      out.push({
+        label: `${concurrency} clients over ${concurrency} stacks, PostgreSQL`,
+        path: r.path,
+        concurrency,
+        rest: r.rest,
+        baseline,
+        ratio: ratioOf(r.rest, baseline),
+      });
+    }
+    return out;
+  } finally {
+    await pool.end();
+    await plat.cluster.stop();
+    fs.rmSync(plat.dataDir, { recursive: true, force: true });
+    await fresh.drop();
+  }
+}
+
+/** Embedded: 32 clients on one stack; the baseline inserts into the platform's PGlite directory once it stopped. */
+export async function runEmbedded(o: { requests: number; paths: Array<'perceive' | 'remember'>; profileDir?: string }): Promise<PerceiveBenchResult[]> {
+  const concurrency = 32;
+  const plat = await startPlatform({}, o.profileDir);
+  let stopped = false;
+  try {
+    const gw = plat.cluster.gateway;
+    const results: Array<{ path: 'perceive' | 'remember'; rest: LatencyStats }> = [];
+    for (const kind of o.paths) {
+      const ws = await writers(gw, 1, Math.ceil(o.requests / 1500) + 1);
+      await measure(Math.min(200, o.requests), concurrency, writeCall(gw, kind, ws));
+      results.push({ path: kind, rest: await profiled(plat, o.profileDir, () => measure(o.requests, concurrency, writeCall(gw, kind, ws))) });
+    }
+    // The same database: the platform's PGlite directory, opened here once the platform let go of it.
+    const keep = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-bench-pglite-'));
+    fs.cpSync(path.join(plat.dataDir, 'db'), path.join(keep, 'db'), { recursive: true });
+    await plat.cluster.stop();
+    stopped = true;
+    fs.rmSync(path.join(keep, 'db', 'postmaster.pid'), { force: true });
+    const { PGlite } = await import('@electric-sql/pglite');
+    const lite = await PGlite.create(path.join(keep, 'db'));
+    try {
+      const size = await sampleSize(async (sql) => (await lite.query<{ size: number }>(sql)).rows);
+      await measure(200, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, size)).then(() => {}));
+      const baseline = await measure(o.requests, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, size)).then(() => {}));
+      return results.map((r) => ({
+        label: `${concurrency} clients, one stack, embedded PGlite`,
+        path: r.path,
+        concurrency,
+        rest: r.rest,
+        baseline,
+        ratio: ratioOf(r.rest, baseline),
+      }));
+    } finally {
+      await lite.close();
+      fs.rmSync(keep, { recursive: true, force: true });
+    }
+  } finally {
+    if (!stopped) await plat.cluster.stop();
+    fs.rmSync(plat.dataDir, { recursive: true, force: true });
   }
 }
 
 export function formatPerceiveBench(r: PerceiveBenchResult): string {
   const row = (n: string, s: LatencyStats) =>
     `${n.padEnd(22)} ${String(s.reqPerSec).padStart(9)} req/s  p50 ${String(s.p50Ms).padStart(7)} ms  p99 ${String(s.p99Ms).padStart(7)} ms`;
-  return [row('REST perceive', r.rest), row('raw DB insert', r.baseline), `ratio (raw / REST): ${r.ratio}`].join('\n');
-}
-
-/** PostgreSQL: `requests` perceives spread over 32 stacks (one Shape B sleeve each), 32 clients. */
-export async function runPerceivePostgresBench(opts: { requests?: number; concurrency?: number } = {}): Promise<PerceiveBenchResult> {
-  const requests = opts.requests ?? 1500;
-  const concurrency = opts.concurrency ?? 32;
-  const fresh = await freshDatabase();
-  const t = await memoryTestApp({ DATABASE_URL: fresh.url });
-  try {
-    const url = await t.app.listen({ host: '127.0.0.1', port: 0 });
-    const writers: Array<{ stackId: string; sleeveId: string }> = [];
-    for (let i = 0; i < concurrency; i++) {
-      const stack = await createStack(t.p, { name: `bench-${i}` });
-      writers.push({ stackId: stack.id, sleeveId: (await spawnSleeve(t.p, { stackId: stack.id, kind: 'ai', shape: 'B' })).id });
-    }
-    const perceive = async (i: number) => {
-      const res = await fetch(`${url}/v1/perceive`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ ...writers[i % writers.length], text: `observation ${i}` }),
-      });
-      if (res.status !== 200) throw new Error(`perceive ${res.status}: ${await res.text()}`);
-      await res.arrayBuffer();
-    };
-    await measure(Math.min(200, requests), concurrency, perceive); // warm-up: connections, JIT
-    const rest = await measure(requests, concurrency, perceive);
-    return await withBaseline(t, writers[0]!.stackId, rest, requests, concurrency);
-  } finally {
-    await t.close();
-    await fresh.drop();
-  }
+  return [`${r.path}, ${r.label}`, row(`REST ${r.path}`, r.rest), row('raw DB insert', r.baseline), `ratio (REST / raw): ${r.ratio}`].join('\n');
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const requests = Number(process.argv[2]) || undefined;
-  const r = await runPerceiveBench({ requests });
-  console.log(`perceive at ${r.concurrency} concurrent clients, one stack (PGlite in memory, Node ${process.version})`);
-  console.log(formatPerceiveBench(r));
-  try {
-    const pg = await runPerceivePostgresBench({ requests });
-    console.log(`\nperceive at ${pg.concurrency} concurrent clients over ${pg.concurrency} stacks (PostgreSQL)`);
-    console.log(formatPerceiveBench(pg));
-  } catch (e) {
-    console.log(`\nPostgreSQL run skipped: ${(e as Error).message}`);
+  const arg = (k: string) => process.argv.find((a) => a.startsWith(`--${k}=`))?.slice(k.length + 3);
+  const requests = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a))) || 2000;
+  const only = arg('only');
+  const which = arg('path') ?? 'both';
+  const paths = (which === 'both' ? ['perceive', 'remember'] : [which]) as Array<'perceive' | 'remember'>;
+  const profile = arg('profile');
+  const profileDir = (m: string) =>
+    profile ? (fs.mkdirSync(path.join(path.resolve(profile), m), { recursive: true }), path.join(path.resolve(profile), m)) : undefined;
+  console.log(`perceive/remember bench on the running platform over HTTP (Node ${process.version}, load ${os.loadavg()[0].toFixed(1)})`);
+  if (only !== 'pg') {
+    for (const r of await runEmbedded({ requests, paths, profileDir: profileDir('embedded') })) console.log(`\n${formatPerceiveBench(r)}`);
+  }
+  if (only !== 'embedded') {
+    try {
+      for (const r of await runPostgres({ requests, paths, profileDir: profileDir('pg') })) console.log(`\n${formatPerceiveBench(r)}`);
+    } catch (e) {
+      console.log(`\nPostgreSQL run failed: ${(e as Error).message}`);
+    }
   }
   process.exit(0);
 }

@@ -1,18 +1,33 @@
 // The memory write path, above the contexts it spans. A write (perceive, remember) is one
-// transaction over four contexts: the stack's lock and head (stacks), the sleeve's spend and drift
-// (sleeves, through the economy's ledger), the sealed node and its shadow branch (memory), and the
-// events; so the burn, the node, the head move and the drift commit together or not at all. The
-// read path (recall) is in flows/recall.ts.
+// transaction over four contexts: the stack's head (stacks), the sleeve's spend and drift (sleeves,
+// through the economy's ledger), the sealed node and its shadow branch (memory), and the events; so
+// the burn, the node, the head move and the drift commit together or not at all. The read path
+// (recall) is in flows/recall.ts.
 //
-// Concurrency: every write locks the stack row (SELECT ... FOR UPDATE) for its whole transaction, so
-// the head is read, linked and moved by one writer at a time: no node is lost or linked twice.
+// Group commit: writes to one stack are queued (lib/group-commit.ts); the writes queued while a
+// batch commits form the next batch, committed in one transaction with one head move, every node
+// linked to the one before it in arrival order, each caller answered with its own CID or refusal.
+// A batch reads the stack, its sleeves and their balances, decides which writes go through (the
+// refusals are the same as one write's: 404, 409, 403, 402), seals and chains the nodes, stores
+// their payloads (over HTTP in distributed mode: no network call while the stack row is locked),
+// then commits burn, index rows, head move, drift and events together or not at all. The head move
+// is conditional on the head the batch chained onto; when another writer (another process) moved it,
+// or a sleeve was decommissioned or a balance spent meanwhile, the transaction rolls back and the
+// batch is planned again from a fresh read. A refused write leaves no index row (its payload, if
+// stored, is referenced by nothing).
+
 import type { Platform } from '../lib/platform.ts';
-import { badRequest, conflict, notFound } from '../lib/errors.ts';
-import { recordEvent } from '../lib/events.ts';
+import { badRequest, conflict, insufficientTokens, notFound, unavailable } from '../lib/errors.ts';
+import { recordEvents, type EventRecord } from '../lib/events.ts';
+import { groupCommitter, type GroupCommitter, type Outcome } from '../lib/group-commit.ts';
+import { BalancesShort, balancesOf, burnMany, fromMilli, sleeveAccount, type Move } from '../subgraphs/economy/index.ts';
 import {
   checkText,
   hippocampusClient,
-  recordShadowBranch,
+  indexNodes,
+  isShadowWrite,
+  newBranchId,
+  recordShadowBranches,
   sealNode,
   writeEpoch,
   PERCEIVE_COST_MILLI,
@@ -20,17 +35,23 @@ import {
   PIN_COST_MILLI,
 } from '../subgraphs/memory/index.ts';
 import {
-  recordSleeveWrite,
+  recordSleeveWrites,
   requireActiveSleeve,
   requireSleeveOfStack,
   richestMemorySleeve,
+  SleevesNotActive,
+  sleevesByIds,
   spendFromSleeve,
+  stackOfSleeve,
+  writeRefusal,
   type SleeveRow,
 } from '../subgraphs/sleeves/index.ts';
-import { getStackRow, lockStackForWrite, setEpisodicHead } from '../subgraphs/stacks/index.ts';
+import { getStackRow, HeadMoved, moveHeadForWrite } from '../subgraphs/stacks/index.ts';
 
 /** Writes hold the stack lock; under load they queue, so allow a generous wait. */
 const TX = { maxWait: 30_000, timeout: 30_000 } as const;
+/** Plans of one batch before it gives up with a 503 (each retry follows a concurrent change of the head, a sleeve or a balance). */
+const BATCH_ATTEMPTS = 8;
 
 export interface WriteInput {
   sleeveId: string;
@@ -49,38 +70,142 @@ export interface WriteResult {
   branchId: string | null;
 }
 
-// Kept to few statements: under PGlite every statement of every write is serialised.
-async function writeMemory(p: Platform, input: WriteInput): Promise<WriteResult> {
-  const hippo = hippocampusClient(p);
-  const epoch = await writeEpoch(p);
-  return p.db.prisma.$transaction(async (tx) => {
-    let sleeve: SleeveRow;
-    let stack: Awaited<ReturnType<typeof lockStackForWrite>>;
-    if (input.stackId !== undefined) {
-      stack = await lockStackForWrite(tx, input.stackId);
-      sleeve = await requireActiveSleeve(tx, input.sleeveId);
-      requireSleeveOfStack(sleeve, stack.id);
-    } else {
-      sleeve = await requireActiveSleeve(tx, input.sleeveId);
-      stack = await lockStackForWrite(tx, sleeve.stackId);
-    }
-    // Alive implies an active key lease: decommission ends both in one transaction.
-    const costs = [{ token: 'compute' as const, milli: PERCEIVE_COST_MILLI }, ...(input.pin ? [{ token: 'memory' as const, milli: PIN_COST_MILLI }] : [])];
-    await spendFromSleeve(tx, sleeve, costs, { reason: input.kind, ref: sleeve.id, epoch, activity: false }); // setEpisodicHead marks it
+const committers = new WeakMap<Platform, GroupCommitter<WriteInput, WriteResult>>();
 
-    const node = sealNode(p, stack, epoch, input.text, stack.episodicHead);
-    await hippo.put({ ...node, epoch, stackId: stack.id, kind: input.kind, pinned: !!input.pin, sleeveId: sleeve.id }, tx);
-    const branchId = await recordShadowBranch(tx, stack, { sleeveId: sleeve.id, seenHead: sleeve.seenHead }, epoch, node.cid);
-    await setEpisodicHead(tx, stack.id, node.cid, { sleeveId: sleeve.id, epoch });
-    await recordSleeveWrite(tx, sleeve.id, node.cid, PERCEIVE_DRIFT_MILLI);
-    await recordEvent(tx, {
-      subject: input.kind === 'perceive' ? `cog.perceive.${stack.id}` : `cog.memory.remembered.${stack.id}`,
-      type: input.kind === 'perceive' ? 'perceive' : 'memory.remembered',
-      data: { stackId: stack.id, sleeveId: sleeve.id, cid: node.cid, epoch, ...(input.kind === 'remember' ? { pinned: !!input.pin } : {}) },
-      msgId: `${input.kind}:${node.cid}`,
+/** A write joins its stack's queue; the stack is the one named, or the sleeve's. */
+async function writeMemory(p: Platform, input: WriteInput): Promise<WriteResult> {
+  const stackId = input.stackId ?? (await stackOfSleeve(p.db.prisma, input.sleeveId));
+  let commit = committers.get(p);
+  if (!commit) committers.set(p, (commit = groupCommitter((key, items) => commitWrites(p, key, items))));
+  return commit(stackId, input);
+}
+
+interface Planned {
+  at: number;
+  input: WriteInput;
+  sleeve: SleeveRow;
+  cid: string;
+  data: string;
+  links: string[];
+  costs: Move[];
+  branch: { id: string; baseCid: string | null } | null;
+}
+
+const retryable = (e: unknown) => e instanceof HeadMoved || e instanceof BalancesShort || e instanceof SleevesNotActive;
+
+/** One batch of writes to one stack (see the head of this file). */
+async function commitWrites(p: Platform, stackId: string, items: WriteInput[]): Promise<Outcome<WriteResult>[]> {
+  const hippo = hippocampusClient(p);
+  for (let attempt = 1; ; attempt++) {
+    const epoch = await writeEpoch(p);
+    const outcomes: Outcome<WriteResult>[] = new Array(items.length);
+    const refuse = (at: number, error: unknown) => void (outcomes[at] = { ok: false, error });
+    // 1. Reads, outside any lock: the stack, the writers' sleeves and their balances.
+    let stack: Awaited<ReturnType<typeof getStackRow>>;
+    try {
+      stack = await getStackRow(p.db.prisma, stackId);
+    } catch (e) {
+      return items.map(() => ({ ok: false, error: e }));
+    }
+    const sleeves = await sleevesByIds(
+      p.db.prisma,
+      items.map((w) => w.sleeveId),
+    );
+    const accounts = [...sleeves.keys()].map(sleeveAccount);
+    const held = await balancesOf(p.db.prisma, accounts);
+    const left = new Map<string, bigint>();
+    const leftOf = (sleeveId: string, token: Move['token']) => {
+      const k = `${sleeveId}/${token}`;
+      if (!left.has(k)) left.set(k, BigInt(Math.round((held.get(sleeveAccount(sleeveId))?.[token] ?? 0) * 1000)));
+      return left.get(k)!;
+    };
+    // 2. The plan, in arrival order: who writes, each node chained onto the one before.
+    let head = { episodicHead: stack.episodicHead, headSleeveId: stack.headSleeveId, headEpoch: stack.headEpoch };
+    const seen = new Map<string, string | null>();
+    const planned: Planned[] = [];
+    items.forEach((input, at) => {
+      const sleeve = sleeves.get(input.sleeveId);
+      if (!sleeve) return refuse(at, notFound('Sleeve', String(input.sleeveId)));
+      const refusal = writeRefusal(sleeve);
+      if (refusal) return refuse(at, refusal);
+      try {
+        requireSleeveOfStack(sleeve, stackId);
+      } catch (e) {
+        return refuse(at, e);
+      }
+      const costs: Move[] = [{ token: 'compute', milli: PERCEIVE_COST_MILLI }, ...(input.pin ? [{ token: 'memory' as const, milli: PIN_COST_MILLI }] : [])];
+      for (const c of costs) {
+        const have = leftOf(sleeve.id, c.token);
+        if (have < c.milli) return refuse(at, insufficientTokens(c.token, fromMilli(c.milli), fromMilli(have)));
+      }
+      for (const c of costs) left.set(`${sleeve.id}/${c.token}`, leftOf(sleeve.id, c.token) - c.milli);
+      const node = sealNode(p, stack, epoch, input.text, head.episodicHead);
+      const writer = { sleeveId: sleeve.id, seenHead: seen.has(sleeve.id) ? seen.get(sleeve.id)! : sleeve.seenHead };
+      const branch = isShadowWrite(head, writer, epoch) ? { id: newBranchId(), baseCid: writer.seenHead } : null;
+      planned.push({ at, input, sleeve, ...node, costs, branch });
+      head = { episodicHead: node.cid, headSleeveId: sleeve.id, headEpoch: epoch };
+      seen.set(sleeve.id, node.cid);
     });
-    return { cid: node.cid, epoch, stackId: stack.id, sleeveId: sleeve.id, embodimentType: sleeve.embodimentType, branchId };
-  }, TX);
+    if (!planned.length) return outcomes;
+    const puts = planned.map((w) => ({
+      cid: w.cid,
+      data: w.data,
+      links: w.links,
+      epoch,
+      stackId,
+      kind: w.input.kind,
+      pinned: !!w.input.pin,
+      sleeveId: w.sleeve.id,
+    }));
+    try {
+      // 3. Payloads first, outside the transaction (over HTTP in distributed mode).
+      await Promise.all(puts.map((n) => hippo.putPayload(n)));
+      // 4. Burn, index rows, head move, drift and events: together or not at all.
+      const last = planned[planned.length - 1]!;
+      await p.db.prisma.$transaction(async (tx) => {
+        await moveHeadForWrite(tx, stackId, { from: stack.episodicHead, to: last.cid, sleeveId: last.sleeve.id, epoch });
+        await burnMany(
+          tx,
+          planned.map((w) => ({ from: sleeveAccount(w.sleeve.id), moves: w.costs, reason: w.input.kind, ref: w.sleeve.id, epoch, stackId })),
+        );
+        await indexNodes(tx, puts);
+        await recordShadowBranches(
+          tx,
+          planned.flatMap((w) => (w.branch ? [{ id: w.branch.id, stackId, sleeveId: w.sleeve.id, baseCid: w.branch.baseCid, headCid: w.cid }] : [])),
+        );
+        await recordSleeveWrites(
+          tx,
+          planned.map((w) => ({ sleeveId: w.sleeve.id, head: w.cid, driftMilli: PERCEIVE_DRIFT_MILLI })),
+        );
+        await recordEvents(
+          tx,
+          planned.map((w) => writeEvent(w, stackId, epoch)),
+        );
+      }, TX);
+    } catch (e) {
+      if (retryable(e) && attempt < BATCH_ATTEMPTS) continue; // someone else moved first: plan again from a fresh read
+      const error = retryable(e) ? unavailable(`stack ${stackId}: writes kept meeting concurrent changes; retry`) : e;
+      for (const w of planned) refuse(w.at, error);
+      return outcomes;
+    }
+    for (const w of planned) {
+      outcomes[w.at] = {
+        ok: true,
+        value: { cid: w.cid, epoch, stackId, sleeveId: w.sleeve.id, embodimentType: w.sleeve.embodimentType, branchId: w.branch?.id ?? null },
+      };
+    }
+    return outcomes;
+  }
+}
+
+function writeEvent(w: Planned, stackId: string, epoch: number): EventRecord {
+  const perceive = w.input.kind === 'perceive';
+  return {
+    subject: perceive ? `cog.perceive.${stackId}` : `cog.memory.remembered.${stackId}`,
+    type: perceive ? 'perceive' : 'memory.remembered',
+    data: { stackId, sleeveId: w.sleeve.id, cid: w.cid, epoch, ...(perceive ? {} : { pinned: !!w.input.pin }) },
+    msgId: `${w.input.kind}:${w.cid}`,
+  };
 }
 
 export interface PerceiveResult extends WriteResult {

@@ -28,6 +28,17 @@ export async function recordEvent(tx: Tx, ev: EventRecord): Promise<void> {
   relayNudge?.();
 }
 
+/** Writes several events in the caller's transaction, in order, in one statement (a group commit's). */
+export async function recordEvents(tx: Tx, evs: readonly EventRecord[]): Promise<void> {
+  if (!evs.length) return;
+  const rows = evs.map(outboxRow);
+  await tx.$executeRaw`INSERT INTO "EventOutbox" (subject, "msgId", data)
+    SELECT r.subject, r."msgId", r.data
+    FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS (subject text, "msgId" text, data jsonb)) WITH ORDINALITY AS r(subject, "msgId", data, n)
+    ORDER BY r.n`;
+  relayNudge?.();
+}
+
 /**
  * Like recordEvent, for an event several writers (or a re-run) may record under one message id
  * (every Medulla node attaching the same block, a worker pass run again for its epoch): the first

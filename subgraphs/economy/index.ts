@@ -16,6 +16,8 @@ export {
   transfer,
   mint,
   burn,
+  burnMany,
+  BalancesShort,
   sweep,
   balanceOf,
   balancesOf,
@@ -25,6 +27,7 @@ export {
   type Move,
   type Leg,
   type Posting,
+  type BurnInput,
 } from './ledger.ts';
 export {
   emitEpoch,

@@ -116,6 +116,76 @@ export async function burn(tx: Tx, from: string, moves: Move[], meta: { reason: 
   return txId;
 }
 
+/** One burn of a group (burnMany): `moves` from `from`, its own posting. */
+export interface BurnInput {
+  from: string;
+  moves: Move[];
+  reason: string;
+  ref?: string;
+  epoch: number;
+  stackId: string;
+}
+
+/** A group of burns found an account short when its debits ran (the caller's transaction rolls back). */
+export class BalancesShort extends Error {
+  constructor(readonly accounts: string[]) {
+    super(`balances short: ${accounts.join(', ')}`);
+  }
+}
+
+/**
+ * Many burns in one statement (a group commit's): each is its own balanced posting (its own txId and
+ * ledger entries, in order) and its own BandwidthToken burn intent, exactly as `burn` writes it; the
+ * debits of each (non-system) account are summed into one conditional UPDATE. Throws BalancesShort
+ * when any account holds less than its burns need: the caller checked the balances it read, so this
+ * means a concurrent spend came first, and it retries. Returns the txIds in order.
+ */
+export async function burnMany(tx: Tx, burns: readonly BurnInput[]): Promise<string[]> {
+  const need = new Map<string, bigint>();
+  const entries: Array<{ txId: string; account: string; token: Token; milli: string; reason: string; ref: string | null; epoch: number }> = [];
+  const txIds: string[] = [];
+  for (const b of burns) {
+    if (isSystem(b.from)) throw new Error(`burnMany: ${b.from} is a system account`);
+    const txId = randomUUID();
+    txIds.push(txId);
+    for (const m of b.moves) {
+      if (m.milli <= 0n) continue;
+      const k = `${b.from}\u001f${m.token}`;
+      need.set(k, (need.get(k) ?? 0n) + m.milli);
+      // The legs as post() orders them: the debit first, then the burn account's credit.
+      entries.push({ txId, account: b.from, token: m.token, milli: (-m.milli).toString(), reason: b.reason, ref: b.ref ?? null, epoch: b.epoch });
+      entries.push({ txId, account: SYSTEM.burn, token: m.token, milli: m.milli.toString(), reason: b.reason, ref: b.ref ?? null, epoch: b.epoch });
+    }
+  }
+  if (!need.size) return txIds;
+  const keys = [...need.keys()].sort();
+  const accounts = keys.map((k) => k.split('\u001f')[0]!);
+  const tokens = keys.map((k) => k.split('\u001f')[1]!);
+  const amounts = keys.map((k) => need.get(k)!.toString());
+  const [r] = await tx.$queryRaw<Array<{ debited: string[] | null }>>`
+    WITH debit AS (
+      UPDATE "Balance" b SET milli = b.milli - v.need FROM unnest(${accounts}::text[], ${tokens}::text[], ${amounts}::bigint[]) AS v(account, token, need)
+      WHERE b.account = v.account AND b.token = v.token AND b.milli >= v.need RETURNING b.account, b.token
+    ), ledger AS (
+      INSERT INTO "LedgerEntry" ("txId", account, token, milli, reason, ref, epoch)
+      SELECT e."txId", e.account, e.token, e.milli, e.reason, e.ref, e.epoch
+      FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(entries)}::jsonb) AS ("txId" text, account text, token text, milli bigint, reason text, ref text, epoch int))
+        WITH ORDINALITY AS e("txId", account, token, milli, reason, ref, epoch, n)
+      ORDER BY e.n
+      RETURNING 1
+    )
+    SELECT (SELECT array_agg(account || chr(31) || token) FROM debit) AS debited, (SELECT count(*) FROM ledger) AS entries`;
+  const debited = new Set(r?.debited ?? []);
+  const short = keys.filter((k) => !debited.has(k));
+  if (short.length) throw new BalancesShort([...new Set(short.map((k) => k.split('\u001f')[0]!))]);
+  for (let i = 0; i < burns.length; i++) {
+    const b = burns[i]!;
+    const amounts = b.moves.filter((m) => m.milli > 0n).map((m) => ({ token: m.token, milli: m.milli.toString() }));
+    if (amounts.length) await enqueueChainTx(tx, { kind: 'burn', ref: `ledger:${txIds[i]}`, payload: { stackId: b.stackId, amounts }, epoch: b.epoch });
+  }
+  return txIds;
+}
+
 /** A system account's balance (units): the sum of its ledger entries. */
 export async function systemBalance(db: Db | Tx, account: (typeof SYSTEM)[keyof typeof SYSTEM]): Promise<TokenAmounts> {
   const rows = await db.$queryRaw<Array<{ token: string; milli: bigint }>>`

@@ -69,26 +69,30 @@ export function sealNode(p: Platform, stack: Pick<StackRow, 'id' | 'masterSecret
 /**
  * Shadow mode: when the head was last moved in this epoch by another co-resident sleeve that the
  * writer has not seen, the write is recorded as a branch (base = the head the writer last saw);
- * the node still links to the current head, and the memory-reconciler merges the branch. Returns
- * the branch id, or null.
+ * the node still links to the current head, and the memory-reconciler merges the branch.
  */
-export async function recordShadowBranch(
-  tx: Tx,
-  stack: Pick<StackRow, 'id' | 'episodicHead' | 'headSleeveId' | 'headEpoch'>,
+export function isShadowWrite(
+  head: { episodicHead: string | null; headSleeveId: string | null; headEpoch: number | null },
   writer: { sleeveId: string; seenHead: string | null },
   epoch: number,
-  cid: string,
-): Promise<string | null> {
-  const shadowed =
-    stack.episodicHead !== null &&
-    stack.headSleeveId !== null &&
-    stack.headSleeveId !== writer.sleeveId &&
-    stack.headEpoch === epoch &&
-    writer.seenHead !== stack.episodicHead;
-  if (!shadowed) return null;
-  const branchId = `branch:${randomBytes(8).toString('hex')}`;
-  await tx.memoryBranch.create({ data: { id: branchId, stackId: stack.id, sleeveId: writer.sleeveId, baseCid: writer.seenHead, headCid: cid } });
-  return branchId;
+): boolean {
+  return (
+    head.episodicHead !== null &&
+    head.headSleeveId !== null &&
+    head.headSleeveId !== writer.sleeveId &&
+    head.headEpoch === epoch &&
+    writer.seenHead !== head.episodicHead
+  );
+}
+
+export const newBranchId = () => `branch:${randomBytes(8).toString('hex')}`;
+
+/** The branches of a group commit's shadow writes (ids from newBranchId), in one statement. */
+export async function recordShadowBranches(
+  tx: Tx,
+  branches: ReadonlyArray<{ id: string; stackId: string; sleeveId: string; baseCid: string | null; headCid: string }>,
+): Promise<void> {
+  if (branches.length) await tx.memoryBranch.createMany({ data: branches.map((b) => ({ ...b })) });
 }
 
 export interface Fragment {

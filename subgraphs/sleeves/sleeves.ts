@@ -176,8 +176,8 @@ export async function getSleeveView(p: Platform, id: string): Promise<SleeveView
 /** 404 when unknown, 409 when decommissioned or frozen (needlecast in flight). */
 export async function requireActiveSleeve(tx: Db | Tx, id: string): Promise<SleeveRow> {
   const row = await getSleeveRow(tx, id);
-  if (!row.alive) throw conflict(`sleeve ${id} is decommissioned`, 'SLEEVE_DECOMMISSIONED');
-  if (row.frozen) throw conflict(`sleeve ${id} is frozen by a needlecast in flight`, 'SLEEVE_FROZEN');
+  const refused = writeRefusal(row);
+  if (refused) throw refused;
   return row;
 }
 
@@ -324,14 +324,62 @@ export async function sleevesOfStacks(db: Db | Tx, stackIds: readonly string[]):
   return out;
 }
 
+/** A sleeve's stack never changes: which stack a sleeve belongs to is cached after the first read. */
+const stackOfSleeveCache = new Map<string, string>();
+const STACK_OF_SLEEVE_CACHE_MAX = 100_000;
+
+/** The stack a sleeve belongs to (404 when there is no such sleeve); cached, a sleeve never changes stack. */
+export async function stackOfSleeve(db: Db | Tx, sleeveId: string): Promise<string> {
+  const cached = stackOfSleeveCache.get(sleeveId);
+  if (cached !== undefined) return cached;
+  const row = typeof sleeveId === 'string' && sleeveId ? await db.sleeve.findUnique({ where: { id: sleeveId }, select: { stackId: true } }) : null;
+  if (!row) throw notFound('Sleeve', String(sleeveId));
+  if (stackOfSleeveCache.size >= STACK_OF_SLEEVE_CACHE_MAX) stackOfSleeveCache.clear();
+  stackOfSleeveCache.set(sleeveId, row.stackId);
+  return row.stackId;
+}
+
+/** The sleeves of these ids that exist, in one query. */
+export async function sleevesByIds(db: Db | Tx, ids: readonly string[]): Promise<Map<string, SleeveRow>> {
+  const unique = [...new Set(ids)].filter((id) => typeof id === 'string' && id);
+  if (!unique.length) return new Map();
+  return new Map((await db.sleeve.findMany({ where: { id: { in: unique } } })).map((s) => [s.id, s]));
+}
+
+/** Why a sleeve may not write now (the refusals requireActiveSleeve throws), or null. */
+export function writeRefusal(sleeve: Pick<SleeveRow, 'id' | 'alive' | 'frozen'>): Problem | null {
+  if (!sleeve.alive) return conflict(`sleeve ${sleeve.id} is decommissioned`, 'SLEEVE_DECOMMISSIONED');
+  if (sleeve.frozen) return conflict(`sleeve ${sleeve.id} is frozen by a needlecast in flight`, 'SLEEVE_FROZEN');
+  return null;
+}
+
+/** A group of memory writes whose sleeve was decommissioned or frozen after it was read: the transaction is refused. */
+export class SleevesNotActive extends Error {
+  constructor(readonly sleeveIds: string[]) {
+    super(`sleeves ${sleeveIds.join(', ')} were decommissioned or frozen meanwhile`);
+  }
+}
+
 /**
- * A memory write by the sleeve committed: drift +`driftMilli`, the sleeve has seen the new head.
- * Conditional: a decommission or freeze that committed since the caller read the sleeve refuses it.
+ * recordSleeveWrite for a group commit, in one statement: each sleeve's drift grows by the sum of
+ * its writes and it has seen its last one. Throws SleevesNotActive (the caller's transaction rolls
+ * back) when any of them is no longer alive and unfrozen.
  */
-export async function recordSleeveWrite(tx: Tx, sleeveId: string, head: string, driftMilli: number): Promise<void> {
-  const moved = await tx.$executeRaw`UPDATE "Sleeve" SET "driftMilli" = "driftMilli" + ${Math.round(driftMilli)}, "seenHead" = ${head}
-    WHERE id = ${sleeveId} AND alive = true AND frozen = false`;
-  if (moved === 0) throw conflict(`sleeve ${sleeveId} was decommissioned or frozen meanwhile`, 'SLEEVE_NOT_ACTIVE');
+export async function recordSleeveWrites(tx: Tx, writes: ReadonlyArray<{ sleeveId: string; head: string; driftMilli: number }>): Promise<void> {
+  const per = new Map<string, { drift: number; head: string }>();
+  for (const w of writes) {
+    const cur = per.get(w.sleeveId);
+    per.set(w.sleeveId, { drift: (cur?.drift ?? 0) + Math.round(w.driftMilli), head: w.head });
+  }
+  if (!per.size) return;
+  const ids = [...per.keys()];
+  const moved = await tx.$queryRaw<Array<{ id: string }>>`UPDATE "Sleeve" s SET "driftMilli" = s."driftMilli" + v.d, "seenHead" = v.h
+    FROM unnest(${ids}::text[], ${ids.map((id) => per.get(id)!.drift)}::int[], ${ids.map((id) => per.get(id)!.head)}::text[]) AS v(id, d, h)
+    WHERE s.id = v.id AND s.alive = true AND s.frozen = false RETURNING s.id`;
+  if (moved.length !== ids.length) {
+    const ok = new Set(moved.map((r) => r.id));
+    throw new SleevesNotActive(ids.filter((id) => !ok.has(id)));
+  }
 }
 
 /** A read by the sleeve: drift +`driftMilli`, and it has seen `head` (when there is one). */

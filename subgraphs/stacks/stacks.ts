@@ -249,18 +249,43 @@ export async function setEpisodicHead(tx: Tx, stackId: string, cid: string, meta
   await enqueueCoalescedChainTx(tx, { kind: 'updateStack', ref: stackId, payload, epoch: meta.epoch });
 }
 
+/** A group commit's head move found the head moved by another writer since it was read: the caller retries. */
+export class HeadMoved extends Error {
+  constructor(readonly stackId: string) {
+    super(`stack ${stackId}: the episodic head moved meanwhile`);
+  }
+}
+
+/**
+ * A group commit's head move (setEpisodicHead for writes whose nodes were chained onto `from`
+ * before the transaction): one conditional UPDATE that locks the stack row, checks the head is
+ * still `from` (else HeadMoved: the caller's transaction rolls back and it retries from a fresh
+ * read) and moves it to `to`. The stack row stays locked to the end of the caller's transaction,
+ * so the rest of the write commits against this head. Marks the stack active in `epoch` (unless
+ * it is already: the UPDATE returns lastActiveEpoch) and mirrors the head on the identity NFT, as setEpisodicHead does.
+ */
+export async function moveHeadForWrite(tx: Tx, stackId: string, move: { from: string | null; to: string; sleeveId: string; epoch: number }): Promise<void> {
+  const rows = await tx.$queryRaw<Array<{ tokenId: number; epoch: number; lastActiveEpoch: number }>>`
+    UPDATE "Stack" SET "episodicHead" = ${move.to}, epoch = ${move.epoch}, "headEpoch" = ${move.epoch}, "headSleeveId" = ${move.sleeveId}
+    WHERE id = ${stackId} AND "episodicHead" IS NOT DISTINCT FROM ${move.from}
+    RETURNING "tokenId", epoch, "lastActiveEpoch"`;
+  const row = rows[0];
+  if (!row) {
+    if (!(await tx.stack.findUnique({ where: { id: stackId }, select: { id: true } }))) throw notFound('Stack', stackId);
+    throw new HeadMoved(stackId);
+  }
+  if (row.lastActiveEpoch < move.epoch) {
+    // A write is activity: the emission accrued so far is settled before lastActiveEpoch moves.
+    await markActive(tx, stackId, move.epoch);
+  }
+  const payload = { stackId, tokenId: row.tokenId, epoch: row.epoch, episodicHead: move.to };
+  await enqueueCoalescedChainTx(tx, { kind: 'updateStack', ref: stackId, payload, epoch: move.epoch });
+}
+
 /** Spending marks a stack active in the epoch (EBC decay counts the quiet epochs since). */
 export async function markStackActive(tx: Tx, stackId: string, epoch: number): Promise<void> {
   // The emission accrued so far is settled before lastActiveEpoch moves (economy accrual.ts).
   await markActive(tx, stackId, epoch);
-}
-
-/** What a memory write needs of its stack, locked FOR UPDATE until the transaction ends (404 when missing). */
-export async function lockStackForWrite(tx: Tx, stackId: string) {
-  const rows = await tx.$queryRaw<Array<Pick<StackRow, 'id' | 'episodicHead' | 'headSleeveId' | 'headEpoch' | 'masterSecret'>>>`
-    SELECT id, "episodicHead", "headSleeveId", "headEpoch", "masterSecret" FROM "Stack" WHERE id = ${stackId} FOR UPDATE`;
-  if (!rows.length) throw notFound('Stack', stackId);
-  return rows[0];
 }
 
 /** Which of these ids are stacks. */

@@ -62,6 +62,8 @@ export interface Cluster {
   urls: Record<string, string>;
   dataDir: string;
   env: Record<string, string>;
+  /** The pid of the process `cog.mjs` runs in (the embedded platform itself; the supervisor when distributed). */
+  pid: number;
   /** Everything the children wrote (tail). */
   output(): string;
   /** The current pid of a supervised process (distributed mode), from the supervisor's log. */
@@ -183,6 +185,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     urls,
     dataDir,
     env,
+    pid: child.pid!,
     output: () => out,
     pidOf: (name) => pids.get(name),
     restarts: (name) => restarts.get(name) ?? 0,

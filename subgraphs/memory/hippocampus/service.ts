@@ -1,5 +1,7 @@
 // Hippocampus (:5001): the content-addressed, epoch-gated DAG store. CIDs are defined in cid.ts.
 //   PUT  /dag              {cid, data, links, epoch, stackId}  -> 201 {cid, created: true} (200 when known)
+//   PUT  /dag/payload      the same body, checked the same way: stores the payload only (201 {cid});
+//                          the platform's writers add the index row in their own transaction
 //   GET  /dag/:cid?epoch=  the Memory node; 404 unknown, 410 GATED, 400 future/invalid epoch
 //   GET  /dag/:cid/meta   index metadata {cid, stackId, epoch, links, pinned, stored} (never gated)
 //   POST /dag/:cid/pin     pins (the memory-token charge is the memory domain's, see memory.ts)
@@ -37,6 +39,7 @@ import {
   pinStored,
   putNode,
   readNode,
+  storePayload,
   walkDag,
   type PutNodeInput,
 } from './store.ts';
@@ -106,6 +109,14 @@ export async function hippocampusRoutes(fastify: FastifyInstance, opts: Hippocam
     const { created } = await putNode(p.db.prisma, p.objects, body, current);
     if (body.pinned) opts.onPinned?.(body.cid);
     return reply.code(created ? 201 : 200).send({ cid: body.cid, created });
+  });
+
+  app.put('/dag/payload', { schema: { body: putSchema } }, async (req, reply) => {
+    const body: PutNodeInput = req.body;
+    const current = await epochFor(p, typeof body.epoch === 'number' ? body.epoch - 1 : undefined);
+    await storePayload(p.objects, body, current);
+    if (body.pinned) opts.onPinned?.(body.cid);
+    return reply.code(201).send({ cid: body.cid });
   });
 
   app.get<{ Params: { '*': string } }>('/dag/*', async (req) => {

@@ -115,6 +115,39 @@ export async function putNode(db: Db | Tx, objects: ObjectStore, n: PutNodeInput
   return { created: count === 1 };
 }
 
+/**
+ * The payload half of a put: checked as putNode checks it, stored in the object store, no index
+ * row. A writer that keeps the index row in its own transaction (the platform's memory writes) stores
+ * the payload first, outside that transaction, then indexes it with indexNodes: a write refused
+ * after this leaves an unreferenced payload at most, never an index row (docs/decisions.md).
+ */
+export async function storePayload(objects: ObjectStore, n: PutNodeInput, currentEpoch: number): Promise<void> {
+  const { hash } = validatePut(n, currentEpoch);
+  await objects.put(payloadKey(hash), new TextEncoder().encode(n.data));
+}
+
+/** The index rows of nodes whose payloads are stored (storePayload), in order (their write order), in one statement. */
+export async function indexNodes(tx: Db | Tx, nodes: readonly PutNodeInput[]): Promise<void> {
+  if (!nodes.length) return;
+  const rows = nodes.map((n) => ({
+    cid: n.cid,
+    stackId: n.stackId,
+    epoch: n.epoch,
+    links: n.links,
+    kind: n.kind ?? 'episodic',
+    pinned: n.pinned ?? false,
+    sleeveId: n.sleeveId ?? null,
+    size: Buffer.byteLength(n.data),
+  }));
+  await tx.$executeRaw`INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, kind, pinned, "sleeveId", size)
+    SELECT r.cid, r."stackId", r.epoch, r.links, r.kind, r.pinned, r."sleeveId", r.size
+    FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+      AS (cid text, "stackId" text, epoch int, links text[], kind text, pinned boolean, "sleeveId" text, size int))
+      WITH ORDINALITY AS r(cid, "stackId", epoch, links, kind, pinned, "sleeveId", size, n)
+    ORDER BY r.n
+    ON CONFLICT (cid) DO UPDATE SET pinned = "MemoryNode".pinned OR EXCLUDED.pinned`;
+}
+
 async function loadPayload(objects: ObjectStore, cid: string): Promise<{ ciphertext: Sealed | null; data: string } | null> {
   const parsed = parseCid(cid);
   if (!parsed) return null;

@@ -1,0 +1,235 @@
+// The memory write path under concurrency and refusal (flows/memory.ts): group commit of many
+// writers on one stack (every CID reachable from the head exactly once, balances exact to the
+// milli-unit), on PGlite and on PostgreSQL; and, with the Hippocampus over HTTP (distributed
+// mode), no stack lock held across the payload PUT and a write refused after its PUT leaves no
+// index row behind.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { memoryTestApp, type MemoryTestApp } from './helpers/memory-app.ts';
+import { freshDatabase } from './helpers/postgres.ts';
+import { httpHippocampus, type HippocampusClient } from '../subgraphs/memory/index.ts';
+import { decommissionSleeve } from '../subgraphs/sleeves/index.ts';
+import { perceive } from '../flows/memory.ts';
+
+const enc = encodeURIComponent;
+
+async function setup(t: MemoryTestApp, kinds: Array<'A' | 'B'>) {
+  const inject = async (method: string, url: string, payload?: unknown) => {
+    const res = await t.app.inject({ method: method as never, url, payload: payload as never });
+    return { status: res.statusCode, body: res.body ? JSON.parse(res.body) : undefined };
+  };
+  const stack = (await inject('POST', '/v1/stacks', { name: 'group' })).body;
+  const sleeves = [];
+  for (const k of kinds) {
+    sleeves.push(
+      k === 'A'
+        ? (await inject('POST', '/v1/sleeves', { stackId: stack.id, embodimentType: 'human' })).body
+        : (await inject('POST', `/v1/sleeves/${enc(stack.id)}`, { kind: 'ai' })).body,
+    );
+  }
+  return { inject, stack, sleeves };
+}
+
+/** Milli-units a (non-system) account holds, from the Balance rows and from the ledger: both must agree. */
+async function held(t: MemoryTestApp, account: string) {
+  const rows = await t.p.db.prisma.balance.findMany({ where: { account } });
+  const entries = await t.p.db.prisma.ledgerEntry.groupBy({ by: ['token'], where: { account }, _sum: { milli: true } });
+  const balance = Object.fromEntries(rows.map((r) => [r.token, r.milli]));
+  const ledger = Object.fromEntries(entries.map((e) => [e.token, e._sum.milli ?? 0n]));
+  return { balance, ledger };
+}
+
+for (const db of ['pglite', 'postgres'] as const) {
+  describe(`group commit on ${db}`, () => {
+    let t: MemoryTestApp;
+    let drop: (() => Promise<void>) | undefined;
+    beforeAll(async () => {
+      if (db === 'postgres') {
+        const fresh = await freshDatabase();
+        drop = fresh.drop;
+        t = await memoryTestApp({ DATABASE_URL: fresh.url });
+      } else t = await memoryTestApp();
+      t.p.setEpoch(3);
+    }, 120_000);
+    afterAll(async () => {
+      await t?.close();
+      await drop?.();
+    });
+
+    it('200 concurrent writers over two sleeves of one stack: each its own CID, every CID reachable from the head once, balances exact', async () => {
+      const {
+        inject,
+        stack,
+        sleeves: [a, b],
+      } = await setup(t, ['B', 'B']);
+      // Perceives in both forms, remembers with and without a pin, interleaved over the two sleeves.
+      const calls = Array.from({ length: 200 }, (_, i) => {
+        const s = i % 2 ? a : b;
+        switch ((i >> 1) % 4) {
+          case 0:
+            return inject('POST', '/v1/perceive', { stackId: stack.id, sleeveId: s.id, text: `p${i}` });
+          case 1:
+            return inject('POST', `/v1/sleeves/${enc(s.id)}/perceive`, { input: `p${i}` });
+          case 2:
+            return inject('POST', `/v1/sleeves/${enc(s.id)}/remember`, { text: `r${i}`, pin: true });
+          default:
+            return inject('POST', `/v1/sleeves/${enc(s.id)}/remember`, { text: `r${i}` });
+        }
+      });
+      const results = await Promise.all(calls);
+      expect(results.map((r) => r.status).filter((s) => s !== 200)).toEqual([]);
+      const cids = results.map((r) => r.body.cid as string);
+      expect(new Set(cids).size).toBe(200);
+
+      const nodes = await t.p.db.prisma.memoryNode.findMany({ where: { stackId: stack.id } });
+      expect(nodes).toHaveLength(200);
+      const byCid = new Map(nodes.map((n) => [n.cid, n]));
+      const linkedBy = new Map<string, number>();
+      for (const n of nodes) for (const l of n.links) linkedBy.set(l, (linkedBy.get(l) ?? 0) + 1);
+      expect([...linkedBy.values()].every((v) => v === 1)).toBe(true);
+      // One chain from the head to the first node: every CID exactly once.
+      const head = (await t.p.db.prisma.stack.findUniqueOrThrow({ where: { id: stack.id } })).episodicHead;
+      const chain: string[] = [];
+      for (let cur: string | undefined = head ?? undefined; cur; cur = byCid.get(cur)?.links[0]) chain.push(cur);
+      expect(chain).toHaveLength(200);
+      expect(new Set(chain)).toEqual(new Set(cids));
+      expect(nodes.filter((n) => n.pinned)).toHaveLength(50);
+      // Write order is chain order: writeSeq grows from the first node to the head.
+      const seqs = chain.map((c) => byCid.get(c)!.writeSeq);
+      for (let i = 1; i < seqs.length; i++) expect(seqs[i - 1]! > seqs[i]!).toBe(true);
+
+      // Each sleeve wrote 100 times: 100 x 0.5 compute, 25 pins x 1 memory, drift +100; exact to the milli-unit.
+      for (const s of [a, b]) {
+        const { balance, ledger } = await held(t, `sleeve:${s.id}`);
+        expect(balance.compute).toBe(1_000_000n - 100n * 500n);
+        expect(balance.memory).toBe(1_000_000n - 25n * 1000n);
+        expect(ledger.compute).toBe(balance.compute);
+        expect(ledger.memory).toBe(balance.memory);
+        const row = await t.p.db.prisma.sleeve.findUniqueOrThrow({ where: { id: s.id } });
+        expect(row.driftMilli).toBe(100_000);
+        expect(cids).toContain(row.seenHead);
+      }
+      // Each write is its own posting: 200 perceive/remember postings, each balanced to zero.
+      const postings = await t.p.db.prisma.ledgerEntry.groupBy({
+        by: ['txId'],
+        where: { reason: { in: ['perceive', 'remember'] }, ref: { in: [a.id, b.id] } },
+        _sum: { milli: true },
+      });
+      expect(postings).toHaveLength(200);
+      expect(postings.every((x) => x._sum.milli === 0n)).toBe(true);
+      const burned = await t.p.db.prisma.ledgerEntry.aggregate({ where: { account: 'burn', ref: { in: [a.id, b.id] } }, _sum: { milli: true } });
+      expect(burned._sum.milli).toBe(2n * (100n * 500n + 25n * 1000n));
+    }, 180_000);
+
+    it('a sleeve short of tokens is refused (402) in the middle of a batch; the writes around it commit', async () => {
+      const {
+        inject,
+        stack,
+        sleeves: [rich, poor],
+      } = await setup(t, ['B', 'A']);
+      // The poor sleeve (Shape A, 250 memory) can pin 250 times: the 251st and later are refused.
+      await t.p.db.prisma.balance.update({ where: { account_token: { account: `sleeve:${poor.id}`, token: 'memory' } }, data: { milli: 2500n } });
+      const results = await Promise.all(
+        Array.from({ length: 12 }, (_, i) =>
+          i % 2
+            ? inject('POST', `/v1/sleeves/${enc(poor.id)}/remember`, { text: `poor ${i}`, pin: true })
+            : inject('POST', '/v1/perceive', { stackId: stack.id, sleeveId: rich.id, text: `rich ${i}` }),
+        ),
+      );
+      const poorOk = results.filter((r, i) => i % 2 && r.status === 200).length;
+      expect(poorOk).toBe(2);
+      expect(results.filter((r, i) => i % 2 && r.status === 402)).toHaveLength(4);
+      expect(results.filter((_r, i) => !(i % 2)).every((r) => r.status === 200)).toBe(true);
+      const { balance } = await held(t, `sleeve:${poor.id}`);
+      expect(balance.memory).toBe(500n);
+      const nodes = await t.p.db.prisma.memoryNode.count({ where: { stackId: stack.id } });
+      expect(nodes).toBe(8);
+    });
+  });
+}
+
+describe('distributed mode: the Hippocampus over HTTP (PostgreSQL)', () => {
+  let t: MemoryTestApp;
+  let drop: () => Promise<void>;
+  let http: HippocampusClient;
+  beforeAll(async () => {
+    const fresh = await freshDatabase();
+    drop = fresh.drop;
+    t = await memoryTestApp({ DATABASE_URL: fresh.url });
+    http = httpHippocampus(t.hippocampus.url!);
+    t.p.ports.hippocampus = http; // as a gateway without a Hippocampus in its process is wired
+    t.p.setEpoch(7);
+  }, 120_000);
+  afterAll(async () => {
+    await t?.close();
+    await drop?.();
+  });
+
+  /** The HTTP client, with `hook` run as each node is sent (before its payload or index PUT). */
+  const withHook = (hook: (stackId: string) => Promise<void>): HippocampusClient => ({
+    ...http,
+    put: async (node, tx) => {
+      await hook(node.stackId);
+      await http.put(node, tx);
+    },
+    putPayload: async (node) => {
+      await hook(node.stackId);
+      await http.putPayload(node);
+    },
+  });
+
+  it('holds no stack lock while it PUTs the payload to the Hippocampus', async () => {
+    const {
+      stack,
+      sleeves: [s],
+    } = await setup(t, ['A']);
+    const lockFree: boolean[] = [];
+    // The payloads of one batch are PUT in parallel: the probes run one at a time, so that one
+    // probe's own lock is not what the next one finds.
+    let probes = Promise.resolve();
+    t.p.ports.hippocampus = withHook((stackId) => {
+      // Another writer of the stack, right now: NOWAIT fails at once if the row is locked.
+      const probe = probes.then(() =>
+        t.p.db.prisma
+          .$transaction((tx) => tx.$executeRaw`SELECT 1 FROM "Stack" WHERE id = ${stackId} FOR UPDATE NOWAIT`)
+          .then(() => void lockFree.push(true))
+          .catch(() => void lockFree.push(false)),
+      );
+      probes = probe;
+      return probe;
+    });
+    try {
+      await perceive(t.p, { sleeveId: s.id, text: 'first' });
+      await Promise.all([1, 2, 3].map((i) => perceive(t.p, { sleeveId: s.id, text: `then ${i}` })));
+    } finally {
+      t.p.ports.hippocampus = http;
+    }
+    expect(lockFree.length).toBeGreaterThan(0);
+    expect(lockFree.every(Boolean)).toBe(true);
+    expect(await t.p.db.prisma.memoryNode.count({ where: { stackId: stack.id } })).toBe(4);
+  });
+
+  it('a perceive refused after its node was PUT (sleeve decommissioned meanwhile: 409) leaves no index row, counts in no epoch', async () => {
+    const {
+      stack,
+      sleeves: [s],
+    } = await setup(t, ['A']);
+    const before = await t.p.db.prisma.stack.findUniqueOrThrow({ where: { id: stack.id } });
+    const writesBefore = await http.epochWrites(7);
+    t.p.ports.hippocampus = withHook(async () => {
+      await decommissionSleeve(t.p, s.id, 'decommissioned while its write was in flight');
+    });
+    try {
+      await expect(perceive(t.p, { sleeveId: s.id, text: 'too late' })).rejects.toMatchObject({ status: 409 });
+    } finally {
+      t.p.ports.hippocampus = http;
+    }
+    expect(await t.p.db.prisma.memoryNode.count({ where: { stackId: stack.id } })).toBe(0);
+    expect(await http.epochWrites(7)).toEqual(writesBefore);
+    const after = await t.p.db.prisma.stack.findUniqueOrThrow({ where: { id: stack.id } });
+    expect(after.episodicHead).toBe(before.episodicHead);
+    // Nothing was burned for it: the decommission swept the sleeve's whole 250 compute to the pool.
+    const pool = await t.p.db.prisma.balance.findUnique({ where: { account_token: { account: `pool:${stack.id}`, token: 'compute' } } });
+    expect(pool?.milli).toBe(250_000n);
+    expect(await t.p.db.prisma.ledgerEntry.count({ where: { reason: 'perceive', ref: s.id } })).toBe(0);
+  });
+});
