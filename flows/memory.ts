@@ -101,18 +101,18 @@ async function commitWrites(p: Platform, stackId: string, items: WriteInput[]): 
     const outcomes: Outcome<WriteResult>[] = new Array(items.length);
     const refuse = (at: number, error: unknown) => void (outcomes[at] = { ok: false, error });
     // 1. Reads, outside any lock: the stack, the writers' sleeves and their balances.
-    let stack: Awaited<ReturnType<typeof getStackRow>>;
-    try {
-      stack = await getStackRow(p.db.prisma, stackId);
-    } catch (e) {
-      return items.map(() => ({ ok: false, error: e }));
-    }
-    const sleeves = await sleevesByIds(
-      p.db.prisma,
-      items.map((w) => w.sleeveId),
-    );
-    const accounts = [...sleeves.keys()].map(sleeveAccount);
-    const held = await balancesOf(p.db.prisma, accounts);
+    // (In parallel: on PostgreSQL three connections, on PGlite one after the other.)
+    const ids = [...new Set(items.map((w) => w.sleeveId))];
+    const [stackRead, sleeves, held] = await Promise.all([
+      getStackRow(p.db.prisma, stackId).then(
+        (row) => ({ row }),
+        (error: unknown) => ({ error }),
+      ),
+      sleevesByIds(p.db.prisma, ids),
+      balancesOf(p.db.prisma, ids.map(sleeveAccount)),
+    ]);
+    if ('error' in stackRead) return items.map(() => ({ ok: false, error: stackRead.error }));
+    const stack = stackRead.row;
     const left = new Map<string, bigint>();
     const leftOf = (sleeveId: string, token: Move['token']) => {
       const k = `${sleeveId}/${token}`;

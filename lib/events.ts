@@ -32,9 +32,10 @@ export async function recordEvent(tx: Tx, ev: EventRecord): Promise<void> {
 export async function recordEvents(tx: Tx, evs: readonly EventRecord[]): Promise<void> {
   if (!evs.length) return;
   const rows = evs.map(outboxRow);
-  await tx.$executeRaw`INSERT INTO "EventOutbox" (subject, "msgId", data)
-    SELECT r.subject, r."msgId", r.data
-    FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS (subject text, "msgId" text, data jsonb)) WITH ORDINALITY AS r(subject, "msgId", data, n)
+  await tx.$executeRaw`INSERT INTO "EventOutbox" (subject, "msgId", data, traceparent)
+    SELECT r.subject, r."msgId", r.data, r.traceparent
+    FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS (subject text, "msgId" text, data jsonb, traceparent text))
+      WITH ORDINALITY AS r(subject, "msgId", data, traceparent, n)
     ORDER BY r.n`;
   relayNudge?.();
 }
