@@ -144,6 +144,8 @@ export interface InjectGatewayOptions {
   bus: Bus;
   /** The MCP client's address, so the gateway's per-client limits count it, not loopback. */
   remoteAddress?: string;
+  /** Headers every inner call carries (the gateway's mark that the /mcp message was already counted). */
+  headers?: Record<string, string>;
 }
 
 export function injectGateway(o: InjectGatewayOptions): Gateway {
@@ -155,7 +157,7 @@ export function injectGateway(o: InjectGatewayOptions): Gateway {
         method: call.method as 'GET',
         url: call.path,
         payload: text,
-        headers: text === undefined ? {} : { 'content-type': 'application/json' },
+        headers: { ...o.headers, ...(text === undefined ? {} : { 'content-type': 'application/json' }) },
         remoteAddress: o.remoteAddress,
       });
       const headers = Object.fromEntries(Object.entries(res.headers).map(([k, v]) => [k, String(v)]));

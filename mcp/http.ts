@@ -49,7 +49,8 @@ function originAllowed(req: FastifyRequest): boolean {
   }
 }
 
-export function mountMcp(app: FastifyInstance, p: Platform): { close(): Promise<void> } {
+/** `innerHeaders`: what the gateway's own calls carry so its rate limit counts the /mcp message, not each inner call too. */
+export function mountMcp(app: FastifyInstance, p: Platform, opts: { innerHeaders?: Record<string, string> } = {}): { close(): Promise<void> } {
   const sessions = new Map<string, Session>();
   const sweep = setInterval(() => {
     const now = Date.now();
@@ -71,7 +72,7 @@ export function mountMcp(app: FastifyInstance, p: Platform): { close(): Promise<
           new Problem(503, 'UNAVAILABLE', 'Too many MCP sessions', `At most ${MAX_SESSIONS} open MCP sessions; retry later`, {}, { 'retry-after': '30' }),
         );
       }
-      const mcp = await createCogMcpServer(injectGateway({ app, bus: p.bus, remoteAddress: req.ip }));
+      const mcp = await createCogMcpServer(injectGateway({ app, bus: p.bus, remoteAddress: req.ip, headers: opts.innerHeaders }));
       const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
         onsessioninitialized: (id) => {

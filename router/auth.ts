@@ -15,7 +15,7 @@
 // on POST /graphql (graphql-ws refuses mutations, router/ws.ts). Every stack or sleeve a request
 // names (route params, query, body fields, GraphQL arguments and variables) must belong to the
 // signing stack.
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -166,6 +166,15 @@ class CacheStore {
   }
 }
 
+/**
+ * The mark of the gateway's own inner calls (an MCP tool call through inject): a secret of this
+ * process, so a client cannot send it. The /mcp message was counted; its inner call is not again.
+ */
+const INNER_CALL = 'x-cog-inner-call';
+const innerSecret = randomBytes(24).toString('hex');
+export const innerCallHeaders: Record<string, string> = { [INNER_CALL]: innerSecret };
+const isInnerCall = (req: FastifyRequest) => req.headers[INNER_CALL] === innerSecret;
+
 export async function installGuards(app: FastifyInstance, p: Platform): Promise<void> {
   const perMinute = p.config.rateLimitPerMin; // 0 turns it off
   if (perMinute > 0) {
@@ -183,6 +192,7 @@ export async function installGuards(app: FastifyInstance, p: Platform): Promise<
       skipOnError: true,
       // The local scraper and probes are never limited (remote ones need the ops token anyway).
       allowList: (req) =>
+        isInnerCall(req) ||
         req.routeOptions.url === '/healthz' ||
         ((req.routeOptions.url === '/metrics' || req.routeOptions.url === '/readyz') && isLoopback(req.socket.remoteAddress ?? '')),
       errorResponseBuilder: (_req, ctx) => tooManyRequests(`More than ${ctx.max} requests a minute from this client`, Math.max(1, Math.ceil(ctx.ttl / 1000))),

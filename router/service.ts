@@ -14,7 +14,7 @@ import { createGraphqlWs } from './ws.ts';
 import { routerSchema } from './subscriptions.ts';
 import { mountGraphiql } from './graphiql.ts';
 import { mountUi } from './ui.ts';
-import { installGuards } from './auth.ts';
+import { innerCallHeaders, installGuards } from './auth.ts';
 import { mountMcp } from '../mcp/http.ts';
 
 export interface GatewayRoute {
@@ -45,7 +45,7 @@ export const startGateway: ServiceStarter = async (p) => {
   mountHealth(app);
   await installGuards(app, p);
   await registerRest(app, p);
-  const mcp = mountMcp(app, p);
+  const mcp = mountMcp(app, p, { innerHeaders: innerCallHeaders });
   const { server: gql, apiSchema, coalesced } = await createGateway(p, { remote: p.config.subgraphs === 'remote' });
   const schema = routerSchema(p, gql, apiSchema);
   mountGraphql(app, gql, p, '/graphql', { schema, introspection: p.config.graphqlIntrospection });
