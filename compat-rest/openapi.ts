@@ -8,6 +8,7 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import type { FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
+import { Problem } from '../lib/errors.ts';
 import { COMPONENTS, ROUTE_DOCS, responsesOf } from './responses.ts';
 
 const require = createRequire(import.meta.url);
@@ -81,7 +82,8 @@ export async function installOpenapi(app: FastifyInstance): Promise<void> {
   app.get(DOCS_URL, async (_req, reply) => reply.type('text/html; charset=utf-8').send(page));
   app.get<{ Params: { name: string } }>(`${DOCS_URL}/assets/:name`, async (req, reply) => {
     const a = Object.hasOwn(assets, req.params.name) ? assets[req.params.name] : undefined;
-    if (!a) return reply.callNotFound();
+    // A 404 of its own: the not-found handler would see a known path and answer 405.
+    if (!a) throw new Problem(404, 'NOT_FOUND', 'Not found', `No reference page asset ${JSON.stringify(req.params.name)}`);
     reply.type(a.type).header('cache-control', 'public, max-age=86400');
     return a.file ? reply.send(fs.createReadStream(a.file)) : reply.send(initScript);
   });

@@ -101,8 +101,8 @@ export function toProblem(err: unknown): Problem {
   if (e instanceof SyntaxError || e?.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return badRequest(`Malformed JSON body: ${e.message}`);
   if (typeof e?.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
     // Fastify's own codes (FST_ERR_BAD_URL, ...) are its internals, not the API's error codes.
-    const code = e.code && !e.code.startsWith('FST_') ? e.code : e.statusCode === 404 ? 'NOT_FOUND' : 'BAD_REQUEST';
-    return new Problem(e.statusCode, code, 'Bad request', e.message);
+    const code = e.code && !e.code.startsWith('FST_') ? e.code : e.statusCode === 404 ? 'NOT_FOUND' : e.statusCode === 414 ? 'URI_TOO_LONG' : 'BAD_REQUEST';
+    return new Problem(e.statusCode, code, e.statusCode === 414 ? 'URI too long' : 'Bad request', e.message);
   }
   const db = databaseProblem(err);
   if (db) return db;

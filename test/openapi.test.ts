@@ -161,7 +161,9 @@ describe('OpenAPI document', () => {
     const init = await (await fetch(`${g.url}/v1/docs/assets/init.js`)).text();
     expect(init).toContain('/v1/openapi.json');
     expect(init).toContain('validatorUrl: null');
-    expect((await fetch(`${g.url}/v1/docs/assets/nope.js`)).status).toBeGreaterThanOrEqual(404); // 404, or 405 (HEAD is routed)
+    const missing = await fetch(`${g.url}/v1/docs/assets/nope.js`);
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toMatchObject({ status: 404, code: 'NOT_FOUND' });
   });
 });
 
@@ -187,7 +189,8 @@ describe('every route answers what the document says', () => {
     await check('GET', `/v1/stacks/${enc(stack.id)}/registration.json`, undefined, { status: 200 });
     await check('GET', '/v1/stacks/stack:none/registration.json', undefined, { status: 404 });
     await check('GET', `/v1/stacks/${'x'.repeat(400)}`, undefined, { status: 400 });
-    await check('GET', `/v1/stacks/${'x'.repeat(600)}`, undefined, { status: 414 });
+    const long = await check('GET', `/v1/stacks/${'x'.repeat(600)}`, undefined, { status: 414 });
+    expect(long.body).toMatchObject({ status: 414, code: 'URI_TOO_LONG' });
 
     // sleeves
     const ai = (await check('POST', '/v1/sleeves', { stackId: stack.id, embodimentType: 'ai', hostname: 'h1' }, { status: 201 })).body;
