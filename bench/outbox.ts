@@ -1,8 +1,23 @@
-// Cortex throughput: platform transactions per second through the outbox (intent rows -> signed,
-// stored, broadcast, confirmed by receipt) against raw ethers sends of the same calls, to the same
-// anvil in the same run. Each side gets its own suite, so both mint the same fresh token ids.
-//   npx tsx bench/outbox.ts [count] [blockTimeSeconds]
+// The Cortex outbox, two ways.
+//
+// Backlog (the default): the whole platform started as `npm start` starts it (`cog start` with
+// DATABASE_URL on this machine's PostgreSQL, on shifted ports, 1 s epochs, 4 s Cortex blocks),
+// driven over HTTP from this process by 32 perceiving clients over 32 stacks; the chain outbox is
+// sampled from the database every 500 ms (rows per status, age of the oldest pending and of the
+// oldest open row) during the load and after it stops, until it is empty.
+//   npx tsx bench/outbox.ts [--seconds=60] [--clients=32] [--epoch-ms=1000] [--drain-s=60] [--cpu-prof=DIR]
+// --cpu-prof writes a V8 CPU profile of the platform process (node --cpu-prof) into DIR.
+//
+// Throughput (--throughput [count] [blockTimeSeconds]): transactions per second through the outbox
+// (intent rows -> signed, stored, broadcast, confirmed by receipt) against raw ethers sends of the
+// same calls, to the same anvil in the same run. Each side gets its own suite, so both mint the
+// same fresh token ids.
+import fs from 'node:fs';
+import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import pg from 'pg';
+import { call, startCluster } from '../test/helpers/cluster.ts';
+import { freshDatabase } from '../test/helpers/postgres.ts';
 import { testPlatform } from '../test/helpers/platform.ts';
 import { startTestChain } from '../test/helpers/test-chain.ts';
 import { startSubmitter } from '../subgraphs/chains/cortex/submitter.ts';
@@ -79,12 +94,217 @@ export async function runOutboxBench(opts: { count?: number; blockTime?: number 
   }
 }
 
+export interface BacklogSample {
+  /** Seconds since the load started. */
+  t: number;
+  pending: number;
+  submitted: number;
+  confirmed: number;
+  failed: number;
+  /** Age (ms) of the oldest pending row, and of the oldest pending or submitted one (0: none). */
+  oldestPendingMs: number;
+  oldestOpenMs: number;
+  /** Ledger rows (mint, burn) not confirmed yet (pending or riding on a submitted settlement), and the oldest one's age. */
+  ledgerOpen: number;
+  oldestLedgerOpenMs: number;
+}
+
+export interface BacklogBenchResult {
+  seconds: number;
+  clients: number;
+  epochMs: number;
+  perceives: number;
+  errors: number;
+  perceiveRps: number;
+  p99Ms: number;
+  samples: BacklogSample[];
+  /** During the load: the largest pending count and the oldest pending row seen. */
+  maxPending: number;
+  maxOldestPendingMs: number;
+  maxOldestOpenMs: number;
+  maxOldestLedgerOpenMs: number;
+  /** From the end of the load until no row was pending, and until none was pending or submitted (-1: not within the drain window). */
+  pendingZeroAfterMs: number;
+  openZeroAfterMs: number;
+  /** From the end of the load until every ledger row was confirmed on Cortex. */
+  ledgerConfirmedAfterMs: number;
+  /** Ledger mirror rows (mint/burn) written, and Cortex transactions the outbox confirmed. */
+  ledgerRows: number;
+  chainTxs: number;
+}
+
+const SHIFT = 38000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function sampleOutbox(db: pg.Client, t0: number): Promise<BacklogSample> {
+  const { rows } = await db.query(`SELECT
+      count(*) FILTER (WHERE status = 'pending')::int AS pending,
+      count(*) FILTER (WHERE status = 'submitted')::int AS submitted,
+      count(*) FILTER (WHERE status = 'confirmed')::int AS confirmed,
+      count(*) FILTER (WHERE status = 'failed')::int AS failed,
+      coalesce(extract(epoch FROM now() - min("createdAt") FILTER (WHERE status = 'pending')) * 1000, 0)::int AS "oldestPendingMs",
+      coalesce(extract(epoch FROM now() - min("createdAt") FILTER (WHERE status IN ('pending', 'submitted'))) * 1000, 0)::int AS "oldestOpenMs",
+      count(*) FILTER (WHERE status IN ('pending', 'submitted') AND kind IN ('mint', 'burn'))::int AS "ledgerOpen",
+      coalesce(extract(epoch FROM now() - min("createdAt") FILTER (WHERE status IN ('pending', 'submitted') AND kind IN ('mint', 'burn'))) * 1000, 0)::int AS "oldestLedgerOpenMs"
+    FROM "ChainOutbox"`);
+  return { t: Math.round((Date.now() - t0) / 100) / 10, ...rows[0] };
+}
+
+export async function runBacklogBench(
+  opts: { seconds?: number; clients?: number; epochMs?: number; drainS?: number; cpuProfDir?: string; log?: (line: string) => void } = {},
+): Promise<BacklogBenchResult> {
+  const seconds = opts.seconds ?? 60;
+  const clients = opts.clients ?? 32;
+  const epochMs = opts.epochMs ?? 1000;
+  const drainS = opts.drainS ?? 60;
+  const log = opts.log ?? (() => {});
+  const database = await freshDatabase();
+  const env: Record<string, string> = { DATABASE_URL: database.url, COG_EPOCH_INTERVAL_MS: String(epochMs), LOG_LEVEL: 'warn' };
+  if (opts.cpuProfDir) fs.mkdirSync(opts.cpuProfDir, { recursive: true });
+  const nodeArgs = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(opts.cpuProfDir)}`] : [];
+  const c = await startCluster({ mode: 'embedded', shift: SHIFT, env, nodeArgs });
+  const db = new pg.Client({ connectionString: database.url });
+  try {
+    await c.waitHealthy(180_000);
+    await db.connect();
+    const g = c.gateway;
+    // Setup: a stack and a sleeve per client.
+    const writers = await Promise.all(
+      Array.from({ length: clients }, async (_, i) => {
+        const s = await call('POST', `${g}/v1/stacks`, { name: `outbox-${i}` });
+        if (s.status !== 201 && s.status !== 200) throw new Error(`POST /v1/stacks: ${s.status} ${JSON.stringify(s.body)}`);
+        return { stackId: s.body.id as string, sleeveId: '', compute: 0 };
+      }),
+    );
+    const renew = async (w: (typeof writers)[number]) => {
+      const s = await call('POST', `${g}/v1/sleeves`, { stackId: w.stackId, embodimentType: 'ai' });
+      if (s.status !== 201 && s.status !== 200) throw new Error(`POST /v1/sleeves: ${s.status} ${JSON.stringify(s.body)}`);
+      if (w.sleeveId) await call('DELETE', `${g}/v1/sleeves/${w.sleeveId}`);
+      w.sleeveId = s.body.id;
+      w.compute = 250;
+    };
+    for (const w of writers) await renew(w);
+    // Let the setup's own chain rows settle, so the figures are the load's.
+    for (let i = 0; i < 120; i++) {
+      const s = await sampleOutbox(db, Date.now());
+      if (s.pending + s.submitted === 0) break;
+      await sleep(500);
+    }
+    const before = Number((await db.query(`SELECT count(*)::int AS n FROM "ChainOutbox"`)).rows[0].n);
+    const beforeConfirmed = Number((await db.query(`SELECT count(*)::int AS n FROM "ChainOutbox" WHERE status = 'confirmed'`)).rows[0].n);
+
+    const t0 = Date.now();
+    const samples: BacklogSample[] = [];
+    let loadEnded = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      let lastPrint = 0;
+      while (sampling) {
+        const s = await sampleOutbox(db, t0);
+        samples.push(s);
+        if (Date.now() - lastPrint >= 5000) {
+          lastPrint = Date.now();
+          log(
+            `t=${s.t.toFixed(1)}s${loadEnded ? ' (drain)' : ''} pending ${s.pending} submitted ${s.submitted} confirmed ${s.confirmed} failed ${s.failed}; oldest pending ${s.oldestPendingMs} ms, oldest open ${s.oldestOpenMs} ms; ledger rows open ${s.ledgerOpen}, oldest ${s.oldestLedgerOpenMs} ms`,
+          );
+        }
+        if (loadEnded && s.pending === 0 && s.ledgerOpen === 0 && Date.now() - loadEnded > 10_000) return;
+        if (loadEnded && Date.now() - loadEnded > drainS * 1000) return;
+        await sleep(500);
+      }
+    })();
+    const lat: number[] = [];
+    let perceives = 0;
+    let errors = 0;
+    const deadline = t0 + seconds * 1000;
+    await Promise.all(
+      writers.map(async (w, i) => {
+        for (let n = 0; Date.now() < deadline; n++) {
+          if (w.compute < 5) await renew(w);
+          const r = await call('POST', `${g}/v1/sleeves/${w.sleeveId}/perceive`, { input: `outbox ${i} ${n} ${Date.now()}` }).catch(() => undefined);
+          if (r?.status === 200 || r?.status === 201) {
+            perceives++;
+            lat.push(r.ms);
+            w.compute -= 0.5;
+          } else {
+            errors++;
+            await sleep(100);
+          }
+        }
+      }),
+    );
+    loadEnded = Date.now();
+    const loadSecs = (loadEnded - t0) / 1000;
+    await sampler;
+    sampling = false;
+    lat.sort((a, b) => a - b);
+    const during = samples.filter((s) => s.t * 1000 <= loadEnded - t0);
+    const after = samples.filter((s) => s.t * 1000 > loadEnded - t0);
+    const firstAfter = (f: (s: BacklogSample) => boolean) => {
+      const s = after.find(f);
+      return s ? Math.round(s.t * 1000 - (loadEnded - t0)) : -1;
+    };
+    const { rows } = await db.query(`SELECT count(*) FILTER (WHERE kind IN ('mint', 'burn'))::int AS ledger, count(*)::int AS total FROM "ChainOutbox"`);
+    const confirmedTxs = Number(
+      (await db.query(`SELECT count(DISTINCT "txHash")::int AS n FROM "ChainOutbox" WHERE status = 'confirmed' AND "txHash" IS NOT NULL`)).rows[0].n,
+    );
+    void before;
+    return {
+      seconds: loadSecs,
+      clients,
+      epochMs,
+      perceives,
+      errors,
+      perceiveRps: Math.round((perceives / loadSecs) * 10) / 10,
+      p99Ms: lat.length ? lat[Math.min(lat.length - 1, Math.ceil(0.99 * lat.length) - 1)]! : 0,
+      samples,
+      maxPending: Math.max(0, ...during.map((s) => s.pending)),
+      maxOldestPendingMs: Math.max(0, ...during.map((s) => s.oldestPendingMs)),
+      maxOldestOpenMs: Math.max(0, ...during.map((s) => s.oldestOpenMs)),
+      maxOldestLedgerOpenMs: Math.max(0, ...during.map((s) => s.oldestLedgerOpenMs)),
+      pendingZeroAfterMs: firstAfter((s) => s.pending === 0),
+      openZeroAfterMs: firstAfter((s) => s.pending + s.submitted === 0),
+      ledgerConfirmedAfterMs: firstAfter((s) => s.ledgerOpen === 0),
+      ledgerRows: Number(rows[0].ledger),
+      chainTxs: confirmedTxs - beforeConfirmed,
+    };
+  } finally {
+    await db.end().catch(() => {});
+    await c.stop();
+    await database.drop().catch(() => {});
+  }
+}
+
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const count = Number(process.argv[2] ?? 200);
-  const blockTime = Number(process.argv[3] ?? 1);
-  const r = await runOutboxBench({ count, blockTime });
-  console.log(`cortex outbox vs raw ethers, ${r.count} StackIdentity.mint, ${r.blockTime} s blocks (Node ${process.version})`);
-  console.log(`raw ethers : ${r.rawTps.toFixed(1)} tx/s over ${r.rawBlocks} blocks`);
-  console.log(`outbox     : ${r.outboxTps.toFixed(1)} tx/s over ${r.outboxBlocks} blocks`);
-  console.log(`outbox/raw : ${r.ratio.toFixed(2)}`);
+  const args = process.argv.slice(2);
+  const flag = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
+  if (args.includes('--throughput')) {
+    const [count, blockTime] = args.filter((a) => !a.startsWith('--')).map(Number);
+    const r = await runOutboxBench({ count: count || 200, blockTime: blockTime ?? 1 });
+    console.log(`cortex outbox vs raw ethers, ${r.count} StackIdentity.mint, ${r.blockTime} s blocks (Node ${process.version})`);
+    console.log(`raw ethers : ${r.rawTps.toFixed(1)} tx/s over ${r.rawBlocks} blocks`);
+    console.log(`outbox     : ${r.outboxTps.toFixed(1)} tx/s over ${r.outboxBlocks} blocks`);
+    console.log(`outbox/raw : ${r.ratio.toFixed(2)}`);
+  } else {
+    const r = await runBacklogBench({
+      seconds: Number(flag('seconds') ?? 60),
+      clients: Number(flag('clients') ?? 32),
+      epochMs: Number(flag('epoch-ms') ?? 1000),
+      drainS: Number(flag('drain-s') ?? 60),
+      cpuProfDir: flag('cpu-prof'),
+      log: (l) => console.log(l),
+    });
+    const e = r.epochMs;
+    console.log(
+      `cortex outbox under perceive load: ${r.clients} clients over ${r.clients} stacks, ${r.seconds.toFixed(0)} s, ${e} ms epochs, PostgreSQL (Node ${process.version})`,
+    );
+    console.log(`perceive      : ${r.perceives} ok (${r.perceiveRps} req/s, p99 ${r.p99Ms} ms), ${r.errors} errors`);
+    console.log(`ledger rows   : ${r.ledgerRows} mint/burn intents, ${r.chainTxs} Cortex transactions confirmed during the run`);
+    console.log(
+      `during load   : max pending ${r.maxPending}, oldest pending at most ${r.maxOldestPendingMs} ms (${(r.maxOldestPendingMs / e).toFixed(1)} epochs), oldest open ${r.maxOldestOpenMs} ms, oldest unconfirmed ledger row ${r.maxOldestLedgerOpenMs} ms`,
+    );
+    console.log(
+      `after load    : no pending row after ${r.pendingZeroAfterMs} ms (${(r.pendingZeroAfterMs / e).toFixed(1)} epochs), every ledger row confirmed after ${r.ledgerConfirmedAfterMs} ms, nothing open after ${r.openZeroAfterMs} ms (-1: not within the drain window; anchors and head updates keep coming every epoch)`,
+    );
+  }
 }

@@ -40,6 +40,8 @@ export interface ClusterOptions {
    * the router SIGKILLs itself after each `crashAfter` step (once each), or `failAt` throws.
    */
   needlecastFaults?: { crashAfter?: readonly StepName[]; failAt?: StepName };
+  /** Flags for the platform's node (e.g. --cpu-prof, which NODE_OPTIONS refuses). */
+  nodeArgs?: string[];
 }
 
 /** The environment that makes the children load the fault hooks (test/helpers/fault-hooks.ts). */
@@ -138,7 +140,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     for (const [name, p] of Object.entries(SUBGRAPH_PORTS)) urls[`subgraph-${name}`] = local(p + o.shift);
   }
   const args = o.mode === 'distributed' ? ['up', '--distributed'] : ['start'];
-  const child: ChildProcess = spawn(process.execPath, [path.join(root, 'bin', 'cog.mjs'), ...args], {
+  const child: ChildProcess = spawn(process.execPath, [...(o.nodeArgs ?? []), path.join(root, 'bin', 'cog.mjs'), ...args], {
     cwd: root,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
