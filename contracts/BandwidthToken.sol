@@ -41,9 +41,12 @@ contract BandwidthToken is CortexRoles {
 
     CortexToken[5] public tokens;
     mapping(uint256 => uint256[5]) private _stackBalances;
+    /// Settlements applied, by the platform's settlement id (see settle).
+    mapping(uint256 => bool) public settled;
 
     event Minted(uint256 indexed stackTokenId, uint8 indexed token, uint256 amount);
     event Burned(uint256 indexed stackTokenId, uint8 indexed token, uint256 amount);
+    event Settled(uint256 indexed settlementId, uint256 indexed epoch, uint256 entries);
 
     error UnknownToken(uint8 token);
     error InsufficientStackBalance(uint256 stackTokenId, uint8 token, uint256 balance, uint256 amount);
@@ -85,6 +88,47 @@ contract BandwidthToken is CortexRoles {
     function burnBatch(uint256 stackTokenId, uint8[] calldata kinds, uint256[] calldata amounts) external {
         if (kinds.length != amounts.length) revert LengthMismatch();
         for (uint256 i = 0; i < kinds.length; i++) burn(stackTokenId, kinds[i], amounts[i]);
+    }
+
+    /// The net effect of the platform ledger over an epoch in one call: entry i adds deltas[i]
+    /// (milli-units; > 0 minted, < 0 burned) to stack stackTokenIds[i]'s balance of token kinds[i],
+    /// in order, each checked like mint and burn (a stack never goes below zero). The custody ERC-20s
+    /// move once per token by the settlement's net. A settlement id applies once: the same
+    /// settlement sent again (re-signed after a crash or a replay) changes nothing.
+    function settle(
+        uint256 settlementId,
+        uint256 epoch,
+        uint256[] calldata stackTokenIds,
+        uint8[] calldata kinds,
+        int256[] calldata deltas
+    ) external onlyRole(MINTER_ROLE) {
+        if (stackTokenIds.length != kinds.length || kinds.length != deltas.length) revert LengthMismatch();
+        if (settled[settlementId]) return;
+        settled[settlementId] = true;
+        int256[5] memory net;
+        for (uint256 i = 0; i < kinds.length; i++) {
+            uint8 token = kinds[i];
+            if (token >= TOKEN_COUNT) revert UnknownToken(token);
+            int256 d = deltas[i];
+            if (d == 0) revert ZeroAmount();
+            uint256 id = stackTokenIds[i];
+            if (d > 0) {
+                _stackBalances[id][token] += uint256(d);
+                emit Minted(id, token, uint256(d));
+            } else {
+                uint256 amount = uint256(-d);
+                uint256 bal = _stackBalances[id][token];
+                if (bal < amount) revert InsufficientStackBalance(id, token, bal, amount);
+                _stackBalances[id][token] = bal - amount;
+                emit Burned(id, token, amount);
+            }
+            net[token] += d;
+        }
+        for (uint8 t = 0; t < TOKEN_COUNT; t++) {
+            if (net[t] > 0) tokens[t].mint(address(this), uint256(net[t]));
+            else if (net[t] < 0) tokens[t].burn(address(this), uint256(-net[t]));
+        }
+        emit Settled(settlementId, epoch, kinds.length);
     }
 
     function balanceOf(uint256 stackTokenId, uint8 token) external view returns (uint256) {

@@ -119,10 +119,26 @@ describe('cortex submitter', () => {
     await s.idle(20_000);
     const rows = await p.db.prisma.chainOutbox.findMany({ orderBy: { id: 'asc' } });
     expect(rows.map((r) => [r.kind, r.status, r.lastError])).toEqual(rows.map((r) => [r.kind, 'confirmed', null]));
+    // The ledger's mint and burn went as one settlement (their net), not a transaction each.
+    const ledger = rows.filter((r) => r.kind === 'mint' || r.kind === 'burn');
+    const settle = rows.filter((r) => r.kind === 'settle');
+    expect(settle).toHaveLength(1);
+    expect(ledger.map((r) => [r.settlementId, r.nonce, r.txHash, r.blockNumber])).toEqual(ledger.map(() => [settle[0].id, null, null, settle[0].blockNumber]));
+    expect(settle[0].payload).toMatchObject({
+      settlementId: String(settle[0].id),
+      epoch: 1,
+      rows: 2,
+      entries: [
+        { stackId: stackId(t), tokenId: t, token: 0, delta: '999500' },
+        { stackId: stackId(t), tokenId: t, token: 1, delta: '250000' },
+      ],
+    });
+    expect(await c.contract('BandwidthToken').settled(settle[0].id)).toBe(true);
     // Sent without waiting: consecutive nonces, fewer blocks than transactions.
-    const nonces = rows.map((r) => r.nonce!);
+    const sent = rows.filter((r) => !ledger.includes(r));
+    const nonces = sent.map((r) => r.nonce!);
     expect(nonces).toEqual(nonces.map((_, i) => nonces[0] + i));
-    expect(new Set(rows.map((r) => r.blockNumber)).size).toBeLessThan(rows.length);
+    expect(new Set(sent.map((r) => r.blockNumber)).size).toBeLessThan(sent.length);
 
     expect(await c.contract('StackIdentity').ownerOf(t)).toBe(c.operator.address);
     const [cpv, epoch, head] = await c.contract('StackIdentity').stackOf(t);
@@ -147,7 +163,7 @@ describe('cortex submitter', () => {
     // evmRoot source: the epoch's confirmed hashes in nonce order, 64 lowercase hex.
     const e2 = await cortexTxSource(p).txHashesForEpoch(2);
     expect(e2).toEqual(
-      rows
+      sent
         .filter((r) => r.epoch === 2)
         .sort((a, b) => a.nonce! - b.nonce!)
         .map((r) => r.txHash),
@@ -271,5 +287,118 @@ describe('cortex submitter', () => {
     });
     const drift = await reconcileChain(p.db.prisma, c);
     expect(drift.map((d) => `${d.kind}:${d.ref}`).sort()).toEqual(['balance:token:999:routing', 'identity:stack:ghost', 'supply:routing']);
+  });
+});
+
+describe('cortex ledger settlements', () => {
+  const mintRow = (t: number) => enqueue('mintIdentity', stackId(t), { stackId: stackId(t), tokenId: t, cpv: CPV });
+  const ledger = (kind: 'mint' | 'burn', t: number, epoch: number, amounts: [string, number][]) =>
+    enqueue(
+      kind,
+      `ledger:${kind}:${t}:${Math.random()}`,
+      { stackId: stackId(t), amounts: amounts.map(([token, milli]) => ({ token, milli: String(milli) })) },
+      epoch,
+    );
+  const balances = async (t: number) => (await c.contract('BandwidthToken').balancesOf(t)).map(Number);
+  const settleRows = () => p.db.prisma.chainOutbox.findMany({ where: { kind: 'settle' }, orderBy: { id: 'asc' } });
+  async function until(ok: () => Promise<boolean>, ms = 20_000) {
+    const end = Date.now() + ms;
+    while (!(await ok())) {
+      if (Date.now() > end) throw new Error('timed out');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  it('settles each ended epoch by net effect per stack in one call; the chain equals the ledger after each settlement', async () => {
+    const stacks = [500, 501, 502];
+    for (const t of stacks) await mintRow(t);
+    let epoch = 1;
+    const s = start({ currentEpoch: () => epoch });
+    // Epoch 1: a grant each, then many small burns (a perceive each) and one mint.
+    const want = new Map(stacks.map((t) => [t, [0, 0, 0, 0, 0]]));
+    const apply = async (kind: 'mint' | 'burn', t: number, e: number, token: number, milli: number) => {
+      await ledger(kind, t, e, [[['compute', 'memory', 'sync', 'routing', 'residue'][token], milli]]);
+      want.get(t)![token] += kind === 'mint' ? milli : -milli;
+    };
+    for (const t of stacks) {
+      await apply('mint', t, 1, 0, 100_000);
+      await apply('mint', t, 1, 1, 50_000);
+    }
+    for (let i = 0; i < 30; i++) await apply('burn', stacks[i % 3], 1, 0, 500 + i);
+    await apply('mint', 501, 1, 2, 7);
+    // The epoch has not ended: the identities go out, the ledger rows wait.
+    await until(async () => (await p.db.prisma.chainOutbox.count({ where: { kind: 'mintIdentity', status: 'confirmed' } })) === 3);
+    expect(await settleRows()).toEqual([]);
+    expect(await p.db.prisma.chainOutbox.count({ where: { kind: { in: ['mint', 'burn'] }, status: 'pending' } })).toBe(37);
+
+    epoch = 2;
+    await s.idle(20_000);
+    let settles = await settleRows();
+    expect(settles).toHaveLength(1);
+    expect((settles[0].payload as { entries: unknown[]; rows: number }).rows).toBe(37);
+    // One entry per stack and token that moved: the net of 37 rows is 7 entries.
+    expect((settles[0].payload as { entries: unknown[] }).entries).toHaveLength(7);
+    for (const t of stacks) expect(await balances(t)).toEqual(want.get(t));
+    expect(await reconcileChain(p.db.prisma, c)).toEqual([]);
+
+    // Epoch 2: a burn that empties a token, a late row of epoch 1 (committed after the epoch ended).
+    await apply('burn', 500, 2, 1, 50_000);
+    await apply('burn', 502, 1, 0, 1);
+    await apply('mint', 502, 2, 0, 3);
+    epoch = 3;
+    await s.idle(20_000);
+    settles = await settleRows();
+    expect(settles).toHaveLength(2);
+    expect(settles[1].payload).toMatchObject({ epoch: 2, rows: 3 });
+    for (const t of stacks) expect(await balances(t)).toEqual(want.get(t));
+    expect(await reconcileChain(p.db.prisma, c)).toEqual([]);
+    // 3 identities and 2 settlements: 5 transactions for 40 ledger writes.
+    const sent = await p.db.prisma.chainOutbox.findMany({ where: { nonce: { not: null } } });
+    expect(sent.map((r) => r.kind).sort()).toEqual(['mintIdentity', 'mintIdentity', 'mintIdentity', 'settle', 'settle']);
+    expect(await p.db.prisma.chainOutbox.count({ where: { kind: { in: ['mint', 'burn'] }, status: { not: 'confirmed' } } })).toBe(0);
+  });
+
+  it('a settlement sent again (re-signed after a crash) does not apply twice', async () => {
+    await mintRow(600);
+    await ledger('mint', 600, 1, [['compute', 9000]]);
+    await ledger('burn', 600, 1, [['compute', 1000]]);
+    const a = start();
+    await a.idle(20_000);
+    await a.close();
+    const [first] = await settleRows();
+    expect(await balances(600)).toEqual([8000, 0, 0, 0, 0]);
+    const nonceBefore = await c.provider.getTransactionCount(c.operator.address, 'latest');
+    // As after a crash that lost the row's signed bytes (or a nonce taken by another sender): the
+    // same settlement goes back to pending and is signed again with a new nonce.
+    await p.db.prisma.chainOutbox.update({
+      where: { id: first.id },
+      data: { status: 'pending', nonce: null, txHash: null, rawTx: null, sentAt: null, blockNumber: null },
+    });
+    await p.db.prisma.chainOutbox.updateMany({ where: { settlementId: first.id }, data: { status: 'submitted', blockNumber: null } });
+    const b = start();
+    await b.idle(20_000);
+    const again = await p.db.prisma.chainOutbox.findUniqueOrThrow({ where: { id: first.id } });
+    expect(again.status).toBe('confirmed');
+    expect(again.txHash).not.toBe(first.txHash);
+    expect(await c.provider.getTransactionCount(c.operator.address, 'latest')).toBe(nonceBefore + 1); // it was sent and mined
+    expect(await balances(600)).toEqual([8000, 0, 0, 0, 0]); // and changed nothing
+    const bt = c.contract('BandwidthToken');
+    expect(await bt.queryFilter(bt.filters.Settled(first.id))).toHaveLength(1);
+    expect(await reconcileChain(p.db.prisma, c)).toEqual([]);
+  });
+
+  it('a stack whose part cannot apply fails alone; the others settle', async () => {
+    await mintRow(700);
+    await mintRow(701);
+    await ledger('mint', 700, 1, [['memory', 4000]]);
+    await ledger('burn', 701, 1, [['compute', 5]]); // 701 never held compute
+    await ledger('burn', 700, 1, [['memory', 1000]]);
+    const s = start();
+    await s.idle(20_000);
+    const rows = await p.db.prisma.chainOutbox.findMany({ where: { kind: { in: ['mint', 'burn'] } }, orderBy: { id: 'asc' } });
+    expect(rows.map((r) => r.status)).toEqual(['confirmed', 'failed', 'confirmed']);
+    expect(rows[1].lastError).toMatch(/InsufficientStackBalance\(701, 0, 0, 5\)/);
+    expect(await balances(700)).toEqual([0, 3000, 0, 0, 0]);
+    expect((await reconcileChain(p.db.prisma, c)).map((d) => d.kind)).toEqual(['failed']);
   });
 });

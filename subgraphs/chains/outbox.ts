@@ -1,6 +1,8 @@
 // Cortex transaction intents. A context that mirrors a change on-chain calls enqueueChainTx inside
 // the same database transaction as the change; the Cortex submitter (cortex/submitter.ts) sends,
-// confirms and re-sends them, so a 4 s block never stalls a request.
+// confirms and re-sends them, so a 4 s block never stalls a request. A ledger mint or burn is one
+// row here too, but it is not sent alone: the submitter settles the ledger rows of each ended
+// epoch as their net per stack and token (cortex/settlement.ts).
 import type { Tx } from '../../lib/db/index.ts';
 import { markPending } from './cortex/records.ts';
 
@@ -18,7 +20,9 @@ export type ChainTxKind =
   | 'emission'
   // ERC-8004 ValidationRegistry: an accepted residue proof, requested then answered by the platform.
   | 'validationRequest'
-  | 'validationResponse';
+  | 'validationResponse'
+  // The net of the ledger's mints and burns over an epoch (written by the Cortex submitter only).
+  | 'settle';
 
 export async function enqueueChainTx(tx: Tx, intent: { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number }): Promise<void> {
   await tx.chainOutbox.create({ data: { kind: intent.kind, ref: intent.ref, payload: intent.payload as never, epoch: intent.epoch } });

@@ -3,6 +3,7 @@
 import { getAddress, id as keccakId, isAddress, solidityPackedKeccak256, ZeroHash } from 'ethers';
 import { CHAIN_TOKENS, iface, type SuiteName } from './artifacts.ts';
 import type { Deployment } from './deploy.ts';
+import { settleArgs } from './settlement.ts';
 
 /** A payload that can never become a valid call: the row fails without a transaction. */
 export class IntentError extends Error {}
@@ -167,6 +168,8 @@ export async function buildCall(kind: string, payload: Record<string, unknown>, 
       if (!kinds.length) throw new IntentError('nothing to mint or burn');
       return call('BandwidthToken', kind === 'mint' ? 'mintBatch' : 'burnBatch', [await stackToken(), kinds, values]);
     }
+    case 'settle':
+      return call('BandwidthToken', 'settle', settleArgs(payload));
     case 'anchor':
       return call('EpochAnchor', 'anchor', [
         int(payload, 'epoch'),

@@ -1,5 +1,7 @@
 // Drift between the database and Cortex: confirmed intents whose effect is not on the chain, token
 // supplies that do not mirror the confirmed mints and burns, rows stuck or failed. Reported, not repaired.
+// Balances and supplies are read at the block of the newest confirmed row: the chain as the
+// confirmed settlements left it, so a settlement mined but not yet recorded is no drift.
 import { Contract } from 'ethers';
 import type { Db } from '../../../lib/db/index.ts';
 import type { Platform } from '../../../lib/platform.ts';
@@ -8,7 +10,7 @@ import { amountsToChain, ownerAddress, recordKey } from './calls.ts';
 import { tokenIdResolver, type CortexChain } from './submitter.ts';
 
 export interface Drift {
-  kind: 'identity' | 'sleeve' | 'residue' | 'anchor' | 'balance' | 'supply' | 'stuck' | 'failed';
+  kind: 'identity' | 'sleeve' | 'residue' | 'anchor' | 'balance' | 'supply' | 'settlement' | 'stuck' | 'failed';
   ref: string;
   detail: string;
 }
@@ -45,7 +47,10 @@ export async function reconcileChain(db: Db, chain: CortexChain, opts: Reconcile
   const sleeveFinal = new Map<string, boolean>();
   const expectedBalance = new Map<string, bigint>(); // `${tokenId}:${token}`
   const supply = CHAIN_TOKENS.map(() => 0n);
+  const settlements: bigint[] = [];
+  let lastBlock = -1;
   for (const row of confirmed) {
+    if (row.blockNumber !== null && row.blockNumber > lastBlock) lastBlock = row.blockNumber;
     const p = pay(row);
     switch (row.kind) {
       case 'mintIdentity':
@@ -83,6 +88,9 @@ export async function reconcileChain(db: Db, chain: CortexChain, opts: Reconcile
           })(),
         );
         break;
+      case 'settle':
+        settlements.push(row.id);
+        break;
       case 'mint':
       case 'burn': {
         const t = await tokenIdOf(String(p.stackId));
@@ -105,18 +113,29 @@ export async function reconcileChain(db: Db, chain: CortexChain, opts: Reconcile
       })(),
     );
   }
+  // The newest settlements are on chain, each once (an older one missing shows in the balances).
+  for (const id of settlements.slice(-100)) {
+    checks.push(
+      (async () => {
+        if (!((await bandwidth.settled(id)) as boolean))
+          drift.push({ kind: 'settlement', ref: `settlement:${id}`, detail: 'confirmed in the database, not on Cortex' });
+      })(),
+    );
+  }
   await Promise.all(checks);
+  const head = await chain.provider.getBlockNumber();
+  const at = { blockTag: lastBlock >= 0 && lastBlock <= head ? lastBlock : head };
   await Promise.all(
     [...expectedBalance].map(async ([key, want]) => {
       const [tokenId, token] = key.split(':').map(Number);
-      const have = (await bandwidth.balanceOf(tokenId, token)) as bigint;
+      const have = (await bandwidth.balanceOf(tokenId, token, at)) as bigint;
       if (have !== want) drift.push({ kind: 'balance', ref: `token:${tokenId}:${CHAIN_TOKENS[token]}`, detail: `Cortex ${have}, database ${want} (milli)` });
     }),
   );
   await Promise.all(
     CHAIN_TOKENS.map(async (t, i) => {
       const erc20 = c('CortexToken', chain.suite.tokens[t]);
-      const have = (await erc20.totalSupply()) as bigint;
+      const have = (await erc20.totalSupply(at)) as bigint;
       if (have !== supply[i]) drift.push({ kind: 'supply', ref: t, detail: `totalSupply ${have}, confirmed mints minus burns ${supply[i]} (milli)` });
     }),
   );

@@ -58,7 +58,8 @@ export async function startCortexWith(
       );
     const rewound = await rewindToChain(p.db.prisma, provider, fresh, p.log);
     const chain: CortexChain = { provider, wallet: new Wallet(key, provider), suite, chainId };
-    const submitter = startSubmitter(p.db.prisma, chain, p.log, opts.submitter);
+    // Ledger rows are settled once their epoch has ended (one settlement per epoch under load).
+    const submitter = startSubmitter(p.db.prisma, chain, p.log, { currentEpoch: () => p.epochs.current(), ...opts.submitter });
     p.log.info({ rpcUrl, chainId, operator: chain.wallet.address, fresh }, 'cortex: suite ready, submitter running');
     // Periodic drift check: warns, never repairs.
     const timer = setInterval(() => {

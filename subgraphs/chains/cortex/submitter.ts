@@ -4,6 +4,8 @@
 // marks rows confirmed (or failed on a revert) from receipts and writes the chain side back onto
 // the mirrored record. Because the signed bytes are stored first, a re-send after a crash or a
 // dropped transaction is the same transaction: a row can never land twice.
+// Ledger rows (mint, burn) are not sent one by one: each round first folds the pending ones whose
+// epoch has ended into settle rows (settlement.ts), which are then sent like any other intent.
 import { Transaction, type Wallet, keccak256, type JsonRpcProvider } from 'ethers';
 import type { Db } from '../../../lib/db/index.ts';
 import type { Logger } from '../../../lib/log.ts';
@@ -11,6 +13,7 @@ import { buildCall, IntentError, type ChainCall } from './calls.ts';
 import { iface, SUITE } from './artifacts.ts';
 import type { Deployment } from './deploy.ts';
 import { markRecordPending, settleRecord } from './records.ts';
+import { LEDGER_KINDS, planSettlements, withoutStack, type SettlementPayload, type SettlementPlan } from './settlement.ts';
 
 export interface CortexChain {
   provider: JsonRpcProvider;
@@ -28,6 +31,13 @@ export interface SubmitterOptions {
   maxInFlight?: number;
   /** A submitted transaction the node no longer knows, older than this, is re-broadcast. */
   droppedAfterMs?: number;
+  /**
+   * The current epoch: ledger rows are settled once their epoch has ended (epoch < this). Without it
+   * every pending ledger row is settled at each round (tests, benches driving the submitter alone).
+   */
+  currentEpoch?: () => number;
+  /** Ledger rows older than this are settled even if their epoch has not ended (Medulla stalled). */
+  settleAfterMs?: number;
   /** Test seam: runs after a round is stored and before it is broadcast (a throw = a crash there). */
   afterPersist?: (rows: { id: bigint; nonce: number; txHash: string }[]) => void | Promise<void>;
 }
@@ -85,6 +95,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   const batchSize = opts.batchSize ?? 100;
   const maxInFlight = opts.maxInFlight ?? 1000;
   const droppedAfterMs = opts.droppedAfterMs ?? 12_000;
+  const settleAfterMs = opts.settleAfterMs ?? 10_000;
   const { provider, wallet } = chain;
   const from = wallet.address;
   const tokenIdOf = tokenIdResolver(db);
@@ -102,6 +113,16 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     await db.$transaction(async (tx) => {
       for (const { row, outcome, data } of items) {
         await tx.chainOutbox.update({ where: { id: row.id }, data: { status: outcome, ...data } });
+        // A settlement's outcome is its ledger rows' outcome.
+        if (row.kind === 'settle')
+          await tx.chainOutbox.updateMany({
+            where: { settlementId: row.id },
+            data: {
+              status: outcome,
+              blockNumber: data.blockNumber ?? null,
+              lastError: outcome === 'failed' ? `settlement ${row.id}: ${data.lastError ?? 'failed'}` : null,
+            },
+          });
         await settleRecord(tx, row.kind, row.payload as Record<string, unknown>, outcome, row.txHash ?? undefined);
       }
     });
@@ -139,7 +160,8 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
 
   /** Receipts of rows mined in blocks since the last scan. */
   const confirm = async () => {
-    const rows = await db.chainOutbox.findMany({ where: { status: 'submitted' }, orderBy: { nonce: 'asc' } });
+    // Sent rows only: a ledger row is 'submitted' while its settlement is, with no transaction of its own.
+    const rows = await db.chainOutbox.findMany({ where: { status: 'submitted', nonce: { not: null } }, orderBy: { nonce: 'asc' } });
     if (!rows.length) {
       firstPass = false;
       return;
@@ -211,10 +233,107 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     await broadcast(resend.map((r) => ({ id: r.id, rawTx: r.rawTx! })));
   };
 
+  /**
+   * Folds the pending ledger rows whose epoch has ended into settle rows: per stack and token the
+   * net of the rows in id order, checked against the chain first (eth_estimateGas on the pending
+   * state) so one stack whose part cannot apply does not hold back the others.
+   */
+  const settleLedger = async () => {
+    const epoch = opts.currentEpoch?.();
+    const rows = await db.chainOutbox.findMany({
+      where: {
+        kind: { in: [...LEDGER_KINDS] },
+        status: 'pending',
+        ...(epoch === undefined ? {} : { OR: [{ epoch: null }, { epoch: { lt: epoch } }, { createdAt: { lt: new Date(Date.now() - settleAfterMs) } }] }),
+      },
+      orderBy: { id: 'asc' },
+      take: 20_000,
+    });
+    if (!rows.length) return;
+    const { plans, invalid } = await planSettlements(rows, tokenIdOf);
+    if (invalid.length) await settleAll(invalid.map(({ row, error }) => ({ row: row as Row, outcome: 'failed' as const, data: { lastError: error } })));
+    const inFlight = await db.chainOutbox.count({ where: { status: 'submitted', nonce: { not: null } } });
+    const createdAt = new Map(rows.map((r) => [r.id, r.createdAt.getTime()]));
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    for (let plan of plans) {
+      // Everything netted to zero: nothing to do on chain, the rows are mirrored as they are.
+      if (!plan.entries.length) {
+        await db.chainOutbox.updateMany({ where: { id: { in: plan.rowIds }, status: 'pending' }, data: { status: 'confirmed', lastError: null } });
+        continue;
+      }
+      plan = await checkPlan(plan, inFlight, createdAt, byId);
+      if (!plan.rowIds.length) continue;
+      const payload: SettlementPayload = { epoch: plan.epoch, entries: plan.entries, rows: plan.rowIds.length };
+      await db.$transaction(async (tx) => {
+        const row = await tx.chainOutbox.create({ data: { kind: 'settle', ref: `settle:${plan.epoch}`, epoch: plan.epoch, payload: payload as never } });
+        await tx.chainOutbox.update({ where: { id: row.id }, data: { payload: { ...payload, settlementId: String(row.id) } as never } });
+        const linked = await tx.chainOutbox.updateMany({
+          where: { id: { in: plan.rowIds }, status: 'pending', settlementId: null },
+          data: { status: 'submitted', settlementId: row.id },
+        });
+        if (linked.count !== plan.rowIds.length) throw new Error(`settlement ${row.id}: ${plan.rowIds.length - linked.count} ledger rows changed meanwhile`);
+      });
+    }
+  };
+
+  /** A plan without the stacks whose part reverts: failed (or left pending while in-flight transactions may change the answer). */
+  const checkPlan = async (plan: SettlementPlan, inFlight: number, createdAt: Map<bigint, number>, byId: Map<bigint, Row>): Promise<SettlementPlan> => {
+    const bt = chain.suite.contracts.BandwidthToken;
+    for (let attempt = 0; attempt < 8 && plan.entries.length; attempt++) {
+      // A settlement id no settle row has (the real one is the row's id, known once stored).
+      const probe = buildCall(
+        'settle',
+        { epoch: plan.epoch, entries: plan.entries, rows: plan.rowIds.length, settlementId: (2n ** 255n).toString() },
+        chain.suite,
+        tokenIdOf,
+      );
+      const err = await provider.estimateGas({ from, to: bt, data: (await probe).data, blockTag: 'pending' }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      if (err === undefined) return plan;
+      const reason = revertReason(err);
+      const m = /^InsufficientStackBalance\((\d+),/.exec(reason);
+      if (!m) {
+        if (!/revert/i.test(reason)) throw err; // the node, not the call: the round is retried
+        break;
+      }
+      const tokenId = Number(m[1]);
+      const ids = plan.byStack.get(tokenId) ?? [];
+      const oldest = Math.min(...ids.map((id) => createdAt.get(id) ?? Date.now()));
+      if (!(inFlight > 0 && Date.now() - oldest < droppedAfterMs))
+        await settleAll(ids.map((id) => ({ row: byId.get(id)!, outcome: 'failed' as const, data: { lastError: reason } })));
+      plan = withoutStack(plan, tokenId);
+    }
+    if (plan.entries.length && plan.rowIds.length) {
+      // Still reverting for another reason: the whole plan fails with it (or waits, as above).
+      const oldest = Math.min(...plan.rowIds.map((id) => createdAt.get(id) ?? Date.now()));
+      if (inFlight > 0 && Date.now() - oldest < droppedAfterMs) return { ...plan, rowIds: [], entries: [] };
+      const call = await buildCall(
+        'settle',
+        { epoch: plan.epoch, entries: plan.entries, rows: 0, settlementId: (2n ** 255n).toString() },
+        chain.suite,
+        tokenIdOf,
+      );
+      const reason = await provider.estimateGas({ from, to: bt, data: call.data, blockTag: 'pending' }).then(
+        () => undefined,
+        (e: unknown) => revertReason(e),
+      );
+      if (reason === undefined) return plan;
+      await settleAll(plan.rowIds.map((id) => ({ row: byId.get(id)!, outcome: 'failed' as const, data: { lastError: reason } })));
+      return { ...plan, rowIds: [], entries: [] };
+    }
+    return plan;
+  };
+
   const submit = async () => {
-    const inFlight = await db.chainOutbox.count({ where: { status: 'submitted' } });
+    const inFlight = await db.chainOutbox.count({ where: { status: 'submitted', nonce: { not: null } } });
     if (inFlight >= maxInFlight) return;
-    const rows = await db.chainOutbox.findMany({ where: { status: 'pending' }, orderBy: { id: 'asc' }, take: Math.min(batchSize, maxInFlight - inFlight) });
+    const rows = await db.chainOutbox.findMany({
+      where: { status: 'pending', kind: { notIn: [...LEDGER_KINDS] } },
+      orderBy: { id: 'asc' },
+      take: Math.min(batchSize, maxInFlight - inFlight),
+    });
     if (!rows.length) return;
     const built: { row: Row; call: ChainCall }[] = [];
     for (const row of rows) {
@@ -275,6 +394,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
 
   const round = async () => {
     await confirm();
+    if (!closed) await settleLedger();
     if (!closed) await submit();
   };
 
@@ -345,6 +465,8 @@ export async function rewindToChain(db: Db, provider: JsonRpcProvider, fresh: bo
       where: { nonce: { not: null } },
       data: { status: 'pending', nonce: null, txHash: null, rawTx: null, sentAt: null, blockNumber: null, lastError: null },
     });
+    // Ledger rows ride on their settlement again (it is signed afresh with the rest).
+    await db.chainOutbox.updateMany({ where: { settlementId: { not: null } }, data: { status: 'submitted', blockNumber: null, lastError: null } });
     if (r.count) log.warn({ rows: r.count }, 'cortex: fresh chain, replaying the outbox onto the new suite');
     return r.count;
   }
