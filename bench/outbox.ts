@@ -107,6 +107,9 @@ export interface BacklogSample {
   /** Ledger rows (mint, burn) not confirmed yet (pending or riding on a submitted settlement), and the oldest one's age. */
   ledgerOpen: number;
   oldestLedgerOpenMs: number;
+  /** The platform's epoch (Medulla's), and the pending rows by kind. */
+  epoch?: number;
+  pendingKinds?: Record<string, number>;
 }
 
 export interface BacklogBenchResult {
@@ -115,6 +118,7 @@ export interface BacklogBenchResult {
   epochMs: number;
   perceives: number;
   errors: number;
+  errorStatus: Record<string, number>;
   perceiveRps: number;
   p99Ms: number;
   samples: BacklogSample[];
@@ -147,7 +151,8 @@ async function sampleOutbox(db: pg.Client, t0: number): Promise<BacklogSample> {
       count(*) FILTER (WHERE status IN ('pending', 'submitted') AND kind IN ('mint', 'burn'))::int AS "ledgerOpen",
       coalesce(extract(epoch FROM now() - min("createdAt") FILTER (WHERE status IN ('pending', 'submitted') AND kind IN ('mint', 'burn'))) * 1000, 0)::int AS "oldestLedgerOpenMs"
     FROM "ChainOutbox"`);
-  return { t: Math.round((Date.now() - t0) / 100) / 10, ...rows[0] };
+  const kinds = await db.query(`SELECT kind, count(*)::int AS n FROM "ChainOutbox" WHERE status = 'pending' GROUP BY kind`);
+  return { t: Math.round((Date.now() - t0) / 100) / 10, ...rows[0], pendingKinds: Object.fromEntries(kinds.rows.map((r) => [r.kind, r.n])) };
 }
 
 export async function runBacklogBench(
@@ -201,11 +206,12 @@ export async function runBacklogBench(
       let lastPrint = 0;
       while (sampling) {
         const s = await sampleOutbox(db, t0);
+        s.epoch = Number((await call('GET', `${c.urls.medulla}/health`, undefined, 2000).catch(() => undefined))?.body?.epoch ?? Number.NaN);
         samples.push(s);
         if (Date.now() - lastPrint >= 5000) {
           lastPrint = Date.now();
           log(
-            `t=${s.t.toFixed(1)}s${loadEnded ? ' (drain)' : ''} pending ${s.pending} submitted ${s.submitted} confirmed ${s.confirmed} failed ${s.failed}; oldest pending ${s.oldestPendingMs} ms, oldest open ${s.oldestOpenMs} ms; ledger rows open ${s.ledgerOpen}, oldest ${s.oldestLedgerOpenMs} ms`,
+            `t=${s.t.toFixed(1)}s${loadEnded ? ' (drain)' : ''} pending ${s.pending} submitted ${s.submitted} confirmed ${s.confirmed} failed ${s.failed}; oldest pending ${s.oldestPendingMs} ms, oldest open ${s.oldestOpenMs} ms; ledger rows open ${s.ledgerOpen}, oldest ${s.oldestLedgerOpenMs} ms; epoch ${s.epoch}; pending ${JSON.stringify(s.pendingKinds)}`,
           );
         }
         if (loadEnded && s.pending === 0 && s.ledgerOpen === 0 && Date.now() - loadEnded > 10_000) return;
@@ -216,6 +222,7 @@ export async function runBacklogBench(
     const lat: number[] = [];
     let perceives = 0;
     let errors = 0;
+    const errorStatus: Record<string, number> = {};
     const deadline = t0 + seconds * 1000;
     await Promise.all(
       writers.map(async (w, i) => {
@@ -228,6 +235,9 @@ export async function runBacklogBench(
             w.compute -= 0.5;
           } else {
             errors++;
+            const k = String(r?.status ?? 'network');
+            errorStatus[k] = (errorStatus[k] ?? 0) + 1;
+            if (errorStatus[k] === 1) log(`perceive error ${k}: ${JSON.stringify(r?.body).slice(0, 200)}`);
             await sleep(100);
           }
         }
@@ -249,12 +259,22 @@ export async function runBacklogBench(
       (await db.query(`SELECT count(DISTINCT "txHash")::int AS n FROM "ChainOutbox" WHERE status = 'confirmed' AND "txHash" IS NOT NULL`)).rows[0].n,
     );
     void before;
+    // The platform's own Cortex warnings (a failed submitter round, a re-send), counted by message.
+    const warnings = new Map<string, number>();
+    for (const line of c.output().split('\n')) {
+      const m = /"msg":"(cortex[^"]*)"/.exec(line);
+      if (m) warnings.set(m[1]!, (warnings.get(m[1]!) ?? 0) + 1);
+    }
+    for (const [msg, n] of warnings) log(`platform log: ${n}x ${msg}`);
+    const firstErr = /"msg":"cortex submitter: round failed[^\n]*/.exec(c.output());
+    if (firstErr) log(`first failed round: ${firstErr[0].slice(0, 400)}`);
     return {
       seconds: loadSecs,
       clients,
       epochMs,
       perceives,
       errors,
+      errorStatus,
       perceiveRps: Math.round((perceives / loadSecs) * 10) / 10,
       p99Ms: lat.length ? lat[Math.min(lat.length - 1, Math.ceil(0.99 * lat.length) - 1)]! : 0,
       samples,
@@ -298,7 +318,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     console.log(
       `cortex outbox under perceive load: ${r.clients} clients over ${r.clients} stacks, ${r.seconds.toFixed(0)} s, ${e} ms epochs, PostgreSQL (Node ${process.version})`,
     );
-    console.log(`perceive      : ${r.perceives} ok (${r.perceiveRps} req/s, p99 ${r.p99Ms} ms), ${r.errors} errors`);
+    console.log(`perceive      : ${r.perceives} ok (${r.perceiveRps} req/s, p99 ${r.p99Ms} ms), ${r.errors} errors ${JSON.stringify(r.errorStatus)}`);
     console.log(`ledger rows   : ${r.ledgerRows} mint/burn intents, ${r.chainTxs} Cortex transactions confirmed during the run`);
     console.log(
       `during load   : max pending ${r.maxPending}, oldest pending at most ${r.maxOldestPendingMs} ms (${(r.maxOldestPendingMs / e).toFixed(1)} epochs), oldest open ${r.maxOldestOpenMs} ms, oldest unconfirmed ledger row ${r.maxOldestLedgerOpenMs} ms`,

@@ -108,6 +108,33 @@ describe('BandwidthToken', () => {
     expect(await reverts(compute.mint(c.operator.address, 1))).toBe('NotManager()');
     expect(Number(await bw.balanceOf(7, 1))).toBe(1000);
   });
+
+  it('settles an epoch in one call: signed deltas per stack and token in order, each settlement id once, by the minter only', async () => {
+    const bw = c.contract('BandwidthToken');
+    const compute = new Contract(await bw.tokenAddress(0), artifact('CortexToken').abi, c.provider);
+    const memory = new Contract(await bw.tokenAddress(1), artifact('CortexToken').abi, c.provider);
+    const before = [(await bw.balancesOf(7)).map(Number), Number(await compute.totalSupply()), Number(await memory.totalSupply())];
+    // 7: +100 compute, -1000 memory (all it has); 8: +50 compute, then -20 of it in the same call.
+    expect(await send(bw.settle(41, 3, [7, 8, 7, 8], [0, 0, 1, 0], [100, 50, -1000, -20]))).toBe(1);
+    expect((await bw.balancesOf(7)).map(Number)).toEqual([before[0][0] + 100, 0, 0, 0, before[0][4]]);
+    expect((await bw.balancesOf(8)).map(Number)).toEqual([30, 0, 0, 0, 0]);
+    expect(Number(await compute.totalSupply())).toBe(Number(before[1]) + 130);
+    expect(Number(await memory.totalSupply())).toBe(Number(before[2]) - 1000);
+    expect(await bw.settled(41)).toBe(true);
+    // The same settlement again (a re-sent or re-signed transaction) succeeds and changes nothing.
+    expect(await send(bw.settle(41, 3, [7, 8, 7, 8], [0, 0, 1, 0], [100, 50, -1000, -20]))).toBe(1);
+    expect((await bw.balancesOf(8)).map(Number)).toEqual([30, 0, 0, 0, 0]);
+    expect(Number(await compute.totalSupply())).toBe(Number(before[1]) + 130);
+    expect(await bw.queryFilter(bw.filters.Settled(41))).toHaveLength(1);
+    // In order: 8 cannot burn before it is credited; the whole settlement reverts and is not recorded.
+    expect(await reverts(bw.settle(42, 3, [8, 8], [2, 2], [-1, 5]))).toBe('InsufficientStackBalance(8, 2, 0, 1)');
+    expect(await bw.settled(42)).toBe(false);
+    expect(await reverts(bw.settle(42, 3, [8], [5], [1]))).toBe('UnknownToken(5)');
+    expect(await reverts(bw.settle(42, 3, [8], [0], [0]))).toBe('ZeroAmount()');
+    expect(await reverts(bw.settle(42, 3, [8, 8], [0], [1]))).toBe('LengthMismatch()');
+    expect(await reverts(c.contract('BandwidthToken', c.stranger).settle(42, 3, [8], [0], [1]))).toMatch(/^AccessControlUnauthorizedAccount/);
+    expect(await bw.settled(42)).toBe(false);
+  });
 });
 
 describe('QuellistTreasury', () => {

@@ -12,6 +12,8 @@ import { startCortexWith } from '../subgraphs/chains/cortex/service.ts';
 import { artifact } from '../subgraphs/chains/cortex/artifacts.ts';
 import { stackAddress } from '../lib/address.ts';
 import { outboxStatus } from '../subgraphs/chains/cortex/submitter.ts';
+import { reconcileChain } from '../subgraphs/chains/cortex/reconcile.ts';
+import { enqueueChainTx } from '../subgraphs/chains/outbox.ts';
 
 let p: TestPlatform;
 beforeAll(async () => {
@@ -85,20 +87,39 @@ it('after a hard kill loses blocks, the restart re-sends the lost transactions (
       tokenId: number;
       pubKey: string;
     };
+    // Two ledger rows for carol (no epoch: settled at once), carried by one settlement.
+    for (const [kind, milli] of [
+      ['mint', '7000'],
+      ['burn', '2500'],
+    ] as const)
+      await p.db.prisma.$transaction((tx) =>
+        enqueueChainTx(tx, { kind, ref: `ledger:${kind}:carol`, payload: { stackId: carol.id, amounts: [{ token: 'sync', milli }] } }),
+      );
     await cortex.submitter.idle(15_000);
     const row = await p.db.prisma.chainOutbox.findFirstOrThrow({ where: { kind: 'mintIdentity', ref: carol.id } });
     expect(row.status).toBe('confirmed');
+    const settle = await p.db.prisma.chainOutbox.findFirstOrThrow({ where: { kind: 'settle' }, orderBy: { id: 'desc' } });
+    expect(settle.status).toBe('confirmed');
+    const bandwidth = () => new Contract(cortex.suite.contracts.BandwidthToken, artifact('BandwidthToken').abi, cortex.chain.provider);
+    expect(Number(await bandwidth().balanceOf(carol.tokenId, 2))).toBe(4500);
     process.kill(-cortex.anvil!.child.pid!, 'SIGKILL');
     await cortex.close();
 
     cortex = await startCortexWith(p, opts);
-    expect(cortex.rewound).toBe(1);
+    // The identity, the settlement and its two ledger rows had their blocks lost.
+    expect(cortex.rewound).toBe(4);
+    expect((await p.db.prisma.chainOutbox.findMany({ where: { settlementId: settle.id } })).map((r) => r.status)).toEqual(['submitted', 'submitted']);
     expect((await p.db.prisma.stack.findUniqueOrThrow({ where: { id: carol.id } })).chainStatus).toBe('pending');
     const identity = new Contract(cortex.suite.contracts.StackIdentity, artifact('StackIdentity').abi, cortex.chain.provider);
     expect(await until(() => identity.ownerOf(carol.tokenId) as Promise<string>)).toBe(getAddress(stackAddress(carol.pubKey)));
     await cortex.submitter.idle(15_000);
     const again = await p.db.prisma.chainOutbox.findFirstOrThrow({ where: { id: row.id } });
     expect([again.status, again.txHash, again.nonce]).toEqual(['confirmed', row.txHash, row.nonce]);
+    // The settlement went again as the same bytes and applied once.
+    const settled = await p.db.prisma.chainOutbox.findUniqueOrThrow({ where: { id: settle.id } });
+    expect([settled.status, settled.txHash, settled.nonce]).toEqual(['confirmed', settle.txHash, settle.nonce]);
+    expect(Number(await bandwidth().balanceOf(carol.tokenId, 2))).toBe(4500);
+    expect(await reconcileChain(p.db.prisma, cortex.chain)).toEqual([]);
     expect((await p.db.prisma.stack.findUniqueOrThrow({ where: { id: carol.id } })).chainStatus).toBe('confirmed');
   } finally {
     await app.close();

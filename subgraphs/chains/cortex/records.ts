@@ -1,7 +1,7 @@
 // The chain side of mirrored records. The outbox owns the chainStatus columns of Stack, Sleeve,
 // Residue and EpochAnchor (documented exception to "never another context's tables"): a record is
 // pending while any of its intents is outstanding, then confirmed, or failed when its last one reverted.
-import type { Tx } from '../../../lib/db/index.ts';
+import type { Db, Tx } from '../../../lib/db/index.ts';
 
 type RecordRef =
   | { table: 'stack'; id: string; kinds: string[]; key: 'stackId' }
@@ -71,4 +71,45 @@ export async function settleRecord(tx: Tx, kind: string, payload: Record<string,
     where: { kind: { in: r.kinds }, status: { in: ['pending', 'submitted'] }, payload: { path: [r.key], equals: r.id } },
   });
   await write(tx, r, outstanding > 0 ? 'pending' : outcome, txHash);
+}
+
+/**
+ * settleRecord in its own short transaction that never waits for a writer holding the record's row
+ * (a perceive holds its stack's row until it commits; the submitter settling every stack's
+ * updateStack in one transaction queued behind each of them in turn). False when the row is busy:
+ * nothing was written and the caller tries again later.
+ */
+export async function trySettleRecord(
+  db: Db,
+  kind: string,
+  payload: Record<string, unknown>,
+  outcome: 'confirmed' | 'failed',
+  txHash?: string,
+): Promise<boolean> {
+  const r = recordOf(kind, payload);
+  if (!r) return true;
+  return db.$transaction(async (tx) => {
+    const mine =
+      r.table === 'stack'
+        ? await tx.$queryRaw<unknown[]>`SELECT 1 FROM "Stack" WHERE id = ${r.id} FOR UPDATE SKIP LOCKED`
+        : r.table === 'sleeve'
+          ? await tx.$queryRaw<unknown[]>`SELECT 1 FROM "Sleeve" WHERE id = ${r.id} FOR UPDATE SKIP LOCKED`
+          : r.table === 'residue'
+            ? await tx.$queryRaw<unknown[]>`SELECT 1 FROM "Residue" WHERE id = ${r.id} FOR UPDATE SKIP LOCKED`
+            : await tx.$queryRaw<unknown[]>`SELECT 1 FROM "EpochAnchor" WHERE epoch = ${r.id} FOR UPDATE SKIP LOCKED`;
+    if (!mine.length) {
+      // Skipped: busy, or no such row (then there is nothing to write).
+      const exists =
+        r.table === 'stack'
+          ? await tx.stack.count({ where: { id: r.id } })
+          : r.table === 'sleeve'
+            ? await tx.sleeve.count({ where: { id: r.id } })
+            : r.table === 'residue'
+              ? await tx.residue.count({ where: { id: r.id } })
+              : await tx.epochAnchor.count({ where: { epoch: r.id } });
+      return exists === 0;
+    }
+    await settleRecord(tx, kind, payload, outcome, txHash);
+    return true;
+  });
 }

@@ -9,10 +9,10 @@
 import { Transaction, type Wallet, keccak256, type JsonRpcProvider } from 'ethers';
 import type { Db } from '../../../lib/db/index.ts';
 import type { Logger } from '../../../lib/log.ts';
-import { buildCall, IntentError, type ChainCall } from './calls.ts';
+import { buildCall, canonicalJson, IntentError, type ChainCall } from './calls.ts';
 import { iface, SUITE } from './artifacts.ts';
 import type { Deployment } from './deploy.ts';
-import { markRecordPending, settleRecord } from './records.ts';
+import { markRecordPending, trySettleRecord } from './records.ts';
 import { LEDGER_KINDS, planSettlements, withoutStack, type SettlementPayload, type SettlementPlan } from './settlement.ts';
 
 export interface CortexChain {
@@ -107,7 +107,12 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   let scannedTo: number | undefined;
 
   type Outcome = { row: Row; outcome: 'confirmed' | 'failed'; data: { blockNumber?: number; lastError?: string | null } };
-  /** Settles many rows in one database transaction (the status and the mirrored record together). */
+  /** Record writes a busy row put off: (outbox row id) -> what to write, tried again each round. */
+  const recordsBusy = new Map<bigint, { kind: string; payload: Record<string, unknown>; outcome: 'confirmed' | 'failed'; txHash?: string }>();
+  const retryRecords = async () => {
+    for (const [id, r] of recordsBusy) if (await trySettleRecord(db, r.kind, r.payload, r.outcome, r.txHash)) recordsBusy.delete(id);
+  };
+  /** Settles many rows in one database transaction; then the mirrored records' chainStatus. */
   const settleAll = async (items: Outcome[]) => {
     if (!items.length) return;
     await db.$transaction(async (tx) => {
@@ -123,9 +128,13 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
               lastError: outcome === 'failed' ? `settlement ${row.id}: ${data.lastError ?? 'failed'}` : null,
             },
           });
-        await settleRecord(tx, row.kind, row.payload as Record<string, unknown>, outcome, row.txHash ?? undefined);
       }
     });
+    // The mirrored records' chainStatus after, each without waiting for a busy row (retried next round).
+    for (const { row, outcome } of items) {
+      const rec = { kind: row.kind, payload: row.payload as Record<string, unknown>, outcome, txHash: row.txHash ?? undefined };
+      if (!(await trySettleRecord(db, rec.kind, rec.payload, rec.outcome, rec.txHash))) recordsBusy.set(row.id, rec);
+    }
     for (const { row, outcome, data } of items) {
       if (outcome === 'failed') log.warn({ outbox: String(row.id), kind: row.kind, ref: row.ref, lastError: data.lastError }, 'cortex: intent failed');
     }
@@ -351,48 +360,56 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       provider.getTransactionCount(from, 'pending'),
       provider.getFeeData(),
     ]);
-    let nonce = Math.max((maxNonce._max.nonce ?? -1) + 1, chainNext);
-    const signed: { id: bigint; nonce: number; txHash: string; rawTx: string }[] = [];
+    const feeFields = fee.maxFeePerGas
+      ? { type: 2, maxFeePerGas: fee.maxFeePerGas, maxPriorityFeePerGas: fee.maxPriorityFeePerGas ?? 0n }
+      : { type: 0, gasPrice: fee.gasPrice ?? 1_000_000_000n };
+    const ready: { b: (typeof built)[number]; gasLimit: bigint }[] = [];
     for (let i = 0; i < built.length; i++) {
       const est = estimates[i];
       if (est.status === 'rejected') {
         // It may depend on a transaction not mined yet: wait for the in-flight ones before judging.
-        if (signed.length || inFlight > 0) break;
+        if (ready.length || inFlight > 0) break;
         await settle(built[i].row, 'failed', { lastError: revertReason(est.reason) });
         continue;
       }
-      const gasLimit = (est.value * 12n) / 10n + 10_000n;
-      const feeFields = fee.maxFeePerGas
-        ? { type: 2, maxFeePerGas: fee.maxFeePerGas, maxPriorityFeePerGas: fee.maxPriorityFeePerGas ?? 0n }
-        : { type: 0, gasPrice: fee.gasPrice ?? 1_000_000_000n };
-      const rawTx = await wallet.signTransaction({
-        to: built[i].call.to,
-        data: built[i].call.data,
-        nonce,
-        gasLimit,
-        chainId: chain.chainId,
-        value: 0n,
-        ...feeFields,
-      });
-      signed.push({ id: built[i].row.id, nonce, txHash: strip0x(keccak256(rawTx)), rawTx });
-      nonce++;
+      ready.push({ b: built[i], gasLimit: (est.value * 12n) / 10n + 10_000n });
     }
-    if (!signed.length) return;
+    if (!ready.length) return;
     const sentAt = new Date();
-    await db.$transaction(async (tx) => {
-      for (const s of signed) {
-        await tx.chainOutbox.update({
-          where: { id: s.id },
-          data: { status: 'submitted', nonce: s.nonce, txHash: s.txHash, rawTx: s.rawTx, sentAt, attempts: { increment: 1 } },
-        });
+    // Signed and stored in one transaction that owns its rows: a row a writer is rewriting right now
+    // (a stack's coalesced updateStack, locked by a perceive until it commits) is skipped for this
+    // round rather than waited for, and one whose payload changed since it was read goes next
+    // round. Nonces are handed out only to the rows stored, so they stay consecutive.
+    const signed = await db.$transaction(async (tx) => {
+      const ids = ready.map((r) => r.b.row.id.toString());
+      const owned = await tx.$queryRaw<{ id: bigint; payload: unknown }[]>`
+        SELECT id, payload FROM "ChainOutbox" WHERE id = ANY(${ids}::text[]::bigint[]) AND status = 'pending' FOR UPDATE SKIP LOCKED`;
+      const current = new Map(owned.map((r) => [BigInt(r.id), canonicalJson(r.payload)]));
+      let nonce = Math.max((maxNonce._max.nonce ?? -1) + 1, chainNext);
+      const out: { id: bigint; nonce: number; txHash: string; rawTx: string }[] = [];
+      for (const { b, gasLimit } of ready) {
+        if (current.get(b.row.id) !== canonicalJson(b.row.payload)) continue;
+        const rawTx = await wallet.signTransaction({ to: b.call.to, data: b.call.data, nonce, gasLimit, chainId: chain.chainId, value: 0n, ...feeFields });
+        out.push({ id: b.row.id, nonce, txHash: strip0x(keccak256(rawTx)), rawTx });
+        nonce++;
       }
+      if (out.length)
+        await tx.$executeRaw`
+          UPDATE "ChainOutbox" AS o SET status = 'submitted', nonce = v.nonce, "txHash" = v.hash, "rawTx" = v.raw, "sentAt" = ${sentAt},
+            attempts = o.attempts + 1, "updatedAt" = now()
+          FROM unnest(${out.map((s) => s.id.toString())}::text[], ${out.map((s) => s.nonce)}::int[], ${out.map((s) => s.txHash)}::text[], ${out.map((s) => s.rawTx)}::text[])
+            AS v(id, nonce, hash, raw)
+          WHERE o.id = v.id::bigint`;
+      return out;
     });
+    if (!signed.length) return;
     await opts.afterPersist?.(signed.map(({ id, nonce, txHash }) => ({ id, nonce, txHash })));
     await broadcast(signed);
     if (rows.length === batchSize) again = true;
   };
 
   const round = async () => {
+    if (recordsBusy.size) await retryRecords();
     await confirm();
     if (!closed) await settleLedger();
     if (!closed) await submit();
