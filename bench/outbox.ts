@@ -262,10 +262,11 @@ export async function runBacklogBench(
     // The platform's own Cortex warnings (a failed submitter round, a re-send), counted by message.
     const warnings = new Map<string, number>();
     for (const line of c.output().split('\n')) {
-      const m = /"msg":"(cortex[^"]*)"/.exec(line);
+      const m = /"msg":"(cortex[^"]*)"/.exec(line) ?? /(cortex[^{\n]*?)(?: \{|$)/.exec(line);
       if (m) warnings.set(m[1]!, (warnings.get(m[1]!) ?? 0) + 1);
     }
     for (const [msg, n] of warnings) log(`platform log: ${n}x ${msg}`);
+    if (process.env.OUTBOX_BENCH_TAIL) log(c.output().slice(-Number(process.env.OUTBOX_BENCH_TAIL)));
     const firstErr = /"msg":"cortex submitter: round failed[^\n]*/.exec(c.output());
     if (firstErr) log(`first failed round: ${firstErr[0].slice(0, 400)}`);
     return {

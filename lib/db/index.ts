@@ -27,7 +27,18 @@ export interface Database {
   close(): Promise<void>;
 }
 
-export async function openDatabase(opts: { databaseUrl?: string; dataDir: string; poolSize?: number; inMemory?: boolean }): Promise<Database> {
+/**
+ * Opens the platform's database (migrated first). `migrated: true` skips the migrator: a second,
+ * smaller pool of a process whose main pool already migrated (a background loop that must not
+ * queue behind request traffic for a connection).
+ */
+export async function openDatabase(opts: {
+  databaseUrl?: string;
+  dataDir: string;
+  poolSize?: number;
+  inMemory?: boolean;
+  migrated?: boolean;
+}): Promise<Database> {
   let queries = 0;
   if (opts.databaseUrl) {
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10 });
@@ -37,11 +48,13 @@ export async function openDatabase(opts: { databaseUrl?: string; dataDir: string
       query: async (sql, params) => (await pool.query(sql, params as unknown[])).rows,
     };
     // Migrate on one connection so BEGIN/COMMIT and the advisory lock share a session.
-    const client = await pool.connect();
-    try {
-      await migrate({ exec: async (s) => void (await client.query(s)), query: async (s, p) => (await client.query(s, p as unknown[])).rows }, { lock: true });
-    } finally {
-      client.release();
+    if (!opts.migrated) {
+      const client = await pool.connect();
+      try {
+        await migrate({ exec: async (s) => void (await client.query(s)), query: async (s, p) => (await client.query(s, p as unknown[])).rows }, { lock: true });
+      } finally {
+        client.release();
+      }
     }
     const prisma = new PrismaClient({ adapter: new PrismaPg(pool) as never, log: [{ emit: 'event', level: 'query' }] });
     (prisma as unknown as { $on(e: 'query', cb: () => void): void }).$on('query', () => void queries++);

@@ -73,43 +73,52 @@ export async function settleRecord(tx: Tx, kind: string, payload: Record<string,
   await write(tx, r, outstanding > 0 ? 'pending' : outcome, txHash);
 }
 
+export interface RecordOutcome {
+  kind: string;
+  payload: Record<string, unknown>;
+  outcome: 'confirmed' | 'failed';
+  txHash?: string;
+}
+
+const TABLE_SQL = { stack: '"Stack"', sleeve: '"Sleeve"', residue: '"Residue"', anchor: '"EpochAnchor"' } as const;
+
 /**
- * settleRecord in its own short transaction that never waits for a writer holding the record's row
- * (a perceive holds its stack's row until it commits; the submitter settling every stack's
- * updateStack in one transaction queued behind each of them in turn). False when the row is busy:
- * nothing was written and the caller tries again later.
+ * settleRecord for many intents, in one short transaction per table that never waits for a writer
+ * holding a record's row (a perceive holds its stack's row until it commits; settling every stack's
+ * updateStack in one transaction used to queue behind each of them in turn): busy rows are skipped
+ * (FOR UPDATE SKIP LOCKED) and returned, to be tried again later. The newest outcome per record wins.
  */
-export async function trySettleRecord(
-  db: Db,
-  kind: string,
-  payload: Record<string, unknown>,
-  outcome: 'confirmed' | 'failed',
-  txHash?: string,
-): Promise<boolean> {
-  const r = recordOf(kind, payload);
-  if (!r) return true;
-  return db.$transaction(async (tx) => {
-    const mine =
-      r.table === 'stack'
-        ? await tx.$queryRaw<unknown[]>`SELECT 1 FROM "Stack" WHERE id = ${r.id} FOR UPDATE SKIP LOCKED`
-        : r.table === 'sleeve'
-          ? await tx.$queryRaw<unknown[]>`SELECT 1 FROM "Sleeve" WHERE id = ${r.id} FOR UPDATE SKIP LOCKED`
-          : r.table === 'residue'
-            ? await tx.$queryRaw<unknown[]>`SELECT 1 FROM "Residue" WHERE id = ${r.id} FOR UPDATE SKIP LOCKED`
-            : await tx.$queryRaw<unknown[]>`SELECT 1 FROM "EpochAnchor" WHERE epoch = ${r.id} FOR UPDATE SKIP LOCKED`;
-    if (!mine.length) {
-      // Skipped: busy, or no such row (then there is nothing to write).
-      const exists =
-        r.table === 'stack'
-          ? await tx.stack.count({ where: { id: r.id } })
-          : r.table === 'sleeve'
-            ? await tx.sleeve.count({ where: { id: r.id } })
-            : r.table === 'residue'
-              ? await tx.residue.count({ where: { id: r.id } })
-              : await tx.epochAnchor.count({ where: { epoch: r.id } });
-      return exists === 0;
-    }
-    await settleRecord(tx, kind, payload, outcome, txHash);
-    return true;
-  });
+export async function trySettleRecords(db: Db, items: RecordOutcome[]): Promise<RecordOutcome[]> {
+  const byTable = new Map<RecordRef['table'], Map<string | number, { ref: RecordRef; item: RecordOutcome }>>();
+  for (const item of items) {
+    const ref = recordOf(item.kind, item.payload);
+    if (!ref) continue;
+    let m = byTable.get(ref.table);
+    if (!m) byTable.set(ref.table, (m = new Map()));
+    m.set(ref.id, { ref, item });
+  }
+  const busy: RecordOutcome[] = [];
+  for (const [table, records] of byTable) {
+    const ids = [...records.keys()];
+    await db.$transaction(async (tx) => {
+      const key = table === 'anchor' ? 'epoch' : 'id';
+      const param = table === 'anchor' ? `$1::int[]` : `$1::text[]`;
+      const mine = await tx.$queryRawUnsafe<{ k: string | number }[]>(
+        `SELECT ${key} AS k FROM ${TABLE_SQL[table]} WHERE ${key} = ANY(${param}) FOR UPDATE SKIP LOCKED`,
+        ids,
+      );
+      const locked = new Set(mine.map((r) => (table === 'anchor' ? Number(r.k) : String(r.k))));
+      const existing =
+        locked.size === ids.length
+          ? locked
+          : new Set(
+              (await tx.$queryRawUnsafe<{ k: string | number }[]>(`SELECT ${key} AS k FROM ${TABLE_SQL[table]} WHERE ${key} = ANY(${param})`, ids)).map((r) =>
+                table === 'anchor' ? Number(r.k) : String(r.k),
+              ),
+            );
+      for (const [id, { item }] of records) if (existing.has(id) && !locked.has(id)) busy.push(item);
+      for (const [id, { item }] of records) if (locked.has(id)) await settleRecord(tx, item.kind, item.payload, item.outcome, item.txHash);
+    });
+  }
+  return busy;
 }

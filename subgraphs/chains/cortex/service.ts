@@ -3,6 +3,7 @@
 import path from 'node:path';
 import { Wallet } from 'ethers';
 import type { Platform } from '../../../lib/platform.ts';
+import { openDatabase, type Database } from '../../../lib/db/index.ts';
 import type { ServiceStarter } from '../../../lib/service.ts';
 import { rpc, startAnvil, waitForRpc, type Anvil, type AnvilOptions } from './anvil.ts';
 import { CORTEX_CHAIN_ID, deploymentsFile, ensureSuite, operatorKey, providerFor, type Deployment } from './deploy.ts';
@@ -46,6 +47,7 @@ export async function startCortexWith(
     rpcUrl = anvil.url;
   } else await waitForRpc(rpcUrl);
   const provider = providerFor(rpcUrl);
+  let own: Database | undefined;
   try {
     const chainId = Number((await provider.getNetwork()).chainId);
     const key = await operatorKey(provider, p.config.cortex.operatorKey);
@@ -58,8 +60,15 @@ export async function startCortexWith(
       );
     const rewound = await rewindToChain(p.db.prisma, provider, fresh, p.log);
     const chain: CortexChain = { provider, wallet: new Wallet(key, provider), suite, chainId };
+    // On PostgreSQL the submitter has connections of its own: in one process with the request
+    // traffic (cog start), each of its queries waited in the pool's queue behind the perceives (10
+    // connections, 32 clients) and a round took tens of seconds. PGlite has one connection anyway.
+    own =
+      p.db.kind === 'postgres' && p.config.databaseUrl
+        ? await openDatabase({ databaseUrl: p.config.databaseUrl, dataDir: p.config.dataDir, poolSize: 2, migrated: true })
+        : undefined;
     // Ledger rows are settled once their epoch has ended (one settlement per epoch under load).
-    const submitter = startSubmitter(p.db.prisma, chain, p.log, { currentEpoch: () => p.epochs.current(), ...opts.submitter });
+    const submitter = startSubmitter(own?.prisma ?? p.db.prisma, chain, p.log, { currentEpoch: () => p.epochs.current(), ...opts.submitter });
     p.log.info({ rpcUrl, chainId, operator: chain.wallet.address, fresh }, 'cortex: suite ready, submitter running');
     // Periodic drift check: warns, never repairs.
     const timer = setInterval(() => {
@@ -146,6 +155,7 @@ export async function startCortexWith(
         await restarting?.catch(() => {});
         clearInterval(timer);
         await submitter.close();
+        await own?.close();
         p.local.delete('cortex');
         provider.destroy();
         await anvil?.close();
@@ -153,6 +163,7 @@ export async function startCortexWith(
     };
   } catch (e) {
     provider.destroy();
+    await own?.close();
     await anvil?.close();
     throw e;
   }

@@ -12,7 +12,7 @@ import type { Logger } from '../../../lib/log.ts';
 import { buildCall, canonicalJson, IntentError, type ChainCall } from './calls.ts';
 import { iface, SUITE } from './artifacts.ts';
 import type { Deployment } from './deploy.ts';
-import { markRecordPending, trySettleRecord } from './records.ts';
+import { markRecordPending, trySettleRecords, type RecordOutcome } from './records.ts';
 import { LEDGER_KINDS, planSettlements, withoutStack, type SettlementPayload, type SettlementPlan } from './settlement.ts';
 
 export interface CortexChain {
@@ -108,9 +108,9 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
 
   type Outcome = { row: Row; outcome: 'confirmed' | 'failed'; data: { blockNumber?: number; lastError?: string | null } };
   /** Record writes a busy row put off: (outbox row id) -> what to write, tried again each round. */
-  const recordsBusy = new Map<bigint, { kind: string; payload: Record<string, unknown>; outcome: 'confirmed' | 'failed'; txHash?: string }>();
+  let recordsBusy: RecordOutcome[] = [];
   const retryRecords = async () => {
-    for (const [id, r] of recordsBusy) if (await trySettleRecord(db, r.kind, r.payload, r.outcome, r.txHash)) recordsBusy.delete(id);
+    recordsBusy = await trySettleRecords(db, recordsBusy.splice(0));
   };
   /** Settles many rows in one database transaction; then the mirrored records' chainStatus. */
   const settleAll = async (items: Outcome[]) => {
@@ -130,11 +130,12 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
           });
       }
     });
-    // The mirrored records' chainStatus after, each without waiting for a busy row (retried next round).
-    for (const { row, outcome } of items) {
-      const rec = { kind: row.kind, payload: row.payload as Record<string, unknown>, outcome, txHash: row.txHash ?? undefined };
-      if (!(await trySettleRecord(db, rec.kind, rec.payload, rec.outcome, rec.txHash))) recordsBusy.set(row.id, rec);
-    }
+    // The mirrored records' chainStatus after, without waiting for a busy row (retried next round).
+    const busy = await trySettleRecords(
+      db,
+      items.map(({ row, outcome }) => ({ kind: row.kind, payload: row.payload as Record<string, unknown>, outcome, txHash: row.txHash ?? undefined })),
+    );
+    for (const r of busy) recordsBusy.push(r);
     for (const { row, outcome, data } of items) {
       if (outcome === 'failed') log.warn({ outbox: String(row.id), kind: row.kind, ref: row.ref, lastError: data.lastError }, 'cortex: intent failed');
     }
@@ -409,10 +410,19 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   };
 
   const round = async () => {
-    if (recordsBusy.size) await retryRecords();
+    const t0 = performance.now();
+    if (recordsBusy.length) await retryRecords();
     await confirm();
+    const t1 = performance.now();
     if (!closed) await settleLedger();
+    const t2 = performance.now();
     if (!closed) await submit();
+    const t3 = performance.now();
+    if (t3 - t0 > 2000)
+      log.warn(
+        { confirmMs: Math.round(t1 - t0), settleMs: Math.round(t2 - t1), submitMs: Math.round(t3 - t2), recordsBusy: recordsBusy.length },
+        'cortex submitter: slow round',
+      );
   };
 
   const run = (): Promise<void> => {
