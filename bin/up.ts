@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../lib/config.ts';
+import { internalAuthHeaders } from '../lib/internal-client.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -140,7 +141,7 @@ export function readinessUrls(cfg: Config, env: Record<string, string | undefine
 
 /** Each process's readiness: undefined when ready, else what is down (or why it did not answer). */
 export async function readiness(cfg: Config): Promise<Array<{ name: string; down?: string }>> {
-  const headers: Record<string, string> = cfg.internalToken ? { authorization: `Bearer ${cfg.internalToken}` } : {};
+  const headers = internalAuthHeaders(cfg.internalToken);
   return Promise.all(
     readinessUrls(cfg).map(async ({ name, url }) => {
       try {

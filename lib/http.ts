@@ -54,11 +54,6 @@ export function isLoopback(host: string): boolean {
   return h === 'localhost' || h === '::1' || /^(::ffff:)?127(\.\d{1,3}){3}$/.test(h);
 }
 
-/** The header an internal HTTP client sends (empty when no token is configured). */
-export function internalAuthHeaders(token: string | undefined): Record<string, string> {
-  return token ? { authorization: `Bearer ${token}` } : {};
-}
-
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
 export function sendProblem(reply: FastifyReply, p: Problem): FastifyReply {

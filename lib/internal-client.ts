@@ -3,7 +3,11 @@
 // attempt, failover across several base URLs, problem+json answers as Problems, and a 503
 // `unavailable` when nothing answers.
 import { Problem, unavailable } from './errors.ts';
-import { internalAuthHeaders } from './http.ts';
+
+/** The header an internal HTTP client sends (empty when no token is configured). */
+export function internalAuthHeaders(token: string | undefined): Record<string, string> {
+  return token ? { authorization: `Bearer ${token}` } : {};
+}
 
 export interface InternalClientOptions {
   /** What the service is called in problems ("Hippocampus", "the Needlecast Router"). */
@@ -14,6 +18,12 @@ export interface InternalClientOptions {
   token?: string;
   /** Per-attempt timeout (default 5 s). */
   timeoutMs?: number;
+  /** Counters for the caller's metrics: a node failing (and why), a call served after failing over, none answering. */
+  observe?: {
+    nodeFailed?(reason: 'timeout' | 'unreachable' | '5xx' | 'skipped'): void;
+    failedOver?(): void;
+    unavailable?(): void;
+  };
 }
 
 export interface RequestOptions {
@@ -82,6 +92,7 @@ export function internalClient(o: InternalClientOptions): InternalClient {
   const nodes = [...new Set((Array.isArray(o.baseUrls) ? o.baseUrls : [o.baseUrls]).map((u) => u.replace(/\/+$/, '')))];
   if (!nodes.length) throw new Error(`internalClient: no URL for ${o.name}`);
   const auth = internalAuthHeaders(o.token);
+  const failed = (reason: 'timeout' | 'unreachable' | '5xx' | 'skipped') => o.observe?.nodeFailed?.(reason);
 
   /**
    * Tries the nodes in turn. `answers(status, json)` says whether a 5xx reply still is the answer
@@ -100,6 +111,7 @@ export function internalClient(o: InternalClientOptions): InternalClient {
       const probe = down && nodes.length > 1;
       if (probe && probing.has(base)) {
         failures.push(`${base} failed recently`);
+        failed('skipped');
         continue;
       }
       if (probe) probing.add(base);
@@ -113,7 +125,9 @@ export function internalClient(o: InternalClientOptions): InternalClient {
         });
       } catch (e) {
         downUntil.set(base, Date.now() + DOWN_MS);
-        failures.push(`${base} ${(e as Error).name === 'TimeoutError' ? 'timed out' : 'not reachable'}`);
+        const timedOut = (e as Error).name === 'TimeoutError';
+        failures.push(`${base} ${timedOut ? 'timed out' : 'not reachable'}`);
+        failed(timedOut ? 'timeout' : 'unreachable');
         continue;
       } finally {
         if (probe) probing.delete(base);
@@ -125,6 +139,7 @@ export function internalClient(o: InternalClientOptions): InternalClient {
         if ((e as Error).name === 'TimeoutError') {
           downUntil.set(base, Date.now() + DOWN_MS);
           failures.push(`${base} timed out`);
+          failed('timeout');
           continue;
         }
         json = undefined;
@@ -132,11 +147,14 @@ export function internalClient(o: InternalClientOptions): InternalClient {
       if (res.status >= 500 && !answers?.(res.status, json)) {
         downUntil.set(base, Date.now() + DOWN_MS);
         failures.push(`${base} answered ${res.status}`);
+        failed('5xx');
         continue;
       }
       downUntil.delete(base);
+      if (failures.length) o.observe?.failedOver?.();
       return { status: res.status, json: json && typeof json === 'object' ? (json as Record<string, unknown>) : {} };
     }
+    o.observe?.unavailable?.();
     throw unavailable(`no ${o.name} node answered (${failures.join('; ')})`);
   };
 

@@ -8,6 +8,7 @@ import { ApolloGateway, RemoteGraphQLDataSource } from '@apollo/gateway';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { execute, getOperationAST, Kind, parse, specifiedRules, validate, type DocumentNode, type GraphQLSchema } from 'graphql';
 import type { Platform } from '../lib/platform.ts';
+import { internalAuthHeaders } from '../lib/internal-client.ts';
 import { newContext, type GqlContext } from '../lib/graphql.ts';
 import { buildSubgraph, readSupergraphConfig } from './subgraphs.ts';
 import { supergraphFile } from './compose.ts';
@@ -46,7 +47,7 @@ export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Pro
         new RemoteGraphQLDataSource({
           url: p.config.subgraphUrls[name] ?? url,
           willSendRequest: ({ request }) => {
-            if (token) request.http?.headers.set('authorization', `Bearer ${token}`);
+            for (const [name, value] of Object.entries(internalAuthHeaders(token))) request.http?.headers.set(name, value);
           },
         });
       if (!p.config.graphqlCoalesce) return source;

@@ -3,6 +3,7 @@
 // each service behind the gateway answers its health check.
 import type { Platform } from '../../lib/platform.ts';
 import { badRequest } from '../../lib/errors.ts';
+import { internalAuthHeaders } from '../../lib/internal-client.ts';
 import { getBlock, getInfo } from './medulla/client.ts';
 import type { Block } from './medulla/header.ts';
 
@@ -79,7 +80,7 @@ async function probe(name: string, check: () => Promise<Response>): Promise<Serv
 /** Each service's health check as the gateway sees it (1.5 s each, all at once). */
 export function servicesHealth(p: Platform): Promise<ServiceHealth[]> {
   const u = p.config.urls;
-  const headers: Record<string, string> = p.config.internalToken ? { authorization: `Bearer ${p.config.internalToken}` } : {};
+  const headers = internalAuthHeaders(p.config.internalToken);
   const get = (url: string) => () => fetch(`${url}/health`, { headers, signal: AbortSignal.timeout(1500) });
   return Promise.all([
     probe('medulla', get(u.medulla)),

@@ -41,8 +41,8 @@ export const resolvers = {
       try {
         return await recentBlocks(ctx.platform, a.last ?? 30);
       } catch (e) {
-        if (e instanceof MedullaRpcError || (e as Error).name === 'TimeoutError' || e instanceof TypeError)
-          throw unavailable(`Medulla did not answer: ${(e as Error).message}`);
+        // Unreachable or timed out, the client already threw a 503; an RPC error answer becomes one too.
+        if (e instanceof MedullaRpcError) throw unavailable(`Medulla did not answer: ${(e as Error).message}`);
         throw e;
       }
     }),

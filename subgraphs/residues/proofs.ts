@@ -17,11 +17,11 @@
 //   routing-equivocation     {tuples: [a, b]}   two distinct tuples for the epoch, each signed by the operator's ed25519 key
 //                                               (unsigned submissions, operator 'anonymous': the two Medulla recorded)
 import { isHex, verify } from '../../lib/crypto.ts';
-import { unavailable } from '../../lib/errors.ts';
+import { internalClient, RpcError } from '../../lib/internal-client.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { getSleeveRow } from '../sleeves/index.ts';
 import { hippocampusClient } from '../memory/index.ts';
-import { cortexTxSource, crossRootOf, evmRootOf, ipfsRootOf, tupleMessage, type CoherenceTuple } from '../chains/index.ts';
+import { blockAtHeight, cortexTxSource, crossRootOf, evmRootOf, ipfsRootOf, tupleMessage, type CoherenceTuple } from '../chains/index.ts';
 import type { ResidueKind } from './open.ts';
 
 export type Verdict = { ok: true; facts: Record<string, unknown> } | { ok: false; reason: string };
@@ -39,18 +39,8 @@ const yes = (facts: Record<string, unknown>): Verdict => ({ ok: true, facts });
 /** The bytes an operator signs for a coherence tuple: the Thalamus/Medulla format. */
 export const coherenceTupleMessage = (t: CoherenceTuple) => tupleMessage(t);
 
-/** Calls an internal service (Medulla, DHF), with the internal bearer token when one is set. */
-async function call(p: Platform, url: string, init: RequestInit = {}): Promise<Response> {
-  const headers = {
-    ...(init.headers as Record<string, string> | undefined),
-    ...(p.config.internalToken ? { authorization: `Bearer ${p.config.internalToken}` } : {}),
-  };
-  try {
-    return await fetch(url, { ...init, headers, signal: AbortSignal.timeout(3000) });
-  } catch {
-    throw unavailable(`Cannot check the proof now: ${new URL(url).origin} is not reachable`);
-  }
-}
+/** DHF, over the kernel's internal client (the internal bearer token, 3 s, 503 when it does not answer). */
+const dhf = (p: Platform) => internalClient({ name: 'DHF', baseUrls: p.config.urls.dhf, token: p.config.internalToken, timeoutMs: 3000 });
 
 /** True when Hippocampus serves the node's payload to a reader at the current epoch. */
 export async function cidReadable(p: Platform, cid: string): Promise<boolean> {
@@ -63,15 +53,14 @@ async function dagNode(p: Platform, cid: string): Promise<{ links: string[]; sta
   return hippocampusClient(p).meta(cid);
 }
 
+/** Medulla's main-chain block at a height, or null when it has none (its RPC error answer). */
 async function medullaBlock(p: Platform, height: number): Promise<Record<string, unknown> | null> {
-  const res = await call(p, `${p.config.urls.medulla}/rpc`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getblock', params: [height] }),
-  });
-  if (res.status >= 500) throw unavailable('Medulla failed to answer');
-  const body = (await res.json().catch(() => ({}))) as { result?: Record<string, unknown> };
-  return body.result ?? null;
+  try {
+    return (await blockAtHeight(p, height)) as unknown as Record<string, unknown>;
+  } catch (e) {
+    if (e instanceof RpcError) return null;
+    throw e;
+  }
 }
 
 const str = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= 512;
@@ -156,14 +145,9 @@ async function historicalNonCanonical(p: Platform, r: ResidueFacts, proof: Recor
   if (proof.sleeveId !== undefined) {
     if (!str(proof.sleeveId)) return no('proof.sleeveId must be a sleeve id');
     if (!r.stackId) return no('the residue names no stack');
-    const res = await call(p, `${p.config.urls.dhf}/v1/reconstruct`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ stackId: r.stackId, sleeveId: proof.sleeveId, depth: Number(r.evidence.depth ?? 8) || 8 }),
-    });
-    if (res.status >= 500) throw unavailable('DHF failed to answer');
-    const body = (await res.json().catch(() => ({}))) as { fidelity?: number };
-    if (!res.ok || typeof body.fidelity !== 'number') return no(`reconstruct through ${proof.sleeveId} failed (${res.status})`);
+    const res = await dhf(p).send('POST', '/v1/reconstruct', { stackId: r.stackId, sleeveId: proof.sleeveId, depth: Number(r.evidence.depth ?? 8) || 8 });
+    const body = res.json as { fidelity?: number };
+    if (res.status >= 300 || typeof body.fidelity !== 'number') return no(`reconstruct through ${proof.sleeveId} failed (${res.status})`);
     if (body.fidelity < p.config.fidelityMin) return no(`fidelity is still ${body.fidelity}, below ${p.config.fidelityMin}`);
     return yes({ sleeveId: proof.sleeveId, fidelity: body.fidelity });
   }

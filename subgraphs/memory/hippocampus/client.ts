@@ -3,11 +3,13 @@
 // localHippocampus), straight to its store. The local
 // path takes the caller's transaction, which PGlite (one connection) needs: a write from another
 // connection while the perceive transaction holds the database would wait for it forever.
-// Over HTTP the client fails over: HIPPOCAMPUS_URL first, then HIPPOCAMPUS_FALLBACK_URLS, each
-// attempt bounded by HIPPOCAMPUS_TIMEOUT_MS; no node answering is a 503 (unavailable).
+// Over HTTP (lib/internal-client.ts) the client fails over: HIPPOCAMPUS_URL first, then
+// HIPPOCAMPUS_FALLBACK_URLS, each attempt bounded by HIPPOCAMPUS_TIMEOUT_MS; no node answering is a
+// 503 (unavailable).
 import type { Tx } from '../../../lib/db/index.ts';
 import type { Platform } from '../../../lib/platform.ts';
-import { Problem, unavailable } from '../../../lib/errors.ts';
+import type { Problem } from '../../../lib/errors.ts';
+import { internalClient } from '../../../lib/internal-client.ts';
 import { hippocampusFailovers, hippocampusNodeFailures, hippocampusUnavailable } from '../../../lib/metrics.ts';
 import { dagStats, dagWritesInEpoch, nodeMeta, pinStored, putNode, storePayload, walkDag, type PutNodeInput, type WalkResult } from './store.ts';
 
@@ -53,76 +55,25 @@ export function localHippocampus(p: Platform): HippocampusClient {
   };
 }
 
-/** After a node fails, it is tried last for this long: a dead node costs one timeout, not one per call. */
-const DOWN_MS = 5000;
-const downUntil = new Map<string, number>();
 /**
- * With fallbacks, a node that failed recently is probed by one call at a time, for at most
- * DOWN_ATTEMPT_MS; concurrent calls skip it. So with every node hung (SIGSTOP) callers get their
- * 503 in milliseconds instead of holding their transactions (and row locks) for the timeouts.
- */
-const DOWN_ATTEMPT_MS = 1000;
-const probing = new Set<string>();
-
-/** The nodes in the order to try them: the configured order, nodes that failed recently last. */
-function attemptOrder(nodes: string[]): Array<{ base: string; down: boolean }> {
-  const now = Date.now();
-  const isDown = (u: string) => (downUntil.get(u) ?? 0) > now;
-  return [...nodes.filter((u) => !isDown(u)).map((base) => ({ base, down: false })), ...nodes.filter(isDown).map((base) => ({ base, down: true }))];
-}
-
-/**
- * The Hippocampus over HTTP. `baseUrls` is the primary then its fallbacks: a connection error, a
- * timeout or a 5xx moves on to the next node (every call is idempotent: content-addressed puts,
- * pins, walks and reads); a 4xx is the answer. When no node answers: a 503 problem.
+ * The Hippocampus over HTTP, through the kernel's internal client. `baseUrls` is the primary then
+ * its fallbacks: a connection error, a timeout or a 5xx moves on to the next node (every call is
+ * idempotent: content-addressed puts, pins, walks and reads); a 4xx is the answer. When no node
+ * answers: a 503 problem.
  */
 export function httpHippocampus(baseUrls: string | string[], opts: { internalToken?: string; timeoutMs?: number } = {}): HippocampusClient {
-  const nodes = [...new Set((Array.isArray(baseUrls) ? baseUrls : [baseUrls]).map((u) => u.replace(/\/+$/, '')))];
-  if (!nodes.length) throw new Error('httpHippocampus: no Hippocampus URL');
-  const call = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
-    const failures: string[] = [];
-    const timeoutMs = opts.timeoutMs ?? 2500;
-    for (const { base, down } of attemptOrder(nodes)) {
-      const probe = down && nodes.length > 1;
-      if (probe && probing.has(base)) {
-        failures.push(`${base} failed recently`);
-        hippocampusNodeFailures.inc({ reason: 'skipped' });
-        continue;
-      }
-      if (probe) probing.add(base);
-      let res: Response;
-      try {
-        res = await fetch(`${base}${path}`, {
-          method,
-          headers: { 'content-type': 'application/json', ...(opts.internalToken ? { authorization: `Bearer ${opts.internalToken}` } : {}) },
-          body: body === undefined ? undefined : JSON.stringify(body),
-          signal: AbortSignal.timeout(probe ? Math.min(timeoutMs, DOWN_ATTEMPT_MS) : timeoutMs),
-        });
-      } catch (e) {
-        downUntil.set(base, Date.now() + DOWN_MS);
-        const timedOut = (e as Error).name === 'TimeoutError';
-        failures.push(`${base} ${timedOut ? 'timed out' : 'not reachable'}`);
-        hippocampusNodeFailures.inc({ reason: timedOut ? 'timeout' : 'unreachable' });
-        continue;
-      } finally {
-        if (probe) probing.delete(base);
-      }
-      if (res.status >= 500) {
-        await res.body?.cancel().catch(() => {});
-        downUntil.set(base, Date.now() + DOWN_MS);
-        failures.push(`${base} answered ${res.status}`);
-        hippocampusNodeFailures.inc({ reason: '5xx' });
-        continue;
-      }
-      downUntil.delete(base);
-      if (failures.length) hippocampusFailovers.inc();
-      const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
-      if (res.ok) return json as T;
-      throw new Problem(res.status, String(json.code ?? 'HIPPOCAMPUS'), String(json.title ?? 'Hippocampus refused'), String(json.detail ?? ''));
-    }
-    hippocampusUnavailable.inc();
-    throw unavailable(`no Hippocampus node answered (${failures.join('; ')})`);
-  };
+  const client = internalClient({
+    name: 'Hippocampus',
+    baseUrls,
+    token: opts.internalToken,
+    timeoutMs: opts.timeoutMs ?? 2500,
+    observe: {
+      nodeFailed: (reason) => hippocampusNodeFailures.inc({ reason }),
+      failedOver: () => hippocampusFailovers.inc(),
+      unavailable: () => hippocampusUnavailable.inc(),
+    },
+  });
+  const call = <T>(method: string, path: string, body?: unknown): Promise<T> => client.json<T>(method, path, body);
   return {
     put: async (node) => void (await call('PUT', '/dag', node)),
     putPayload: async (node) => void (await call('PUT', '/dag/payload', node)),

@@ -14,6 +14,7 @@ import type { ObjectStore } from '../../../lib/objects/port.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { assertObjectKey } from '../../../lib/objects/index.ts';
 import { Problem, badRequest, notFound } from '../../../lib/errors.ts';
+import { internalAuthHeaders } from '../../../lib/internal-client.ts';
 import { openResidue } from '../../residues/index.ts';
 import { computeCid, computeDataCid, parseCid, payloadKey } from './cid.ts';
 
@@ -28,7 +29,7 @@ export interface PeerOptions {
   onLost?: (key: string) => void | Promise<void>;
 }
 
-const headers = (token?: string): Record<string, string> => (token ? { authorization: `Bearer ${token}` } : {});
+const headers = internalAuthHeaders;
 const replicaUrl = (peer: string, key: string) => `${peer}/replica/${key.split('/').map(encodeURIComponent).join('/')}`;
 
 /**
