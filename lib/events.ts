@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Tx } from './db/index.ts';
 import type { Platform } from './platform.ts';
+import { singleFlight } from './single-flight.ts';
 import { currentTraceparent, inSpan, SpanKind, untraced } from './tracing.ts';
 
 export interface EventRecord {
@@ -58,8 +59,6 @@ export const subjectKind = (subject: string): string => subject.split('.').slice
 
 /** Publishes outbox rows in order; nudged after each recordEvent, and polls as a fallback. */
 export function startEventRelay(p: Platform, opts: { pollMs?: number } = {}): { close(): Promise<void>; flush(): Promise<void> } {
-  let running: Promise<void> | null = null;
-  let again = false;
   let closed = false;
   const drain = async () => {
     for (;;) {
@@ -93,27 +92,11 @@ export function startEventRelay(p: Platform, opts: { pollMs?: number } = {}): { 
       }
     }
   };
-  const kick = (): Promise<void> => {
-    if (closed) return Promise.resolve();
-    if (running) {
-      again = true;
-      return running;
-    }
-    running = (async () => {
-      do {
-        again = false;
-        try {
-          await drain();
-        } catch (e) {
-          p.log.warn({ err: (e as Error).message }, 'event relay: publish failed, will retry');
-          return;
-        }
-      } while (again);
-    })().finally(() => {
-      running = null;
-    });
-    return running;
-  };
+  const relay = singleFlight(drain, {
+    stopped: () => closed,
+    onError: (e) => p.log.warn({ err: (e as Error).message }, 'event relay: publish failed, will retry'),
+  });
+  const kick = () => relay.run();
   // The relay is nudged from inside writers' transactions; it runs in no trace of theirs (each
   // row's publish joins the trace that wrote it).
   relayNudge = () => void untraced(() => setImmediate(kick));
@@ -126,7 +109,7 @@ export function startEventRelay(p: Platform, opts: { pollMs?: number } = {}): { 
       closed = true;
       clearInterval(timer);
       relayNudge = undefined;
-      await running;
+      await relay.settled();
     },
   };
 }
