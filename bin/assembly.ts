@@ -7,6 +7,10 @@ import { wireResidueOpener, type Deployment } from '../subgraphs/chains/index.ts
 import { localHippocampus } from '../subgraphs/memory/index.ts';
 import { openResidue } from '../subgraphs/residues/index.ts';
 import { platformSources } from '../flows/thalamus-sources.ts';
+import { stackHolders } from '../flows/economy-holders.ts';
+import { residueProofs } from '../flows/residue-proofs.ts';
+import { PASSES } from '../flows/worker-passes.ts';
+import { sleeveMemory } from '../flows/sleeve-memory.ts';
 
 /** Wires what every process needs, before any service starts. */
 export function wirePlatform(p: Platform): void {
@@ -14,6 +18,14 @@ export function wirePlatform(p: Platform): void {
   wireResidueOpener((tx, r) => openResidue(tx, r));
   // The Thalamus folds leaves of the memory and sleeves contexts.
   p.ports.foldSources = platformSources;
+  // The economy's balances, drips and claims read the stacks and sleeves above it.
+  p.ports.stackHolders = stackHolders;
+  // Residue proofs are checked against the sleeves, memory, stacks and chains.
+  p.ports.residueProofs = residueProofs;
+  // The Worker Runner's six passes span sleeves, chains, residues, memory and economy.
+  p.ports.workerPasses = PASSES;
+  // The needlecast saga and a memory sleeve's upkeep use the memory context above the sleeves.
+  p.ports.sleeveMemory = sleeveMemory;
 }
 
 /** Called by the launcher after each service of this process has started. */

@@ -8,7 +8,7 @@ import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/
 import { createThalamus, type ThalamusService } from '../subgraphs/chains/thalamus/service.ts';
 import { platformSources } from '../flows/thalamus-sources.ts';
 import type { FoldSources } from '../subgraphs/chains/thalamus/sources.ts';
-import { checkProof } from '../subgraphs/residues/proofs.ts';
+import { checkProof } from '../flows/residue-proofs.ts';
 
 let p: TestPlatform;
 let fixture: Awaited<ReturnType<typeof thalamusPlatform>> | undefined;

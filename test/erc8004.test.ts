@@ -17,7 +17,7 @@ import { reconcileChain } from '../subgraphs/chains/cortex/reconcile.ts';
 import { artifact } from '../subgraphs/chains/cortex/artifacts.ts';
 import { STRANGER_KEY } from './helpers/test-chain.ts';
 import { spawnSleeve, syncSleeve } from '../subgraphs/sleeves/sleeves.ts';
-import { residueCollector } from '../subgraphs/residues/worker/passes.ts';
+import { residueCollector } from '../flows/worker-passes.ts';
 import { listResidues } from '../subgraphs/residues/residues.ts';
 import { localHippocampus } from '../subgraphs/memory/hippocampus/client.ts';
 

@@ -15,7 +15,7 @@ import { STEP_NAMES } from '../subgraphs/sleeves/needlecast/steps.ts';
 import { needlecastStarter } from '../subgraphs/sleeves/needlecast/service.ts';
 import needlecastRest from '../compat-rest/needlecast.ts';
 import { payloadKey, parseCid } from '../subgraphs/memory/hippocampus/cid.ts';
-import { residueCollector } from '../subgraphs/residues/worker/passes.ts';
+import { residueCollector } from '../flows/worker-passes.ts';
 import { listResidues } from '../subgraphs/residues/residues.ts';
 
 let p: TestPlatform;

@@ -1,6 +1,6 @@
 import { describe, it, expect, afterAll } from 'vitest';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
-import { memoryReconciler } from '../subgraphs/residues/worker/passes.ts';
+import { memoryReconciler } from '../flows/worker-passes.ts';
 import { putNode } from '../subgraphs/memory/hippocampus/store.ts';
 import { computeDataCid } from '../subgraphs/memory/hippocampus/cid.ts';
 

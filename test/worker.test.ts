@@ -8,7 +8,7 @@ import { perceive } from '../flows/memory.ts';
 import { localHippocampus } from '../subgraphs/memory/hippocampus/client.ts';
 import { createRunner } from '../subgraphs/residues/worker/runner.ts';
 import { workerStarter } from '../subgraphs/residues/worker/service.ts';
-import { PASSES, driftChecker, epochAnchor, memoryReconciler, sleeveWatchdog } from '../subgraphs/residues/worker/passes.ts';
+import { PASSES, driftChecker, epochAnchor, memoryReconciler, sleeveWatchdog } from '../flows/worker-passes.ts';
 import { listResidues, submitProof } from '../subgraphs/residues/residues.ts';
 import { issuance } from '../subgraphs/economy/treasury.ts';
 

@@ -2,6 +2,7 @@
 // contracts and the transaction outbox) and the Thalamus (the coherence root). Everything outside
 // subgraphs/chains/ imports the context from here and nowhere else.
 export { enqueueChainTx, enqueueCoalescedChainTx, type ChainTxKind } from './outbox.ts';
+export { enqueueFoldedAnchors } from './anchor-intents.ts';
 export { anchorsOfEpochs, ANCHOR_EPOCHS_WANTED, STACK_ANCHORS, type StackAnchor } from './anchors.ts';
 export { currentEpochInfo, mineBlockNow, blockAtHeight } from './epochs.ts';
 export { crossRootOf, evmRootOf, ipfsRootOf, tupleMessage, computeRoots, type CoherenceTuple } from './thalamus/coherence.ts';

@@ -4,8 +4,7 @@
 import { tooManyRequests } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
-import { getStackRow } from '../stacks/index.ts';
-import { listAliveSleeves } from '../sleeves/index.ts';
+import { holders } from './holders.ts';
 import { CORE_TOKENS, SYSTEM, mint, poolAccount, sleeveAccount, toMilli } from './ledger.ts';
 import type { CoreAmounts } from './treasury.ts';
 
@@ -28,7 +27,7 @@ export function splitMilli(total: bigint, n: number): bigint[] {
 }
 
 export async function drip(p: Platform, stackId: string): Promise<FaucetGrant> {
-  await getStackRow(p.db.prisma, stackId); // 404 before any cooldown is set
+  await holders(p).stackTerms(p.db.prisma, stackId); // 404 before any cooldown is set
   const key = faucetKey(stackId);
   const cooldown = p.config.faucetCooldownMs;
   if (cooldown > 0 && !(await p.cache.setIfAbsent(key, String(Date.now()), cooldown))) {
@@ -39,8 +38,7 @@ export async function drip(p: Platform, stackId: string): Promise<FaucetGrant> {
   const epoch = p.epochs.current();
   try {
     return await p.db.prisma.$transaction(async (tx) => {
-      const alive = (await listAliveSleeves(tx as never, stackId)) as { id: string }[];
-      const ids = alive.map((s) => s.id).sort();
+      const ids = (await holders(p).aliveSleeveIds(tx, stackId)).sort();
       const accounts = ids.length ? ids.map(sleeveAccount) : [poolAccount(stackId)];
       const shares = splitMilli(toMilli(DRIP_UNITS), accounts.length);
       for (let i = 0; i < accounts.length; i++) {

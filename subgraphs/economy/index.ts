@@ -46,6 +46,7 @@ export { balanceHistoryOf } from './history.ts';
 export { markActive, openAccrual, tailSql } from './accrual.ts';
 export { watchEmissions, type EmissionWatchHandle } from './watch.ts';
 export { drip, DRIP_UNITS, type FaucetGrant } from './faucet.ts';
+export type { StackHolders, StackTerms } from './holders.ts';
 export { faucetRoutes } from './faucet/routes.ts';
 export { treasuryRoutes, StackIdSchema, StackIdParams, StackIdBody } from './treasury/routes.ts';
 

@@ -7,8 +7,7 @@ import type { Db, Tx } from '../../lib/db/index.ts';
 import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { enqueueChainTx } from '../chains/index.ts';
-import { getStackRow } from '../stacks/index.ts';
-import { listAliveSleeves } from '../sleeves/index.ts';
+import { holders } from './holders.ts';
 import {
   CORE_TOKENS,
   SYSTEM,
@@ -70,11 +69,6 @@ export function ebcFactor(binding: { floor: number; decayRate: number }, deltaEp
   return Math.max(binding.floor, Math.exp(-binding.decayRate * Math.max(0, deltaEpoch)));
 }
 
-interface StackEconomics extends Cpv {
-  bindingFloor: number;
-  bindingDecay: number;
-  lastActiveEpoch: number;
-}
 export const cpvOf = (s: Cpv): Cpv => ({
   syncCoeff: s.syncCoeff,
   memoryCoeff: s.memoryCoeff,
@@ -239,7 +233,7 @@ export async function issuanceOf(p: Platform, db: Db | Tx, stackIds: string[], l
 
 /** The last 100 emission events of a stack, newest first (404 for an unknown stack). */
 export async function issuance(p: Platform, stackId: string, limit = 100): Promise<EmissionEvent[]> {
-  await getStackRow(p.db.prisma, stackId);
+  await holders(p).stackTerms(p.db.prisma, stackId);
   return (await issuanceOf(p, p.db.prisma, [stackId], limit)).get(stackId)!;
 }
 
@@ -266,7 +260,7 @@ export interface ClaimResult {
 
 /** Moves everything claimable into the stack pool; returns what moved (zeros when nothing). */
 export async function claim(p: Platform, stackId: string): Promise<ClaimResult> {
-  await getStackRow(p.db.prisma, stackId);
+  await holders(p).stackTerms(p.db.prisma, stackId);
   const epoch = p.epochs.current();
   return p.db.prisma.$transaction(async (tx) => {
     // What accrued since the last settlement is posted from the treasury now, in one posting.
@@ -328,9 +322,9 @@ export interface StackBalancesB {
 
 /** Shape B balances: raw = alive sleeves + pool; effective = raw x coeff x EBC (residue: no decay). */
 export async function stackBalancesB(p: Platform, stackId: string): Promise<StackBalancesB> {
-  const stack = (await getStackRow(p.db.prisma, stackId)) as unknown as StackEconomics;
-  const sleeves = await listAliveSleeves(p.db.prisma, stackId);
-  const accounts = [poolAccount(stackId), ...sleeves.map((s: { id: string }) => sleeveAccount(s.id))];
+  const stack = await holders(p).stackTerms(p.db.prisma, stackId);
+  const sleeves = await holders(p).aliveSleeveIds(p.db.prisma, stackId);
+  const accounts = [poolAccount(stackId), ...sleeves.map(sleeveAccount)];
   const byAccount = await balancesOf(p.db.prisma, accounts);
   const currentEpoch = p.epochs.current();
   const factor = ebcFactor({ floor: stack.bindingFloor, decayRate: stack.bindingDecay }, currentEpoch - stack.lastActiveEpoch);

@@ -4,6 +4,10 @@
 export { openResidue, openResidueNow, residueView, RESIDUE_BOUNTY, RESIDUE_KINDS, type ResidueKind, type ResidueRecord, type OpenResidue } from './open.ts';
 export { listResidues, getResidue, getResidueRow, submitProof, expireResidues, invalidProof, RESIDUE_LIST_LIMIT, type ProofSubmission } from './residues.ts';
 
+export type { ResidueFacts, ResidueProofs, Verdict } from './proof-port.ts';
+
+export type { Pass, PassResult } from './worker/pass-port.ts';
+
 export const loadResolvers = async () => (await import('./resolvers.ts')).resolvers;
 export const services = {
   worker: async () => (await import('./worker/service.ts')).startWorker,

@@ -6,9 +6,8 @@ import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { enqueueChainTx, proofHashOf } from '../chains/index.ts';
 import { poolAccount, SYSTEM, transfer } from '../economy/index.ts';
-import { getStackRow } from '../stacks/index.ts';
 import { residueView, type ResidueKind, type ResidueRecord } from './open.ts';
-import { checkProof } from './proofs.ts';
+import { residueProofs } from './proof-port.ts';
 
 export const RESIDUE_LIST_LIMIT = 50;
 
@@ -52,8 +51,8 @@ export interface ProofSubmission {
 export async function submitProof(p: Platform, residueId: string, sub: ProofSubmission): Promise<ResidueRecord> {
   const row = await getResidueRow(p.db.prisma, residueId);
   if (row.status !== 'open') throw conflict(`Residue ${residueId} is ${row.status}, not open`, 'RESIDUE_NOT_OPEN');
-  await getStackRow(p.db.prisma, sub.claimant);
-  const verdict = await checkProof(
+  await residueProofs(p).requireClaimant(p, sub.claimant);
+  const verdict = await residueProofs(p).check(
     p,
     {
       kind: row.kind as ResidueKind,

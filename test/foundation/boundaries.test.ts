@@ -36,14 +36,7 @@ export const OWNERS: Record<string, Place> = {
 };
 
 /** Upward arrows still in the tree ("from -> to": the files that make them). Remove entries as they go. */
-const ARROW_DEBT: Record<string, string[]> = {
-  'economy -> stacks': ['subgraphs/economy/faucet.ts', 'subgraphs/economy/treasury.ts'],
-  'economy -> sleeves': ['subgraphs/economy/faucet.ts', 'subgraphs/economy/resolvers.ts', 'subgraphs/economy/treasury.ts'],
-  'residues -> memory': ['subgraphs/residues/proofs.ts', 'subgraphs/residues/worker/memory.ts', 'subgraphs/residues/worker/passes.ts'],
-  'residues -> sleeves': ['subgraphs/residues/proofs.ts', 'subgraphs/residues/worker/passes.ts'],
-  'residues -> stacks': ['subgraphs/residues/residues.ts'],
-  'sleeves -> memory': ['subgraphs/sleeves/needlecast/saga.ts', 'subgraphs/sleeves/needlecast/steps.ts', 'subgraphs/sleeves/runtime/runtime.ts'],
-};
+const ARROW_DEBT: Record<string, string[]> = {};
 
 /** Tables touched outside their owner ("file: Model"). Remove entries as they go. */
 const TABLE_DEBT: string[] = [
@@ -58,9 +51,6 @@ const TABLE_DEBT: string[] = [
   // emission in closed form reads the CPV, binding and lastActiveEpoch in SQL, and moves lastActiveEpoch.
   'subgraphs/economy/accrual.ts: Stack',
   'subgraphs/economy/treasury.ts: Stack',
-  'subgraphs/residues/worker/memory.ts: Saga',
-  'subgraphs/residues/worker/passes.ts: EpochAnchor',
-  'subgraphs/residues/worker/passes.ts: ChainOutbox',
 ];
 
 const rel = (f: string) => path.relative(root, f);

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { Platform } from '../../../lib/platform.ts';
 import { acquirePass, failPass, finishPass, staleLeases } from './lease.ts';
-import { PASSES, type Pass } from './passes.ts';
+import { workerPasses, type Pass } from './pass-port.ts';
 import { passDuration } from '../../../lib/metrics.ts';
 
 export type PassStatus = 'ran' | 'skipped' | 'failed';
@@ -33,7 +33,7 @@ export interface Runner {
 export function createRunner(p: Platform, opts: RunnerOptions = {}): Runner {
   const id = opts.id ?? `worker:${os.hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const leaseMs = opts.leaseMs ?? Math.max(10_000, 3 * p.config.epochIntervalMs);
-  const passes = new Map(opts.passes ?? PASSES);
+  const passes = new Map(opts.passes ?? workerPasses(p));
   const catchUp = opts.catchUpEpochs ?? 8;
   let chain: Promise<void> = Promise.resolve();
   let last = -1;

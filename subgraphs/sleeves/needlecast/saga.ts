@@ -8,7 +8,7 @@ import { Problem, badRequest, conflict, insufficientTokens, notFound } from '../
 import { recordEvent } from '../../../lib/events.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { balanceOf, fromMilli, sleeveAccount } from '../../economy/index.ts';
-import { hippocampusClient, PIN_COST_MILLI } from '../../memory/index.ts';
+import { sleeveMemory } from '../memory-port.ts';
 import { getStackRow } from '../../stacks/index.ts';
 import { MAX_TICK_RATE_MS, MIN_TICK_RATE_MS, SLEEVE_KINDS, requireActiveSleeve, requireSleeveOfStack } from '../sleeves.ts';
 import {
@@ -109,12 +109,12 @@ export async function runNeedlecast(p: Platform, req: NeedlecastRequest, opts: S
   // Refuse up front what the saga could not pay for (402 names token, required, available).
   const stack = await getStackRow(p.db.prisma, source.stackId);
   const shards = await collectShards(p, stack.episodicHead);
-  const hippo = hippocampusClient(p);
-  const unpinned = (await Promise.all(shards.map((c) => hippo.meta(c)))).filter((m) => m && !m.pinned).length;
+  const memoryPort = sleeveMemory(p);
+  const unpinned = (await Promise.all(shards.map((c) => memoryPort.meta(p, c)))).filter((m) => m && !m.pinned).length;
   const held = await balanceOf(p.db.prisma, sleeveAccount(source.id));
   const routing = fromMilli(routingCostMilli(shards.length, 0));
   if (held.routing < routing) throw insufficientTokens('routing', routing, held.routing);
-  const memory = fromMilli(BigInt(unpinned) * PIN_COST_MILLI);
+  const memory = fromMilli(BigInt(unpinned) * memoryPort.pinCostMilli);
   if (held.memory < memory) throw insufficientTokens('memory', memory, held.memory);
 
   const id = req.sagaId ?? `needle:${randomBytes(16).toString('hex')}`;

@@ -7,7 +7,7 @@ import { sha256Hex } from '../../../lib/crypto.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { enqueueChainTx } from '../../chains/index.ts';
 import { SYSTEM, burn, mint, poolAccount, sleeveAccount, type Token } from '../../economy/index.ts';
-import { hippocampusClient, PIN_COST_MILLI, reconstruct } from '../../memory/index.ts';
+import { sleeveMemory } from '../memory-port.ts';
 import { getStackRow } from '../../stacks/index.ts';
 import { addDrift, decommissionInTx, freezeSleeve, getSleeveRow, listAliveSleeves, spawnSleeve, unfreezeSleeve } from '../sleeves.ts';
 import type { SagaRow, StepRecord } from './view.ts';
@@ -55,12 +55,12 @@ const data = (steps: StepRecord[], name: StepName) => (steps.find((s) => s.name 
 /** The 8 most recent CIDs from the head, breadth-first, newest first within a level. */
 export async function collectShards(p: Platform, head: string | null, tx?: Tx): Promise<string[]> {
   if (!head) return [];
-  const hippo = hippocampusClient(p);
+  const memory = sleeveMemory(p);
   const out: string[] = [];
   const seen = new Set<string>([head]);
   let level = [head];
   while (level.length && out.length < MAX_SHARDS) {
-    const metas = (await Promise.all(level.map((c) => hippo.meta(c, tx)))).filter((m) => m !== null);
+    const metas = (await Promise.all(level.map((c) => memory.meta(p, c, tx)))).filter((m) => m !== null);
     metas.sort((a, b) => b!.epoch - a!.epoch);
     const next: string[] = [];
     for (const m of metas) {
@@ -102,9 +102,7 @@ export const PREPARE: Partial<Record<StepName, (c: Omit<StepContext, 'tx' | 'pre
       spawned = true;
     }
     // The target derives the epoch keys afresh and loads the pinned shards from the transfer root.
-    const stack = await getStackRow(p.db.prisma, saga.stackId);
-    const loaded = await reconstruct(p, { ...stack, episodicHead: saga.transferRoot }, MAX_SHARDS);
-    const got = new Set(loaded.fragments.map((f) => f.node.cid));
+    const got = new Set(await sleeveMemory(p).reassemble(p, saga.stackId, saga.transferRoot, MAX_SHARDS));
     const lost = saga.shards.filter((c) => !got.has(c));
     if (lost.length) throw conflict(`shards could not be reassembled: ${lost.join(', ')}`, 'SHARD_LOST');
     return { targetId, spawned, loaded: saga.shards.length };
@@ -126,16 +124,16 @@ export const STEPS: Record<StepName, (c: StepContext) => Promise<StepResult>> = 
   },
 
   async pin({ p, saga, tx, epoch, fail }) {
-    const hippo = hippocampusClient(p);
+    const memory = sleeveMemory(p);
     const pinned: string[] = [];
     for (const cid of saga.shards) {
-      const meta = await hippo.meta(cid, tx);
+      const meta = await memory.meta(p, cid, tx);
       if (!meta) throw conflict(`shard ${cid} is not on Hippocampus`, 'SHARD_LOST');
       if (meta.pinned) continue;
-      await hippo.pin(cid, tx);
+      await memory.pin(p, cid, tx);
       pinned.push(cid);
     }
-    const memoryMilli = BigInt(pinned.length) * PIN_COST_MILLI;
+    const memoryMilli = BigInt(pinned.length) * memory.pinCostMilli;
     if (memoryMilli > 0n) {
       await burn(tx, sleeveAccount(saga.fromSleeveId), [{ token: 'memory', milli: memoryMilli }], {
         reason: 'needlecast-pin',

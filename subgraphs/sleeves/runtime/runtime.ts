@@ -10,7 +10,7 @@ import { createHttp, listen } from '../../../lib/http.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { Subscription } from '../../../lib/bus/port.ts';
 import type { SleeveRow } from '../view.ts';
-import { checkPinnedShards } from '../../memory/index.ts';
+import { sleeveMemory } from '../memory-port.ts';
 
 /** Kind-specific upkeep a host may register (journaling, inference...); runs inside the tick. */
 export type TickHandler = (sleeve: SleeveRow, p: Platform) => Promise<void> | void;
@@ -48,7 +48,7 @@ export async function startRuntime(p: Platform, opts: { reconcileMs?: number } =
   let closed = false;
 
   async function upkeep(row: SleeveRow): Promise<void> {
-    if (row.embodimentType === 'memory') await checkPinnedShards(p, row.stackId, row.id);
+    if (row.embodimentType === 'memory') await sleeveMemory(p).checkPinnedShards(p, row.stackId, row.id);
     for (const h of handlers.get(row.embodimentType) ?? []) await h(row, p);
   }
 

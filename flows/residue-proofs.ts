@@ -16,22 +16,14 @@
 //                                               serves that epoch's writes again, each of them stored
 //   routing-equivocation     {tuples: [a, b]}   two distinct tuples for the epoch, each signed by the operator's ed25519 key
 //                                               (unsigned submissions, operator 'anonymous': the two Medulla recorded)
-import { isHex, verify } from '../../lib/crypto.ts';
-import { internalClient, RpcError } from '../../lib/internal-client.ts';
-import type { Platform } from '../../lib/platform.ts';
-import { getSleeveRow } from '../sleeves/index.ts';
-import { hippocampusClient } from '../memory/index.ts';
-import { blockAtHeight, cortexTxSource, crossRootOf, evmRootOf, ipfsRootOf, tupleMessage, type CoherenceTuple } from '../chains/index.ts';
-import type { ResidueKind } from './open.ts';
-
-export type Verdict = { ok: true; facts: Record<string, unknown> } | { ok: false; reason: string };
-export interface ResidueFacts {
-  kind: ResidueKind;
-  evidence: Record<string, unknown>;
-  stackId: string | null;
-  sleeveId: string | null;
-  epoch: number;
-}
+import { isHex, verify } from '../lib/crypto.ts';
+import { internalClient, RpcError } from '../lib/internal-client.ts';
+import type { Platform } from '../lib/platform.ts';
+import { blockAtHeight, cortexTxSource, crossRootOf, evmRootOf, ipfsRootOf, tupleMessage, type CoherenceTuple } from '../subgraphs/chains/index.ts';
+import { hippocampusClient } from '../subgraphs/memory/index.ts';
+import type { ResidueFacts, ResidueProofs, Verdict } from '../subgraphs/residues/index.ts';
+import { getSleeveRow } from '../subgraphs/sleeves/index.ts';
+import { getStackRow } from '../subgraphs/stacks/index.ts';
 
 const no = (reason: string): Verdict => ({ ok: false, reason });
 const yes = (facts: Record<string, unknown>): Verdict => ({ ok: true, facts });
@@ -269,3 +261,9 @@ export async function checkProof(p: Platform, r: ResidueFacts, proof: Record<str
       return no(`unknown residue kind ${String(r.kind)}`);
   }
 }
+
+/** The residues context's port (p.ports.residueProofs): a claimant is a stack; a proof is checked against real state. */
+export const residueProofs: ResidueProofs = {
+  requireClaimant: async (p, stackId) => void (await getStackRow(p.db.prisma, stackId)),
+  check: checkProof,
+};

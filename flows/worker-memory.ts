@@ -1,8 +1,9 @@
 // The memory side of the passes: merging shadow branches (memory-reconciler) and re-detecting lost
 // shards (residue-collector). Known CIDs are the shards that completed needlecasts pinned.
-import type { Platform } from '../../../lib/platform.ts';
-import { hippocampusClient, mergeBranch, openBranches } from '../../memory/index.ts';
-import { openResidueNow } from '../open.ts';
+import type { Platform } from '../lib/platform.ts';
+import { hippocampusClient, mergeBranch, openBranches } from '../subgraphs/memory/index.ts';
+import { openResidueNow } from '../subgraphs/residues/index.ts';
+import { completedSagaShards } from '../subgraphs/sleeves/index.ts';
 
 /** Most branch ids one residue's evidence lists. */
 const EVIDENCE_BRANCHES = 64;
@@ -60,12 +61,7 @@ export async function reconcileBranches(p: Platform, epoch: number): Promise<Rec
 
 /** Opens a shard-loss residue for each needlecast shard Hippocampus can no longer serve. */
 export async function detectShardLoss(p: Platform, epoch: number, sagas = 50): Promise<number> {
-  const rows = await p.db.prisma.saga.findMany({
-    where: { status: 'completed' },
-    orderBy: { createdAt: 'desc' },
-    take: sagas,
-    select: { id: true, stackId: true, shards: true },
-  });
+  const rows = await completedSagaShards(p.db.prisma, sagas);
   const hippo = hippocampusClient(p);
   let opened = 0;
   for (const s of rows) {
@@ -74,10 +70,10 @@ export async function detectShardLoss(p: Platform, epoch: number, sagas = 50): P
       if (walk.nodes.some((n) => n.cid === cid)) continue;
       const { created } = await openResidueNow(p.db.prisma, {
         kind: 'shard-loss',
-        trigger: `shard ${cid} of ${s.id} is unreachable on Hippocampus`,
+        trigger: `shard ${cid} of ${s.sagaId} is unreachable on Hippocampus`,
         stackId: s.stackId,
         epoch,
-        evidence: { cid, sagaId: s.id, gated: walk.gated.includes(cid), missing: walk.missing.includes(cid) },
+        evidence: { cid, sagaId: s.sagaId, gated: walk.gated.includes(cid), missing: walk.missing.includes(cid) },
         dedupeKey: `shard-loss:${cid}`,
         expiryEpochs: p.config.residueExpiryEpochs,
       });

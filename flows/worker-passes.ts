@@ -1,17 +1,17 @@
-// The six Worker Runner passes (spec: Worker Runner passes). Each is idempotent on its own (a
-// second run for the same epoch changes nothing), on top of the once-per-epoch lease.
-import { pruneForgotten } from '../../memory/index.ts';
-import { enqueueChainTx } from '../../chains/index.ts';
-import { emitEpoch } from '../../economy/index.ts';
-import { decommissionInTx, flagSleeve, getSleeveRow, listAliveSleeves, listAliveSleevesOverDrift } from '../../sleeves/index.ts';
-import type { Platform } from '../../../lib/platform.ts';
-import { recordEvent, recordEventOnce } from '../../../lib/events.ts';
-import { openResidue } from '../open.ts';
-import { expireResidues } from '../residues.ts';
-import { detectShardLoss, reconcileBranches } from './memory.ts';
+// The six Worker Runner passes (spec: Worker Runner passes), a flow over the contexts they touch
+// (sleeves, chains, residues, memory, economy). The Worker Runner (subgraphs/residues/worker) runs
+// them through its port p.ports.workerPasses, filled by bin/assembly.ts. Each is idempotent on its
+// own (a second run for the same epoch changes nothing), on top of the once-per-epoch lease.
+import type { Platform } from '../lib/platform.ts';
+import { recordEvent, recordEventOnce } from '../lib/events.ts';
+import { enqueueFoldedAnchors } from '../subgraphs/chains/index.ts';
+import { emitEpoch } from '../subgraphs/economy/index.ts';
+import { pruneForgotten } from '../subgraphs/memory/index.ts';
+import { expireResidues, openResidue, type Pass, type PassResult } from '../subgraphs/residues/index.ts';
+import { decommissionInTx, flagSleeve, getSleeveRow, listAliveSleeves, listAliveSleevesOverDrift } from '../subgraphs/sleeves/index.ts';
+import { detectShardLoss, reconcileBranches } from './worker-memory.ts';
 
-export type PassResult = Record<string, unknown>;
-export type Pass = (p: Platform, epoch: number) => Promise<PassResult>;
+export type { Pass, PassResult };
 
 /** Epochs behind (current epoch - syncEpoch) that make a sleeve stale (spec: Residue). */
 export const STALE_EPOCHS = 4;
@@ -52,18 +52,7 @@ export async function driftChecker(p: Platform, epoch: number): Promise<PassResu
 
 /** Commits each folded epoch's anchor to EpochAnchor on Cortex (one 'anchor' intent per epoch). */
 export async function epochAnchor(p: Platform, epoch: number): Promise<PassResult> {
-  const rows = await p.db.prisma.$queryRaw<{ epoch: number; crossRoot: string; evmRoot: string; ipfsRoot: string; sleevesRoot: string; btcRoot: string }[]>`
-    SELECT a.epoch, a."crossRoot", a."evmRoot", a."ipfsRoot", a."sleevesRoot", a."btcRoot" FROM "EpochAnchor" a
-    WHERE a.epoch <= ${epoch} AND NOT EXISTS (SELECT 1 FROM "ChainOutbox" o WHERE o.kind = 'anchor' AND o.ref = 'anchor:' || a.epoch)
-    ORDER BY a.epoch LIMIT 1000`;
-  for (const a of rows) {
-    await p.db.prisma.$transaction(async (tx) => {
-      await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtext(${'anchor:' + a.epoch}))`;
-      if (await tx.chainOutbox.findFirst({ where: { kind: 'anchor', ref: `anchor:${a.epoch}` } })) return;
-      await enqueueChainTx(tx, { kind: 'anchor', ref: `anchor:${a.epoch}`, epoch: a.epoch, payload: { ...a } });
-    });
-  }
-  return { anchored: rows.map((r) => r.epoch) };
+  return { anchored: await enqueueFoldedAnchors(p, epoch) };
 }
 
 /** Opens residues from real signals and expires old ones. */
