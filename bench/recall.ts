@@ -1,20 +1,35 @@
-// Recall latency through POST /v1/recall over real HTTP at depth 10, 100 and 1000, against a
-// baseline measured in the same run: the raw decrypt (epochKey + AES-256-GCM open) of the same nodes.
-//   npx tsx bench/recall.ts
+// Recall latency on the whole running platform, from outside: `cog start` (what `npm start` runs:
+// embedded, with epochs, the worker runner, sleeve ticks and the Cortex outbox all running) in a
+// child process on shifted ports, driven over HTTP from this process:
+//   A        GET  /v1/stacks/:id/recall?depth=N         (Shape A: Memory nodes, ciphertext)
+//   B        POST /v1/recall {stackId, depth}            (Shape B: decrypted fragments)
+//   GraphQL  POST /graphql mutation recall(stackId, depth) { fragments { cid text epoch } ... }
+// at depth 10, 100 and 1000, against a baseline measured in the same run: the raw decrypt of the
+// same nodes (one epochKey per epoch the nodes span, then AES-256-GCM open of each). The platform
+// never hands out a stack's secret, so the bench seals the texts recall gave back, under a key of
+// its own, in the same epochs and of the same sizes, and times opening them.
+//   npx tsx bench/recall.ts [--profile=DIR]
 // ratio = recall p50 / raw decrypt p50: what the walk (index reads, payload reads, ledger, drift,
-// HTTP) costs over decryption alone.
+// HTTP, JSON) costs over decryption alone. --profile runs the platform under `node --cpu-prof`
+// and writes its .cpuprofile into DIR when the platform stops (summarise it with
+// `npx tsx bench/cpuprofile.ts DIR/*.cpuprofile`).
+// The memory is written through the platform too: pinned remembers (pinned, so the epoch-gating
+// window does not hide old nodes from the walk), spread over the epochs the writes take.
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
-import { memoryTestApp } from '../test/helpers/memory-app.ts';
-import { createStack, getStackRow, setEpisodicHead, stackMasterSecret } from '../subgraphs/stacks/stacks.ts';
-import { spawnSleeve } from '../subgraphs/sleeves/sleeves.ts';
-import { mint, sleeveAccount } from '../subgraphs/economy/ledger.ts';
-import { computeCid } from '../subgraphs/memory/hippocampus/cid.ts';
-import { putNode } from '../subgraphs/memory/hippocampus/store.ts';
+import { startCluster } from '../test/helpers/cluster.ts';
 import { epochKey, fromUtf8, open, seal, type Sealed } from '../lib/crypto.ts';
 import { percentile } from './perceive.ts';
 
+/** Port shift of this bench's platform (docs/layout.md: each test or bench has its own). */
+export const RECALL_BENCH_SHIFT = 37000;
+
+export type RecallShape = 'A' | 'B' | 'GraphQL';
+
 export interface RecallBenchRow {
   depth: number;
+  shape: RecallShape;
   runs: number;
   recallP50Ms: number;
   recallP99Ms: number;
@@ -35,84 +50,139 @@ async function timeRuns(runs: number, fn: () => Promise<void> | void): Promise<n
   return out.sort((a, b) => a - b);
 }
 
-export async function runRecallBench(opts: { depths?: number[]; runs?: number[] } = {}): Promise<RecallBenchRow[]> {
+async function json<T>(res: Promise<Response>, status = 200): Promise<T> {
+  const r = await res;
+  const body = (await r.json()) as T;
+  if (r.status !== status) throw new Error(`${r.url} answered ${r.status}: ${JSON.stringify(body).slice(0, 300)}`);
+  return body;
+}
+
+const post = (url: string, body: unknown) => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+const GQL_RECALL = 'mutation($s: ID!, $d: Int!) { recall(stackId: $s, depth: $d) { fragments { cid text epoch } brokenCount fidelity } }';
+
+export async function runRecallBench(
+  opts: { depths?: number[]; runs?: number[]; profileDir?: string; log?: (s: string) => void } = {},
+): Promise<RecallBenchRow[]> {
   const depths = opts.depths ?? [10, 100, 1000];
-  const runs = opts.runs ?? [30, 15, 5];
+  const runs = opts.runs ?? [40, 20, 10];
+  const log = opts.log ?? (() => {});
   const maxDepth = Math.max(...depths);
-  const t = await memoryTestApp();
+  const shapes: RecallShape[] = ['A', 'B', 'GraphQL'];
+  const nodeArgs = opts.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(opts.profileDir)}`] : [];
+  const c = await startCluster({ mode: 'embedded', shift: RECALL_BENCH_SHIFT, nodeArgs, env: { COG_RATE_LIMIT_PER_MIN: '0' } });
   try {
-    const url = await t.app.listen({ host: '127.0.0.1', port: 0 });
-    t.p.setEpoch(1);
-    const created = await createStack(t.p, { name: 'recall-bench' });
-    const sleeve = await spawnSleeve(t.p, { stackId: created.id, kind: 'memory', shape: 'B' });
-    const need = depths.reduce((s, d, i) => s + d * (runs[i] + 1), 0);
-    await t.p.db.prisma.$transaction((tx) =>
-      mint(tx, sleeveAccount(sleeve.id), [{ token: 'memory', milli: BigInt(need) * 1000n }], { reason: 'bench', epoch: 1, stackId: created.id }),
-    );
-    // A chain of maxDepth nodes written straight to the store (perceiving them one by one would
-    // only slow the setup), encrypted exactly as perceive does.
-    const stack = await getStackRow(t.p.db.prisma, created.id);
-    const key = epochKey(stackMasterSecret(t.p, stack), stack.id, 1);
-    const sealed: Sealed[] = [];
-    let head: string | null = null;
+    const took = await c.waitHealthy(180_000);
+    log(`platform healthy after ${took} ms`);
+    const g = c.gateway;
+    const stack = await json<{ id: string }>(post(`${g}/v1/stacks`, { name: 'recall-bench' }), 201);
+    // Every recall level costs 1 memory token, and a Shape B sleeve starts with 1000: each batch of
+    // recalls gets fresh sleeves enough for it, the previous ones decommissioned (their tokens go to
+    // the stack's pool), so the stack never has more sleeves alive than one batch needs.
+    let alive: string[] = [];
+    const sleevesFor = async (memory: number) => {
+      for (const id of alive) await json(fetch(`${g}/v1/sleeves/${id}`, { method: 'DELETE' }));
+      alive = [];
+      for (let i = 0; i < Math.ceil(memory / 1000) + 1; i++) {
+        alive.push((await json<{ id: string }>(post(`${g}/v1/sleeves/${stack.id}`, { kind: 'human' }), 201)).id); // Shape B: 1000 memory
+      }
+    };
+    await sleevesFor(maxDepth);
+    log(`writing ${maxDepth} pinned memories`);
+    const t0 = Date.now();
+    // Each write adds 1 drift and a sleeve above COG_DRIFT_MAX (15) is flagged: a sync every 10.
+    const syncAll = async () => {
+      for (const id of alive) await json(post(`${g}/v1/sleeves/${id}/sync`, {}));
+    };
     for (let i = 0; i < maxDepth; i++) {
-      const c = seal(key, `memory ${i} `.repeat(8));
-      const data = JSON.stringify(c);
-      const links: string[] = head ? [head] : [];
-      const cid = computeCid({ data, links, epoch: 1, stackId: stack.id });
-      await putNode(t.p.db.prisma, t.p.objects, { cid, data, links, epoch: 1, stackId: stack.id, kind: 'perceive' }, 1);
-      sealed.push(c);
-      head = cid;
+      if (i % 10 === 0) await syncAll();
+      // 500 writes a sleeve (a pinned write costs 1 memory); the sync before a switch means the
+      // next writer has seen the head (no shadow branch).
+      await json(post(`${g}/v1/sleeves/${alive[Math.floor(i / 500)]}/remember`, { text: `memory ${i} `.repeat(8), pin: true }));
     }
-    await t.p.db.prisma.$transaction((tx) => setEpisodicHead(tx, stack.id, head!, { epoch: 1 }));
-    const master = stackMasterSecret(t.p, stack);
+    log(`written in ${Date.now() - t0} ms`);
+
+    const calls: Record<RecallShape, (depth: number) => Promise<Array<{ text?: string; epoch: number }>>> = {
+      A: async (depth) => {
+        const b = await json<{ fragments: Array<{ epoch: number; ciphertext: unknown }>; fidelity: number }>(
+          fetch(`${g}/v1/stacks/${stack.id}/recall?depth=${depth}`),
+        );
+        if (b.fragments.length !== depth || b.fidelity !== 1)
+          throw new Error(`Shape A depth ${depth}: ${b.fragments.length} fragments, fidelity ${b.fidelity}`);
+        return b.fragments;
+      },
+      B: async (depth) => {
+        const b = await json<{ fragments: Array<{ text: string; epoch: number }>; fidelity: number }>(post(`${g}/v1/recall`, { stackId: stack.id, depth }));
+        if (b.fragments.length !== depth || b.fidelity !== 1)
+          throw new Error(`Shape B depth ${depth}: ${b.fragments.length} fragments, fidelity ${b.fidelity}`);
+        return b.fragments;
+      },
+      GraphQL: async (depth) => {
+        const b = await json<{ data?: { recall: { fragments: Array<{ text: string; epoch: number }>; fidelity: number } }; errors?: unknown }>(
+          post(`${g}/graphql`, { query: GQL_RECALL, variables: { s: stack.id, d: depth } }),
+        );
+        const r = b.data?.recall;
+        if (!r || b.errors || r.fragments.length !== depth || r.fidelity !== 1) throw new Error(`GraphQL depth ${depth}: ${JSON.stringify(b).slice(0, 300)}`);
+        return r.fragments;
+      },
+    };
+
     const rows: RecallBenchRow[] = [];
+    const tRecall = Date.now();
+    const secret = randomBytes(32);
     for (const [i, depth] of depths.entries()) {
-      const call = async () => {
-        const res = await fetch(`${url}/v1/recall`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ stackId: stack.id, sleeveId: sleeve.id, depth }),
-        });
-        const body = (await res.json()) as { fragments: unknown[] };
-        if (res.status !== 200 || body.fragments.length !== depth) throw new Error(`recall depth ${depth}: ${res.status}`);
-      };
-      await call(); // warm
-      const rec = await timeRuns(runs[i], call);
-      const nodes = sealed.slice(-depth);
-      const raw = await timeRuns(Math.max(runs[i], 10), () => {
-        const k = epochKey(master, stack.id, 1);
-        for (const n of nodes) fromUtf8(open(k, n));
+      await sleevesFor(depth * (1 + shapes.length * (runs[i]! + 1)));
+      // The baseline's nodes: the texts and epochs of the walk, sealed as perceive seals them.
+      const fragments = await calls.B(depth);
+      const byEpoch = new Map<number, Sealed[]>();
+      for (const f of fragments) {
+        const k = epochKey(secret, stack.id, f.epoch);
+        byEpoch.set(f.epoch, [...(byEpoch.get(f.epoch) ?? []), seal(k, f.text!)]);
+      }
+      const raw = await timeRuns(Math.max(runs[i]!, 20), () => {
+        for (const [epoch, nodes] of byEpoch) {
+          const k = epochKey(secret, stack.id, epoch);
+          for (const n of nodes) fromUtf8(open(k, n));
+        }
       });
-      const p50 = percentile(rec, 0.5);
       const rawP50 = percentile(raw, 0.5);
-      rows.push({
-        depth,
-        runs: runs[i],
-        recallP50Ms: r2(p50),
-        recallP99Ms: r2(percentile(rec, 0.99)),
-        rawDecryptP50Ms: r2(rawP50),
-        ratio: Math.round((p50 / rawP50) * 10) / 10,
-      });
+      for (const shape of shapes) {
+        await syncAll(); // a recall adds 0.1 drift to its payer
+        await calls[shape](depth); // warm
+        const rec = await timeRuns(runs[i]!, async () => void (await calls[shape](depth)));
+        const p50 = percentile(rec, 0.5);
+        rows.push({
+          depth,
+          shape,
+          runs: runs[i]!,
+          recallP50Ms: r2(p50),
+          recallP99Ms: r2(percentile(rec, 0.99)),
+          rawDecryptP50Ms: r2(rawP50),
+          ratio: Math.round((p50 / rawP50) * 10) / 10,
+        });
+        log(`depth ${depth} ${shape}: p50 ${r2(p50)} ms (raw ${r2(rawP50)} ms, ${byEpoch.size} epochs)`);
+      }
     }
+    log(`recall phase: ${((Date.now() - tRecall) / 1000).toFixed(1)} s (the profile's last seconds, before the stop)`);
     return rows;
   } finally {
-    await t.close();
+    await c.stop();
   }
 }
 
 export function formatRecallBench(rows: RecallBenchRow[]): string {
   return [
-    'depth   recall p50   recall p99   raw decrypt p50   ratio',
+    'depth  shape     recall p50   recall p99   raw decrypt p50   ratio',
     ...rows.map(
       (r) =>
-        `${String(r.depth).padStart(5)} ${String(r.recallP50Ms).padStart(9)} ms ${String(r.recallP99Ms).padStart(9)} ms ${String(r.rawDecryptP50Ms).padStart(13)} ms ${String(r.ratio).padStart(8)}`,
+        `${String(r.depth).padStart(5)}  ${r.shape.padEnd(7)} ${String(r.recallP50Ms).padStart(9)} ms ${String(r.recallP99Ms).padStart(9)} ms ${String(r.rawDecryptP50Ms).padStart(13)} ms ${String(r.ratio).padStart(8)}`,
     ),
   ].join('\n');
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const rows = await runRecallBench();
-  console.log(`recall through REST vs raw decrypt of the same nodes (PGlite in memory, Node ${process.version})`);
+  const profileDir = process.argv.find((a) => a.startsWith('--profile='))?.slice('--profile='.length);
+  const rows = await runRecallBench({ profileDir, log: (s) => console.error(`recall bench: ${s}`) });
+  console.log(`recall on the running platform (cog start, embedded) over HTTP vs raw decrypt of the same nodes (Node ${process.version})`);
   console.log(formatRecallBench(rows));
 }

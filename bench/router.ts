@@ -4,8 +4,12 @@
 //            concurrent subgraph queries coalesce (router/coalesce.ts)
 //   off      the same with COG_GRAPHQL_COALESCE=off
 //   stock    a stock @apollo/gateway + Apollo standalone server reaching the same subgraphs over HTTP
+//   stockLocal  the same stock gateway with its subgraphs in-process too (LocalGraphQLDataSource
+//            over the same subgraph schemas): like for like with ours, no HTTP hop
 //   hive     Hive Gateway (@graphql-hive/gateway-runtime) over the same subgraphs over HTTP, as
 //            shipped (it shares identical in-flight subgraph requests), and with that off
+//   hiveRust Hive Gateway with its Rust query planner (@graphql-hive/router-runtime's
+//            unifiedGraphHandler), in-flight dedupe off
 //   small    ours (coalescing off) on a one-subgraph query, and that subgraph called directly
 //            (router overhead)
 // Every setup's answer is checked against ours before it is loaded.
@@ -17,8 +21,9 @@ import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { ApolloServer } from '@apollo/server';
 import { startStandaloneServer } from '@apollo/server/standalone';
-import { ApolloGateway, RemoteGraphQLDataSource } from '@apollo/gateway';
+import { ApolloGateway, LocalGraphQLDataSource, RemoteGraphQLDataSource } from '@apollo/gateway';
 import { createGatewayRuntime } from '@graphql-hive/gateway-runtime';
+import { unifiedGraphHandler as rustPlanner } from '@graphql-hive/router-runtime';
 import fs from 'node:fs';
 import http from 'node:http';
 import { testPlatform, type TestPlatform } from '../test/helpers/platform.ts';
@@ -27,7 +32,7 @@ import { openDatabase } from '../lib/db/index.ts';
 import { startGateway } from '../router/service.ts';
 import { subgraphService } from '../router/subgraph-service.ts';
 import { supergraphFile } from '../router/compose.ts';
-import { readSupergraphConfig } from '../router/subgraphs.ts';
+import { buildSubgraph, readSupergraphConfig } from '../router/subgraphs.ts';
 import { newContext } from '../lib/graphql.ts';
 
 export const QUERY = '{ stacks(first: 20) { id name sleeves { id embodimentType drift } balances { compute memory } memory(first: 3) { cid epoch } } }';
@@ -40,14 +45,16 @@ interface Run {
   p99: number;
   errors: number;
 }
-type Setup = 'ours' | 'off' | 'stock' | 'hive' | 'hiveOff' | 'small' | 'direct';
+type Setup = 'ours' | 'off' | 'stock' | 'stockLocal' | 'hive' | 'hiveOff' | 'hiveRust' | 'small' | 'direct';
 
 const SETUPS: Record<Setup, string> = {
   ours: 'ours (platform gateway)',
   off: 'ours, coalescing off',
   stock: 'stock @apollo/gateway',
+  stockLocal: 'stock @apollo/gateway, subgraphs in-process (LocalGraphQLDataSource)',
   hive: 'Hive Gateway',
   hiveOff: 'Hive Gateway, dedupe off',
+  hiveRust: 'Hive Gateway, Rust query planner, dedupe off',
   small: 'ours (coalescing off), stacks-only query',
   direct: 'stacks subgraph direct',
 };
@@ -142,18 +149,27 @@ async function runOn(p: TestPlatform, label: string, seconds: number): Promise<R
   });
   const stock = new ApolloServer({ gateway: stockGateway });
   const { url: stockUrl } = await startStandaloneServer(stock, { listen: { port: 0, host: '127.0.0.1' }, context: async () => newContext(p) });
+  // The stock gateway over the same subgraph schemas in this process: no HTTP hop, as ours.
+  const schemaOf = new Map(await Promise.all(subgraphs.map(async (s) => [s.name, await buildSubgraph(s)] as const)));
+  const stockLocalGateway = new ApolloGateway({
+    supergraphSdl: fs.readFileSync(supergraphFile, 'utf8'),
+    buildService: ({ name }) => new LocalGraphQLDataSource(schemaOf.get(name!)!),
+  });
+  const stockLocal = new ApolloServer({ gateway: stockLocalGateway });
+  const { url: stockLocalUrl } = await startStandaloneServer(stockLocal, { listen: { port: 0, host: '127.0.0.1' }, context: async () => newContext(p) });
   // Hive Gateway over the same subgraphs: the checked-in supergraph with its URLs pointed at them.
   const sdl = fs
     .readFileSync(supergraphFile, 'utf8')
     .replace(/@join__graph\(name: "(\w+)", url: "[^"]*"\)/g, (_m, name: string) => `@join__graph(name: "${name}", url: "${urlOf.get(name)}")`);
   // As shipped it shares identical in-flight subgraph requests (deduplicateInflightRequests); the
   // second instance has that off, to compare the engines alone.
-  const startHive = async (dedupe: boolean) => {
+  const startHive = async (dedupe: boolean, rust = false) => {
     const runtime = createGatewayRuntime({
       supergraph: sdl,
       logging: false,
       graphqlEndpoint: '/graphql',
       transportEntries: { '*.http': { options: { deduplicateInflightRequests: dedupe } } },
+      ...(rust ? { unifiedGraphHandler: rustPlanner } : {}),
     });
     const server = http.createServer(runtime);
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -165,9 +181,10 @@ async function runOn(p: TestPlatform, label: string, seconds: number): Promise<R
   };
   const hive = await startHive(true);
   const hiveOff = await startHive(false);
+  const hiveRust = await startHive(false, true);
 
   const expected = await answer(`${ours.url}/graphql`, QUERY);
-  for (const url of [`${uncoalesced.url}/graphql`, stockUrl, hive.url, hiveOff.url]) {
+  for (const url of [`${uncoalesced.url}/graphql`, stockUrl, stockLocalUrl, hive.url, hiveOff.url, hiveRust.url]) {
     if ((await answer(url, QUERY)) !== expected) throw new Error(`${url} gave a different answer from the platform gateway`);
   }
   if ((await answer(urlOf.get('stacks')!, SMALL)) !== (await answer(`${ours.url}/graphql`, SMALL)))
@@ -181,17 +198,23 @@ async function runOn(p: TestPlatform, label: string, seconds: number): Promise<R
   await run('off', `${uncoalesced.url}/graphql`);
   await load('warmup', stockUrl, 2);
   await run('stock', stockUrl);
+  await load('warmup', stockLocalUrl, 2);
+  await run('stockLocal', stockLocalUrl);
   await load('warmup', hive.url, 2);
   await run('hive', hive.url);
   await load('warmup', hiveOff.url, 2);
   await run('hiveOff', hiveOff.url);
+  await load('warmup', hiveRust.url, 2);
+  await run('hiveRust', hiveRust.url);
   // Router overhead: the gateway with nothing shared, against the subgraph it forwards to.
   await run('small', `${uncoalesced.url}/graphql`, SMALL);
   await run('direct', urlOf.get('stacks')!, SMALL);
 
   await stock.stop();
+  await stockLocal.stop();
   await hive.close();
   await hiveOff.close();
+  await hiveRust.close();
   for (const s of services) await s.close();
   await ours.close();
   await uncoalesced.close();
@@ -230,7 +253,7 @@ export function formatRouterBench({ runs, notes }: { runs: Run[]; notes: string[
     const of = (setup: Setup) => runs.find((r) => r.name === `${label}: ${SETUPS[setup]}`)!;
     const x = (a: Setup, b: Setup) => `${(of(a).rps / of(b).rps).toFixed(2)}x`;
     summary.push(
-      `${label}: four-subgraph query ours / stock = ${x('ours', 'stock')}, ours / Hive = ${x('ours', 'hive')}; coalescing off / stock = ${x('off', 'stock')}, off / Hive dedupe off = ${x('off', 'hiveOff')}; one-subgraph query ours / direct = ${x('small', 'direct')}`,
+      `${label}: four-subgraph query ours / stock = ${x('ours', 'stock')}, ours / Hive = ${x('ours', 'hive')}; coalescing off / stock = ${x('off', 'stock')}, off / stock in-process = ${x('off', 'stockLocal')}, off / Hive dedupe off = ${x('off', 'hiveOff')}, off / Hive Rust planner = ${x('off', 'hiveRust')}; one-subgraph query ours / direct = ${x('small', 'direct')}`,
     );
   }
   return [

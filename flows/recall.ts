@@ -11,7 +11,7 @@ import {
   requireActiveSleeve,
   requireKeyLease,
   requireSleeveOfStack,
-  richestMemorySleeve,
+  richestMemoryPayer,
   spendFromSleeve,
   type SleeveRow,
 } from '../subgraphs/sleeves/index.ts';
@@ -45,12 +45,16 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
   }
   const stack = await getStackRow(p.db.prisma, input.stackId);
   let payer: SleeveRow | null;
+  let memory = 0;
   if (input.sleeveId !== undefined) {
     payer = await requireActiveSleeve(p.db.prisma, input.sleeveId);
     requireSleeveOfStack(payer, stack.id);
-    await requireKeyLease(p.db.prisma, payer.id);
+    const [, balance] = await Promise.all([requireKeyLease(p.db.prisma, payer.id), balanceOf(p.db.prisma, sleeveAccount(payer.id))]);
+    memory = balance.memory;
   } else {
-    payer = await richestMemorySleeve(p.db.prisma, stack.id);
+    const richest = await richestMemoryPayer(p.db.prisma, stack.id);
+    payer = richest?.sleeve ?? null;
+    memory = richest?.memory ?? 0;
   }
   const epoch = p.epochs.current();
   const empty = {
@@ -66,12 +70,15 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
     residueId: null,
   };
   if (!payer) return empty;
-  const balance = Math.floor((await balanceOf(p.db.prisma, sleeveAccount(payer.id))).memory);
+  const balance = Math.floor(memory);
   const effectiveDepth = Math.max(0, Math.min(depth, input.memoryToken === undefined ? Infinity : Math.floor(input.memoryToken as number), balance));
   const result = effectiveDepth > 0 ? await reconstruct(p, stack, effectiveDepth, epoch) : { ...empty };
   const payerId = payer.id;
+  const reader = payer;
   const residueId = await p.db.prisma.$transaction(async (tx) => {
-    const reader = await requireActiveSleeve(tx, payerId);
+    // Rows are locked in the writers' order (stack, balance, sleeve). A sleeve decommissioned
+    // meanwhile has no tokens left (409 from the spend); recordSleeveRead is conditional on the
+    // sleeve being alive and unfrozen (409 otherwise), which rolls the spend back.
     if (result.levels > 0) {
       await spendFromSleeve(tx, reader, [{ token: 'memory', milli: BigInt(result.levels) * RECALL_LEVEL_COST_MILLI }], {
         reason: 'recall',

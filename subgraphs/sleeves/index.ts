@@ -20,6 +20,7 @@ export {
   stackTokenTotals,
   desyncedSleeves,
   richestMemorySleeve,
+  richestMemoryPayer,
   flagSleeve,
   defaultTickRate,
   sleeveView,

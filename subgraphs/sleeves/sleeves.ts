@@ -266,15 +266,20 @@ export async function desyncedSleeves(p: Platform): Promise<Array<{ id: string; 
 
 /** The stack's alive, non-frozen sleeve with the most memory tokens (pays stack-level reads/pins). */
 export async function richestMemorySleeve(tx: Db | Tx, stackId: string): Promise<SleeveRow | null> {
+  return (await richestMemoryPayer(tx, stackId))?.sleeve ?? null;
+}
+
+/** The alive, unfrozen sleeve of the stack holding the most memory tokens, with that balance (units); two queries. */
+export async function richestMemoryPayer(tx: Db | Tx, stackId: string): Promise<{ sleeve: SleeveRow; memory: number } | null> {
   const rows = (await listAliveSleeves(tx, stackId)).filter((r) => !r.frozen);
   if (!rows.length) return null;
   const b = await balancesOf(
     tx,
     rows.map((r) => sleeveAccount(r.id)),
   );
-  let best = rows[0];
+  let best = rows[0]!;
   for (const r of rows) if (b.get(sleeveAccount(r.id))!.memory > b.get(sleeveAccount(best.id))!.memory) best = r;
-  return best;
+  return { sleeve: best, memory: b.get(sleeveAccount(best.id))!.memory };
 }
 
 /** drift-checker: flags an alive sleeve above the drift maximum (sync clears it); true when newly flagged. */
@@ -382,10 +387,15 @@ export async function recordSleeveWrites(tx: Tx, writes: ReadonlyArray<{ sleeveI
   }
 }
 
-/** A read by the sleeve: drift +`driftMilli`, and it has seen `head` (when there is one). */
+/**
+ * A read by the sleeve: drift +`driftMilli`, and it has seen `head` (when there is one); one
+ * statement. Conditional like a write: a sleeve decommissioned or frozen since the caller read it
+ * is refused (409), so it neither pays nor drifts.
+ */
 export async function recordSleeveRead(tx: Tx, sleeveId: string, head: string | null, driftMilli: number): Promise<void> {
-  await addDrift(tx, sleeveId, driftMilli);
-  if (head) await tx.sleeve.update({ where: { id: sleeveId }, data: { seenHead: head } });
+  const moved = await tx.$executeRaw`UPDATE "Sleeve" SET "driftMilli" = "driftMilli" + ${Math.round(driftMilli)}, "seenHead" = COALESCE(${head}, "seenHead")
+    WHERE id = ${sleeveId} AND alive = true AND frozen = false`;
+  if (moved === 0) await requireActiveSleeve(tx, sleeveId); // throws the precise 404 / 409
 }
 
 /** The stacks owning those of these ids that are sleeves. */

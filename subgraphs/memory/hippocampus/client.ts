@@ -48,7 +48,7 @@ export function localHippocampus(p: Platform): HippocampusClient {
     put: async (node, tx) => void (await putNode(tx ?? p.db.prisma, p.objects, node, p.epochs.current())),
     putPayload: (node) => storePayload(p.objects, node, p.epochs.current()),
     pin: async (cid, tx) => void (await pinStored(tx ?? p.db.prisma, cid)),
-    walk: (root, depth, epoch) => walkDag(p.db.prisma, p.objects, root, depth, epoch),
+    walk: (root, depth, epoch) => walkDag(p.db, p.objects, root, depth, epoch),
     meta: (cid, tx) => nodeMeta(tx ?? p.db.prisma, p.objects, cid),
     epochWrites: (epoch) => dagWritesInEpoch(p.db.prisma, epoch),
     stats: () => dagStats(p),

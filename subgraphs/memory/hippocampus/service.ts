@@ -150,7 +150,7 @@ export async function hippocampusRoutes(fastify: FastifyInstance, opts: Hippocam
   app.post('/recall', { schema: { body: recallSchema } }, async (req) => {
     const b = req.body;
     const epoch = checkReaderEpoch(b.epoch, await epochFor(p, b.epoch));
-    return walkDag(p.db.prisma, p.objects, b.root, b.depth, epoch);
+    return walkDag(p.db, p.objects, b.root, b.depth, epoch);
   });
 }
 

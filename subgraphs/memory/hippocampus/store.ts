@@ -1,7 +1,7 @@
 // The Hippocampus DAG store: payloads (ciphertext JSON text) in the object store under
 // `dag/<sha256>`, the index (links, epoch, pin, write order) in MemoryNode. It only ever holds
 // ciphertext: no key, no plaintext passes through here.
-import type { Db, Tx } from '../../../lib/db/index.ts';
+import type { Database, Db, Tx } from '../../../lib/db/index.ts';
 import type { ObjectStore } from '../../../lib/objects/port.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { Problem, badRequest, notFound } from '../../../lib/errors.ts';
@@ -148,7 +148,9 @@ export async function indexNodes(tx: Db | Tx, nodes: readonly PutNodeInput[]): P
     ON CONFLICT (cid) DO UPDATE SET pinned = "MemoryNode".pinned OR EXCLUDED.pinned`;
 }
 
-async function loadPayload(objects: ObjectStore, cid: string): Promise<{ ciphertext: Sealed | null; data: string } | null> {
+type Payload = { ciphertext: Sealed | null; data: string };
+
+async function loadPayload(objects: ObjectStore, cid: string): Promise<Payload | null> {
   const parsed = parseCid(cid);
   if (!parsed) return null;
   const bytes = await objects.get(payloadKey(parsed.hash));
@@ -157,7 +159,61 @@ async function loadPayload(objects: ObjectStore, cid: string): Promise<{ ciphert
   return { ciphertext: parseCiphertext(data), data };
 }
 
-const toDagNode = (r: NodeRow, payload: { ciphertext: Sealed | null; data: string }): DagNode => ({
+/**
+ * The walk's payload cache, one per object store: payloads are content-addressed, so an entry can
+ * never be stale; it is filled by walks (not by writes), bounded by size (least recently used out
+ * first) and emptied of what pruneForgotten deletes. A walk still reads the index (what exists,
+ * what is gated) from the database every time; only the immutable bytes come from here. Single
+ * reads (GET /dag/:cid) and shard checks (meta: is it stored?) go to the store itself.
+ */
+export const WALK_CACHE_BYTES = 32 * 1024 * 1024;
+class PayloadCache {
+  private readonly entries = new Map<string, Payload>();
+  private bytes = 0;
+  get(cid: string): Payload | undefined {
+    const v = this.entries.get(cid);
+    if (v) this.entries.delete(cid), this.entries.set(cid, v); // most recent last
+    return v;
+  }
+  set(cid: string, v: Payload): void {
+    if (this.entries.has(cid)) return;
+    this.entries.set(cid, v);
+    this.bytes += v.data.length;
+    for (const [k, old] of this.entries) {
+      if (this.bytes <= WALK_CACHE_BYTES) break;
+      this.entries.delete(k);
+      this.bytes -= old.data.length;
+    }
+  }
+  delete(cid: string): void {
+    const v = this.entries.get(cid);
+    if (v) this.entries.delete(cid), (this.bytes -= v.data.length);
+  }
+}
+const walkCaches = new WeakMap<ObjectStore, PayloadCache>();
+const walkCache = (objects: ObjectStore) => walkCaches.get(objects) ?? walkCaches.set(objects, new PayloadCache()).get(objects)!;
+
+/** Payload reads a walk keeps in flight at once (a thousand at once only queue in the thread pool). */
+const READ_CONCURRENCY = 16;
+
+/** The payloads of a walk's nodes, in order: cached ones from memory, the rest read at most READ_CONCURRENCY at a time. */
+async function loadPayloads(objects: ObjectStore, cids: string[]): Promise<Array<Payload | null>> {
+  const cache = walkCache(objects);
+  const out: Array<Payload | null> = cids.map((c) => cache.get(c) ?? null);
+  const misses = out.flatMap((v, i) => (v ? [] : [i]));
+  let next = 0;
+  const worker = async () => {
+    while (next < misses.length) {
+      const i = misses[next++]!;
+      const v = await loadPayload(objects, cids[i]!);
+      if (v) cache.set(cids[i]!, v), (out[i] = v);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY, misses.length) }, worker));
+  return out;
+}
+
+const toDagNode = (r: NodeRow, payload: Payload): DagNode => ({
   cid: r.cid,
   ciphertext: payload.ciphertext,
   ...(payload.ciphertext ? {} : { data: payload.data }),
@@ -203,24 +259,37 @@ export async function pinStored(db: Db | Tx, cid: string): Promise<{ cid: string
   return { cid, pinned: true, already: row.pinned };
 }
 
+type RawNodeRow = Omit<NodeRow, 'writeSeq'> & { writeSeq: bigint | number | string };
+const COLUMNS = 'n.cid, n."stackId", n.epoch, n.links, n.pinned, n."writeSeq"';
+
 /**
- * Breadth-first walk from root, at most `depth` levels (the root is level 1), newest first within a
- * level. Gated nodes are reported (not returned) but their links are still followed: links are
- * metadata, only payloads are gated. Unknown CIDs and lost payloads are `missing`.
+ * The index rows of a walk, in one query, straight through the driver (a read of committed rows:
+ * PGlite runs it between transactions, pg on a pool connection; Prisma's row mapping cost more
+ * than the query at depth 1000). `chain`: the stored chain (docs/decisions.md): every node with at
+ * most one link has its position on its stack's chain (chainPos, set by a trigger on insert), so
+ * the `depth` nodes below a chained head are one index range. It may hold nodes of a fork beside
+ * the head's line (the walk follows links and ignores them); a gap (a pruned or foreign node) or
+ * an unchained head makes the caller fall back to the recursive query over the links.
  */
-export async function walkDag(db: Db | Tx, objects: ObjectStore, root: string, depth: number, readerEpoch: number): Promise<WalkResult> {
+async function walkRows(db: Database, root: string, depth: number, how: 'chain' | 'links'): Promise<NodeRow[]> {
+  const sql =
+    how === 'chain'
+      ? `SELECT ${COLUMNS} FROM "MemoryNode" h JOIN "MemoryNode" n
+           ON n."stackId" = h."stackId" AND n."chainPos" > h."chainPos" - $2::int AND n."chainPos" <= h."chainPos"
+         WHERE h.cid = $1`
+      : `WITH RECURSIVE w(cid, lvl) AS (
+           SELECT $1::text, 1
+           UNION
+           SELECT l, w.lvl + 1 FROM w JOIN "MemoryNode" n ON n.cid = w.cid CROSS JOIN LATERAL unnest(n.links) AS l WHERE w.lvl < $2::int
+         )
+         SELECT ${COLUMNS} FROM "MemoryNode" n WHERE n.cid IN (SELECT DISTINCT cid FROM w)`;
+  const rows = await db.driver.query<RawNodeRow>(sql, [root, depth]);
+  return rows.map((r) => ({ ...r, writeSeq: BigInt(r.writeSeq) }));
+}
+
+/** The breadth-first walk over fetched index rows; `readable` are the nodes whose payloads to load. */
+function bfs(found: NodeRow[], root: string, depth: number, readerEpoch: number): { out: WalkResult; readable: NodeRow[] } {
   const out: WalkResult = { nodes: [], gated: [], missing: [], levels: 0 };
-  // One recursive query fetches every index row within `depth` link hops; the BFS below then runs
-  // in memory, so a walk costs one round trip plus the payload reads whatever its depth.
-  const found = parseCid(root)
-    ? await db.$queryRaw<NodeRow[]>`
-        WITH RECURSIVE w(cid, lvl) AS (
-          SELECT ${root}::text, 1
-          UNION
-          SELECT l, w.lvl + 1 FROM w JOIN "MemoryNode" n ON n.cid = w.cid CROSS JOIN LATERAL unnest(n.links) AS l WHERE w.lvl < ${depth}
-        )
-        SELECT n.cid, n."stackId", n.epoch, n.links, n.pinned, n."writeSeq" FROM "MemoryNode" n WHERE n.cid IN (SELECT DISTINCT cid FROM w)`
-    : [];
   const byCid = new Map(found.map((r) => [r.cid, r]));
   const seen = new Set<string>([root]);
   let level = [root];
@@ -242,7 +311,25 @@ export async function walkDag(db: Db | Tx, objects: ObjectStore, root: string, d
     }
     level = next;
   }
-  const payloads = await Promise.all(readable.map((r) => loadPayload(objects, r.cid)));
+  return { out, readable };
+}
+
+/**
+ * Breadth-first walk from root, at most `depth` levels (the root is level 1), newest first within a
+ * level. Gated nodes are reported (not returned) but their links are still followed: links are
+ * metadata, only payloads are gated. Unknown CIDs and lost payloads are `missing`.
+ * Cost: one index query (the stored chain; the recursive query over the links when the chain
+ * does not cover the walk) and one batched payload read, whatever the depth.
+ */
+export async function walkDag(db: Database, objects: ObjectStore, root: string, depth: number, readerEpoch: number): Promise<WalkResult> {
+  if (!parseCid(root)) return bfs([], root, depth, readerEpoch).out;
+  let walk = bfs(await walkRows(db, root, depth, 'chain'), root, depth, readerEpoch);
+  if (walk.out.missing.length) walk = bfs(await walkRows(db, root, depth, 'links'), root, depth, readerEpoch);
+  const { out, readable } = walk;
+  const payloads = await loadPayloads(
+    objects,
+    readable.map((r) => r.cid),
+  );
   readable.forEach((r, i) => (payloads[i] ? out.nodes.push(toDagNode(r, payloads[i]!)) : out.missing.push(r.cid)));
   return out;
 }
@@ -282,7 +369,10 @@ export async function pruneForgotten(p: Platform): Promise<{ pruned: number }> {
     const rows = await p.db.prisma.$queryRaw<{ cid: string }[]>`DELETE FROM "MemoryNode" WHERE cid IN (
       SELECT cid FROM "MemoryNode" WHERE pinned = false AND epoch < ${before} LIMIT 500) AND pinned = false RETURNING cid`;
     if (!rows.length) return { pruned };
-    for (const r of rows) await p.objects.delete(payloadKey(parseCid(r.cid)!.hash)).catch(() => {});
+    for (const r of rows) {
+      walkCache(p.objects).delete(r.cid);
+      await p.objects.delete(payloadKey(parseCid(r.cid)!.hash)).catch(() => {});
+    }
     pruned += rows.length;
   }
 }
