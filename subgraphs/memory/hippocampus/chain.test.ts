@@ -1,0 +1,100 @@
+// The stored chain (MemoryNode.chainPos, set by the insert trigger) and the walk over it: a walk
+// from a chained head is one index range, and gives exactly what the recursive walk over the links
+// gives, also with a fork beside the line, a merge node, a pruned node and nodes of another stack.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testPlatform, type TestPlatform } from '../../../test/helpers/platform.ts';
+import { randomSecret, seal } from '../../../lib/crypto.ts';
+import { computeCid } from './cid.ts';
+import { putNode, walkDag, type WalkResult } from './store.ts';
+
+let p: TestPlatform;
+beforeAll(async () => {
+  p = await testPlatform();
+  p.setEpoch(3);
+});
+afterAll(async () => {
+  await p?.cleanup();
+});
+
+const key = randomSecret(32);
+async function put(text: string, links: string[] = [], stackId = 'stack:chain', epoch = 3): Promise<string> {
+  const data = JSON.stringify(seal(key, text));
+  const cid = computeCid({ data, links, epoch, stackId });
+  await putNode(p.db.prisma, p.objects, { cid, data, links, epoch, stackId, pinned: true }, 3);
+  return cid;
+}
+const pos = async (cid: string) => (await p.db.prisma.memoryNode.findUnique({ where: { cid } }))?.chainPos ?? null;
+const shape = (w: WalkResult) => ({ nodes: w.nodes.map((n) => n.cid), gated: w.gated, missing: w.missing, levels: w.levels });
+
+/** What the walk must give: the breadth-first walk over the links, computed here from the rows. */
+async function expected(root: string, depth: number): Promise<ReturnType<typeof shape>> {
+  const rows = new Map((await p.db.prisma.memoryNode.findMany()).map((r) => [r.cid, r]));
+  const out = { nodes: [] as string[], gated: [] as string[], missing: [] as string[], levels: 0 };
+  const seen = new Set([root]);
+  let level = [root];
+  while (level.length && out.levels < depth) {
+    out.levels++;
+    const found = level.filter((c) => rows.has(c) || (out.missing.push(c), false)).map((c) => rows.get(c)!);
+    found.sort((a, b) => b.epoch - a.epoch || (b.writeSeq > a.writeSeq ? 1 : -1));
+    const next: string[] = [];
+    for (const r of found) {
+      out.nodes.push(r.cid);
+      for (const l of r.links) if (!seen.has(l)) seen.add(l), next.push(l);
+    }
+    level = next;
+  }
+  return out;
+}
+
+describe('the stored chain', () => {
+  it('positions every single-link node of a stack and walks it as the links do', async () => {
+    const line = [await put('n0')];
+    for (let i = 1; i < 30; i++) line.push(await put(`n${i}`, [line[i - 1]!]));
+    expect(await Promise.all(line.map(pos))).toEqual(line.map((_, i) => i + 1));
+    const head = line.at(-1)!;
+    for (const depth of [1, 2, 10, 30, 31, 500]) {
+      const w = await walkDag(p.db, p.objects, head, depth, 3);
+      expect(shape(w)).toEqual(await expected(head, depth));
+      expect(w.nodes.map((n) => n.cid)).toEqual(line.slice(-Math.min(depth, 30)).reverse());
+    }
+
+    // A fork beside the line (same position as line[20]) is not on the head's walk.
+    const fork = await put('fork', [line[19]!]);
+    expect(await pos(fork)).toBe(21);
+    expect(shape(await walkDag(p.db, p.objects, head, 30, 3))).toEqual(await expected(head, 30));
+    expect((await walkDag(p.db, p.objects, fork, 5, 3)).nodes.map((n) => n.cid)).toEqual([fork, ...line.slice(15, 19 + 1).reverse()].slice(0, 5));
+
+    // A merge has no position (nor anything above it): its walk follows the links.
+    const merge = await put('merge', [head, fork]);
+    const above = await put('above', [merge]);
+    expect([await pos(merge), await pos(above)]).toEqual([null, null]);
+    for (const depth of [1, 3, 40]) expect(shape(await walkDag(p.db, p.objects, above, depth, 3))).toEqual(await expected(above, depth));
+
+    // A link to another stack's node, or to an unknown one, gives no position.
+    expect(await pos(await put('foreign', [line[3]!], 'stack:other'))).toBeNull();
+    expect(await pos(await put('dangling', ['cog://' + 'a'.repeat(64) + '@3']))).toBeNull();
+  });
+
+  it('a pruned node in the line is missing, as in the walk over the links', async () => {
+    const line = [await put('m0')];
+    for (let i = 1; i < 10; i++) line.push(await put(`m${i}`, [line[i - 1]!]));
+    await p.db.prisma.memoryNode.delete({ where: { cid: line[5]! } });
+    const head = line.at(-1)!;
+    const w = await walkDag(p.db, p.objects, head, 10, 3);
+    expect(shape(w)).toEqual(await expected(head, 10));
+    expect(w.missing).toEqual([line[5]]);
+    expect(w.levels).toBe(5);
+  });
+
+  it('nodes inserted in one statement are chained in order', async () => {
+    const a = await put('batch-root');
+    const mk = (text: string, links: string[]) => {
+      const data = JSON.stringify(seal(key, text));
+      return { cid: computeCid({ data, links, epoch: 3, stackId: 'stack:chain' }), stackId: 'stack:chain', epoch: 3, links, size: data.length };
+    };
+    const b = mk('b', [a]);
+    const c = mk('c', [b.cid]);
+    await p.db.prisma.memoryNode.createMany({ data: [b, c] });
+    expect([await pos(a), await pos(b.cid), await pos(c.cid)]).toEqual([1, 2, 3]);
+  });
+});
