@@ -54,6 +54,19 @@ export function summarise(p: Profile, lastSeconds?: number, top = 25): string {
     const f = `${name || '(anonymous)'} ${n.callFrame.url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*?\/(lib|subgraphs|flows|router|compat-rest|bin)\//, '$1/')}:${n.callFrame.lineNumber + 1}`;
     fn.set(f, (fn.get(f) ?? 0) + us);
   }
+  // Inclusive time of the project's own functions: a sample counts once for every distinct one of
+  // them on its stack (synchronous stacks only: time after an await shows under the microtask).
+  const parent = new Map<number, number>();
+  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const inclusive = new Map<string, number>();
+  for (const [id, us] of self) {
+    const names = new Set<string>();
+    for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
+      const f = byId.get(cur)!.callFrame;
+      if (packageOf(f.url).startsWith('(ours)')) names.add(`${f.functionName || '(anonymous)'} ${f.url.replace(/^.*?\/(lib|subgraphs|flows|router|compat-rest|bin|mcp)\//, '$1/')}:${f.lineNumber + 1}`);
+    }
+    for (const k of names) inclusive.set(k, (inclusive.get(k) ?? 0) + us);
+  }
   const busy = total - idle;
   const pct = (us: number, of: number) => `${((100 * us) / of).toFixed(1)}%`;
   const lines = [`${(total / 1e6).toFixed(1)} s sampled, busy ${pct(busy, total)} (shares below are of busy time)`, '', 'by package:'];
@@ -68,6 +81,8 @@ export function summarise(p: Profile, lastSeconds?: number, top = 25): string {
     .sort((a, b) => b[1] - a[1])
     .slice(0, top))
     lines.push(`  ${pct(us, busy).padStart(6)}  ${k}`);
+  lines.push('', "our functions (inclusive, synchronous part):");
+  for (const [k, us] of [...inclusive].sort((a, b) => b[1] - a[1]).slice(0, top)) lines.push(`  ${pct(us, busy).padStart(6)}  ${k}`);
   return lines.join('\n');
 }
 

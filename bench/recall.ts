@@ -102,30 +102,31 @@ export async function runRecallBench(
     }
     log(`written in ${Date.now() - t0} ms`);
 
-    const calls: Record<RecallShape, (depth: number) => Promise<Array<{ text?: string; epoch: number }>>> = {
-      A: async (depth) => {
-        const b = await json<{ fragments: Array<{ epoch: number; ciphertext: unknown }>; fidelity: number }>(
-          fetch(`${g}/v1/stacks/${stack.id}/recall?depth=${depth}`),
-        );
-        if (b.fragments.length !== depth || b.fidelity !== 1)
-          throw new Error(`Shape A depth ${depth}: ${b.fragments.length} fragments, fidelity ${b.fidelity}`);
-        return b.fragments;
-      },
-      B: async (depth) => {
-        const b = await json<{ fragments: Array<{ text: string; epoch: number }>; fidelity: number }>(post(`${g}/v1/recall`, { stackId: stack.id, depth }));
-        if (b.fragments.length !== depth || b.fidelity !== 1)
-          throw new Error(`Shape B depth ${depth}: ${b.fragments.length} fragments, fidelity ${b.fidelity}`);
-        return b.fragments;
-      },
-      GraphQL: async (depth) => {
-        const b = await json<{ data?: { recall: { fragments: Array<{ text: string; epoch: number }>; fidelity: number } }; errors?: unknown }>(
-          post(`${g}/graphql`, { query: GQL_RECALL, variables: { s: stack.id, d: depth } }),
-        );
-        const r = b.data?.recall;
-        if (!r || b.errors || r.fragments.length !== depth || r.fidelity !== 1) throw new Error(`GraphQL depth ${depth}: ${JSON.stringify(b).slice(0, 300)}`);
-        return r.fragments;
-      },
+    const shapeA = async (depth: number) => {
+      const b = await json<{ fragments: Array<{ epoch: number; ciphertext: unknown }>; fidelity: number }>(
+        fetch(`${g}/v1/stacks/${stack.id}/recall?depth=${depth}`),
+      );
+      if (b.fragments.length !== depth || b.fidelity !== 1) throw new Error(`Shape A depth ${depth}: ${b.fragments.length} fragments, fidelity ${b.fidelity}`);
+      return b.fragments;
     };
+    const shapeB = async (depth: number) => {
+      const b = await json<{ fragments: Array<{ text: string; epoch: number }>; fidelity: number }>(post(`${g}/v1/recall`, { stackId: stack.id, depth }));
+      if (b.fragments.length !== depth || b.fidelity !== 1) throw new Error(`Shape B depth ${depth}: ${b.fragments.length} fragments, fidelity ${b.fidelity}`);
+      return b.fragments;
+    };
+    const shapeGraphql = async (depth: number) => {
+      const b = await json<{ data?: { recall: { fragments: Array<{ text: string; epoch: number }>; fidelity: number } }; errors?: unknown }>(
+        post(`${g}/graphql`, { query: GQL_RECALL, variables: { s: stack.id, d: depth } }),
+      );
+      const r = b.data?.recall;
+      if (!r || b.errors || r.fragments.length !== depth || r.fidelity !== 1) throw new Error(`GraphQL depth ${depth}: ${JSON.stringify(b).slice(0, 300)}`);
+      return r.fragments;
+    };
+    const calls = new Map<RecallShape, (depth: number) => Promise<Array<{ text?: string; epoch: number }>>>([
+      ['A', shapeA],
+      ['B', shapeB],
+      ['GraphQL', shapeGraphql],
+    ]);
 
     const rows: RecallBenchRow[] = [];
     const tRecall = Date.now();
@@ -133,7 +134,7 @@ export async function runRecallBench(
     for (const [i, depth] of depths.entries()) {
       await sleevesFor(depth * (1 + shapes.length * (runs[i]! + 1)));
       // The baseline's nodes: the texts and epochs of the walk, sealed as perceive seals them.
-      const fragments = await calls.B(depth);
+      const fragments = await shapeB(depth);
       const byEpoch = new Map<number, Sealed[]>();
       for (const f of fragments) {
         const k = epochKey(secret, stack.id, f.epoch);
@@ -148,8 +149,8 @@ export async function runRecallBench(
       const rawP50 = percentile(raw, 0.5);
       for (const shape of shapes) {
         await syncAll(); // a recall adds 0.1 drift to its payer
-        await calls[shape](depth); // warm
-        const rec = await timeRuns(runs[i]!, async () => void (await calls[shape](depth)));
+        await calls.get(shape)!(depth); // warm
+        const rec = await timeRuns(runs[i]!, async () => void (await calls.get(shape)!(depth)));
         const p50 = percentile(rec, 0.5);
         rows.push({
           depth,
