@@ -63,7 +63,8 @@ export function summarise(p: Profile, lastSeconds?: number, top = 25): string {
     const names = new Set<string>();
     for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
       const f = byId.get(cur)!.callFrame;
-      if (packageOf(f.url).startsWith('(ours)')) names.add(`${f.functionName || '(anonymous)'} ${f.url.replace(/^.*?\/(lib|subgraphs|flows|router|compat-rest|bin|mcp)\//, '$1/')}:${f.lineNumber + 1}`);
+      if (packageOf(f.url).startsWith('(ours)'))
+        names.add(`${f.functionName || '(anonymous)'} ${f.url.replace(/^.*?\/(lib|subgraphs|flows|router|compat-rest|bin|mcp)\//, '$1/')}:${f.lineNumber + 1}`);
     }
     for (const k of names) inclusive.set(k, (inclusive.get(k) ?? 0) + us);
   }
@@ -81,7 +82,7 @@ export function summarise(p: Profile, lastSeconds?: number, top = 25): string {
     .sort((a, b) => b[1] - a[1])
     .slice(0, top))
     lines.push(`  ${pct(us, busy).padStart(6)}  ${k}`);
-  lines.push('', "our functions (inclusive, synchronous part):");
+  lines.push('', 'our functions (inclusive, synchronous part):');
   for (const [k, us] of [...inclusive].sort((a, b) => b[1] - a[1]).slice(0, top)) lines.push(`  ${pct(us, busy).padStart(6)}  ${k}`);
   return lines.join('\n');
 }

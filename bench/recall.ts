@@ -140,17 +140,27 @@ export async function runRecallBench(
         const k = epochKey(secret, stack.id, f.epoch);
         byEpoch.set(f.epoch, [...(byEpoch.get(f.epoch) ?? []), seal(k, f.text!)]);
       }
-      const raw = await timeRuns(Math.max(runs[i]!, 20), () => {
+      const decrypt = () => {
         for (const [epoch, nodes] of byEpoch) {
           const k = epochKey(secret, stack.id, epoch);
           for (const n of nodes) fromUtf8(open(k, n));
         }
-      });
-      const rawP50 = percentile(raw, 0.5);
+      };
       for (const shape of shapes) {
         await syncAll(); // a recall adds 0.1 drift to its payer
         await calls.get(shape)!(depth); // warm
-        const rec = await timeRuns(runs[i]!, async () => void (await calls.get(shape)!(depth)));
+        decrypt();
+        // Each recall is followed by a raw decrypt of the same nodes: on a shared, loaded machine
+        // both then see the same load, and the ratio of the two p50s is what counts.
+        const rec: number[] = [];
+        const raw: number[] = [];
+        for (let r = 0; r < runs[i]!; r++) {
+          rec.push(...(await timeRuns(1, async () => void (await calls.get(shape)!(depth)))));
+          raw.push(...(await timeRuns(1, decrypt)));
+        }
+        rec.sort((a, b) => a - b);
+        raw.sort((a, b) => a - b);
+        const rawP50 = percentile(raw, 0.5);
         const p50 = percentile(rec, 0.5);
         rows.push({
           depth,

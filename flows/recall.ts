@@ -43,19 +43,21 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
   if (input.memoryToken !== undefined && (typeof input.memoryToken !== 'number' || !Number.isFinite(input.memoryToken) || input.memoryToken < 0)) {
     throw badRequest('memoryToken must be a non-negative number', [{ path: 'memoryToken', message: 'is invalid' }]);
   }
-  const stack = await getStackRow(p.db.prisma, input.stackId);
-  let payer: SleeveRow | null;
-  let memory = 0;
-  if (input.sleeveId !== undefined) {
-    payer = await requireActiveSleeve(p.db.prisma, input.sleeveId);
-    requireSleeveOfStack(payer, stack.id);
-    const [, balance] = await Promise.all([requireKeyLease(p.db.prisma, payer.id), balanceOf(p.db.prisma, sleeveAccount(payer.id))]);
-    memory = balance.memory;
-  } else {
-    const richest = await richestMemoryPayer(p.db.prisma, stack.id);
-    payer = richest?.sleeve ?? null;
-    memory = richest?.memory ?? 0;
-  }
+  // The stack and the payer are read at once (the payer's reads do not need the stack row); an
+  // unknown stack is the 404 whatever the payer's reads found.
+  const stackRead = getStackRow(p.db.prisma, input.stackId);
+  const payerRead = (async (): Promise<{ sleeve: SleeveRow; memory: number } | null> => {
+    if (input.sleeveId === undefined) return richestMemoryPayer(p.db.prisma, input.stackId);
+    const sleeve = await requireActiveSleeve(p.db.prisma, input.sleeveId);
+    const [, balance] = await Promise.all([requireKeyLease(p.db.prisma, sleeve.id), balanceOf(p.db.prisma, sleeveAccount(sleeve.id))]);
+    return { sleeve, memory: balance.memory };
+  })();
+  payerRead.catch(() => {}); // awaited below, after the stack
+  const stack = await stackRead;
+  const read = await payerRead;
+  if (read && input.sleeveId !== undefined) requireSleeveOfStack(read.sleeve, stack.id);
+  const payer: SleeveRow | null = read?.sleeve ?? null;
+  const memory = read?.memory ?? 0;
   const epoch = p.epochs.current();
   const empty = {
     stackId: stack.id,
