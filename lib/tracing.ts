@@ -62,7 +62,12 @@ export interface TracingOptions {
  * costs start time otherwise). Returns a flush-and-stop for shutdown.
  */
 export async function startTracing(opts: TracingOptions): Promise<{ shutdown(): Promise<void> }> {
-  const [{ NodeTracerProvider, BatchSpanProcessor }, { OTLPTraceExporter }, { resourceFromAttributes }, { registerInstrumentations }] = await Promise.all([
+  const [
+    { NodeTracerProvider, BatchSpanProcessor, ParentBasedSampler, SamplingDecision },
+    { OTLPTraceExporter },
+    { resourceFromAttributes },
+    { registerInstrumentations },
+  ] = await Promise.all([
     import('@opentelemetry/sdk-trace-node'),
     import('@opentelemetry/exporter-trace-otlp-http'),
     import('@opentelemetry/resources'),
@@ -77,7 +82,17 @@ export async function startTracing(opts: TracingOptions): Promise<{ shutdown(): 
       import('@prisma/instrumentation'),
     ]);
   const exporter = new OTLPTraceExporter({ url: `${opts.endpoint.replace(/\/+$/, '')}/v1/traces` });
+  // A trace starts where a request comes in (a server span: a client's, or an outside caller's).
+  // Background loops (epoch polls, outbox relays, worker passes, sleeve ticks) start none, and an
+  // internal call follows its caller's decision: tracing costs per request, not per agent x time.
+  const requestsOnly = {
+    shouldSample: (_c: unknown, _t: string, _n: string, kind: SpanKind) => ({
+      decision: kind === SpanKind.SERVER ? SamplingDecision.RECORD_AND_SAMPLED : SamplingDecision.NOT_RECORD,
+    }),
+    toString: () => 'RequestsOnly',
+  };
   const provider = new NodeTracerProvider({
+    sampler: new ParentBasedSampler({ root: requestsOnly }),
     resource: resourceFromAttributes({ 'service.name': opts.serviceName }),
     spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: 500 })],
   });
