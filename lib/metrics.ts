@@ -175,14 +175,14 @@ interface Row {
   label: string | null;
   v: number;
 }
-// One statement, every table through an index or a small table: the outbox is drained within a
-// second, residues and chain outbox rows are filtered by their status index.
-const STATE_SQL = `
+// One statement, every table through an index or a small table: the kernel's event outbox here,
+// and each context's part over its own tables (registerStateGauge: the chain outbox, sagas and
+// residues, filtered by their status index), so the kernel names no context's table.
+const KERNEL_STATE_SQL = `
 SELECT 'event_outbox' AS k, NULL AS label, count(*)::float8 AS v FROM "EventOutbox"
-UNION ALL SELECT 'event_outbox_age', NULL, COALESCE(EXTRACT(EPOCH FROM now() - min("createdAt")), 0)::float8 FROM "EventOutbox"
-UNION ALL SELECT 'chain_outbox', status, count(*)::float8 FROM "ChainOutbox" WHERE status IN ('pending', 'submitted', 'failed') GROUP BY status
-UNION ALL SELECT 'saga', status, count(*)::float8 FROM "Saga" GROUP BY status
-UNION ALL SELECT 'residue', kind, count(*)::float8 FROM "Residue" WHERE status = 'open' GROUP BY kind`;
+UNION ALL SELECT 'event_outbox_age', NULL, COALESCE(EXTRACT(EPOCH FROM now() - min("createdAt")), 0)::float8 FROM "EventOutbox"`;
+const stateParts = new Map<string, string>();
+const stateSql = () => [KERNEL_STATE_SQL, ...[...stateParts].map(([k, sql]) => `SELECT '${k}', label, v FROM (${sql}) AS "${k}"`)].join('\nUNION ALL ');
 
 /**
  * A value read at most once per cache period, and never waited for once known: a scrape answers
@@ -215,7 +215,7 @@ function staleWhileRevalidate<T>(read: () => Promise<T>, fallback: T) {
 const snapshot = staleWhileRevalidate<Row[]>(async () => {
   const s = sources;
   if (!s) return [];
-  const rows = await s.p.db.prisma.$queryRawUnsafe<Row[]>(STATE_SQL);
+  const rows = await s.p.db.prisma.$queryRawUnsafe<Row[]>(stateSql());
   return rows.map((x) => ({ k: x.k, label: x.label, v: Number(x.v) }));
 }, []);
 /** The database's state (one query per cache period, shared by every gauge and scrape). */
@@ -240,13 +240,18 @@ function stateGauge(name: string, help: string, k: string, label?: string, known
 }
 stateGauge('cog_event_outbox_depth', 'Events recorded and not yet relayed to the bus', 'event_outbox');
 stateGauge('cog_event_outbox_oldest_age_seconds', 'Age of the oldest event waiting in the outbox (0 when empty)', 'event_outbox_age');
-stateGauge('cog_chain_outbox_depth', 'Cortex transactions not yet confirmed, by status (pending, submitted, failed)', 'chain_outbox', 'status', [
-  'pending',
-  'submitted',
-  'failed',
-]);
-stateGauge('cog_sagas', 'Needlecast sagas, by status', 'saga', 'status', ['running', 'completed', 'compensating', 'compensated', 'failed']);
-stateGauge('cog_residues_open', 'Open residues, by kind', 'residue', 'kind');
+
+/**
+ * A gauge over the state of a context's own tables, registered by that context (once per process:
+ * a second registration is ignored). `sql` selects rows `(label text, v float8)`, one per label
+ * value (label NULL for a gauge without one); it joins the one state statement of each cache period.
+ */
+export function registerStateGauge(o: { name: string; help: string; sql: string; label?: string; known?: string[] }): void {
+  if (registry.getSingleMetric(o.name)) return;
+  const k = o.name;
+  stateParts.set(k, o.sql);
+  stateGauge(o.name, o.help, k, o.label, o.known);
+}
 
 new client.Gauge({
   name: 'cog_epoch',

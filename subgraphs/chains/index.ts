@@ -1,6 +1,8 @@
 // The chains context's door: Medulla (the proof-of-work chain and its epochs), Cortex (the EVM, its
 // contracts and the transaction outbox) and the Thalamus (the coherence root). Everything outside
 // subgraphs/chains/ imports the context from here and nowhere else.
+// Its gauges at /metrics, registered when the door is first imported (every process imports it through bin/assembly.ts).
+import './metrics.ts';
 export { enqueueChainTx, enqueueCoalescedChainTx, type ChainTxKind } from './outbox.ts';
 export { enqueueFoldedAnchors } from './anchor-intents.ts';
 export { anchorsOfEpochs, ANCHOR_EPOCHS_WANTED, STACK_ANCHORS, type StackAnchor } from './anchors.ts';

@@ -1,6 +1,8 @@
 // The sleeves context's door: a stack's bodies (spawn, sync, drift, freeze, decommission), the
 // sleeve runtime's tick loops and the needlecast saga that moves a stack between sleeves.
 // Everything outside subgraphs/sleeves/ imports the context from here and nowhere else.
+// Its gauges at /metrics, registered when the door is first imported (every process imports it through bin/assembly.ts).
+import './metrics.ts';
 export {
   spawnSleeve,
   getSleeveRow,

@@ -40,10 +40,6 @@ const ARROW_DEBT: Record<string, string[]> = {};
 
 /** Tables touched outside their owner ("file: Model"). Remove entries as they go. */
 const TABLE_DEBT: string[] = [
-  // scrape-time gauges read in the kernel: each context should register its own collector.
-  'lib/metrics.ts: ChainOutbox',
-  'lib/metrics.ts: Residue',
-  'lib/metrics.ts: Saga',
   // chainStatus columns: the outbox marks mirrored records pending/confirmed (records.ts says why).
   'subgraphs/chains/cortex/records.ts: Stack',
   'subgraphs/chains/cortex/records.ts: Sleeve',

@@ -1,8 +1,10 @@
 // deploy/grafana-dashboard.json: its four rows, and every query names metrics the platform exports
-// (lib/metrics.ts registers them all at import), with label matchers on labels those metrics have.
+// (lib/metrics.ts registers the kernel's at import, each context's door its own: bin/assembly.ts
+// imports every door a process wires), with label matchers on labels those metrics have.
 import { describe, it, expect } from 'vitest';
 import fs from 'node:fs';
 import { metricNames, registry } from '../../lib/metrics.ts';
+import '../../bin/assembly.ts';
 
 interface Panel {
   type: string;
