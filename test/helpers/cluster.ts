@@ -35,8 +35,6 @@ export interface ClusterOptions {
   /** Another Redis server (fault tests run their own). */
   redisUrl?: string;
   env?: Record<string, string>;
-  /** Flags for the node process that runs bin/cog.mjs (NODE_OPTIONS refuses some, e.g. --cpu-prof). */
-  nodeArgs?: string[];
   /**
    * Needlecast fault hooks, injected into every child by the preload test/helpers/fault-hooks.mjs:
    * the router SIGKILLs itself after each `crashAfter` step (once each), or `failAt` throws.
