@@ -14,6 +14,7 @@ import { iface, SUITE } from './artifacts.ts';
 import type { Deployment } from './deploy.ts';
 import { markRecordPending, trySettleRecords, type RecordOutcome } from './records.ts';
 import { LEDGER_KINDS, planSettlements, withoutStack, type SettlementPayload, type SettlementPlan } from './settlement.ts';
+import { singleFlight } from '../../../lib/single-flight.ts';
 
 export interface CortexChain {
   provider: JsonRpcProvider;
@@ -100,8 +101,6 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   const from = wallet.address;
   const tokenIdOf = tokenIdResolver(db);
   let closed = false;
-  let running: Promise<void> | null = null;
-  let again = false;
   let timer: NodeJS.Timeout | undefined;
   let firstPass = true;
   let scannedTo: number | undefined;
@@ -336,7 +335,8 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     return plan;
   };
 
-  const submit = async () => {
+  /** Resolves to true when it took a full batch (there may be more: run again). */
+  const submit = async (): Promise<boolean | undefined> => {
     const inFlight = await db.chainOutbox.count({ where: { status: 'submitted', nonce: { not: null } } });
     if (inFlight >= maxInFlight) return;
     const rows = await db.chainOutbox.findMany({
@@ -406,7 +406,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     if (!signed.length) return;
     await opts.afterPersist?.(signed.map(({ id, nonce, txHash }) => ({ id, nonce, txHash })));
     await broadcast(signed);
-    if (rows.length === batchSize) again = true;
+    return rows.length === batchSize;
   };
 
   const round = async () => {
@@ -416,41 +416,28 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     const t1 = performance.now();
     if (!closed) await settleLedger();
     const t2 = performance.now();
-    if (!closed) await submit();
+    const more = closed ? false : await submit();
     const t3 = performance.now();
     if (t3 - t0 > 2000)
       log.warn(
         { confirmMs: Math.round(t1 - t0), settleMs: Math.round(t2 - t1), submitMs: Math.round(t3 - t2), recordsBusy: recordsBusy.length },
         'cortex submitter: slow round',
       );
+    return more;
   };
 
-  const run = (): Promise<void> => {
-    if (running) {
-      again = true;
-      return running;
-    }
-    running = (async () => {
-      do {
-        again = false;
-        if (closed) return;
-        try {
-          await round();
-        } catch (e) {
-          log.warn({ err: revertReason(e) }, 'cortex submitter: round failed, will retry');
-          return;
-        }
-      } while (again && !closed);
-    })().finally(() => {
-      running = null;
-      if (!closed) {
-        clearTimeout(timer);
-        timer = setTimeout(run, pollMs);
-        timer.unref();
-      }
-    });
-    return running;
-  };
+  // One round at a time; a kick during a round (or a full batch) runs one more; then the poll timer.
+  const loop = singleFlight(round, {
+    stopped: () => closed,
+    onError: (e) => log.warn({ err: revertReason(e) }, 'cortex submitter: round failed, will retry'),
+    after: () => {
+      if (closed) return;
+      clearTimeout(timer);
+      timer = setTimeout(run, pollMs);
+      timer.unref();
+    },
+  });
+  const run = (): Promise<void> => loop.run();
 
   void run();
   return {
@@ -468,7 +455,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     async close() {
       closed = true;
       clearTimeout(timer);
-      await running?.catch(() => {});
+      await loop.settled();
     },
   };
 }
