@@ -227,7 +227,17 @@ export async function runBacklogBench(
     await Promise.all(
       writers.map(async (w, i) => {
         for (let n = 0; Date.now() < deadline; n++) {
-          if (w.compute < 5) await renew(w);
+          if (
+            w.compute < 5 &&
+            !(await renew(w).then(
+              () => true,
+              () => false,
+            ))
+          ) {
+            errors++;
+            await sleep(300);
+            continue;
+          }
           const r = await call('POST', `${g}/v1/sleeves/${w.sleeveId}/perceive`, { input: `outbox ${i} ${n} ${Date.now()}` }).catch(() => undefined);
           if (r?.status === 200 || r?.status === 201) {
             perceives++;
@@ -235,6 +245,8 @@ export async function runBacklogBench(
             w.compute -= 0.5;
           } else {
             errors++;
+            // The platform retired the sleeve (its watchdog): carry on with a new one.
+            if (r?.status === 409 && r.body?.code === 'SLEEVE_DECOMMISSIONED') w.compute = 0;
             const k = String(r?.status ?? 'network');
             errorStatus[k] = (errorStatus[k] ?? 0) + 1;
             if (errorStatus[k] === 1) log(`perceive error ${k}: ${JSON.stringify(r?.body).slice(0, 200)}`);
@@ -267,6 +279,8 @@ export async function runBacklogBench(
     }
     for (const [msg, n] of warnings) log(`platform log: ${n}x ${msg}`);
     if (process.env.OUTBOX_BENCH_TAIL) log(c.output().slice(-Number(process.env.OUTBOX_BENCH_TAIL)));
+    const drift = /"msg":"cortex: database and chain disagree[^\n]*|[^\n]*"drift":[^\n]*/.exec(c.output());
+    if (drift) log(`drift reported: ${drift[0].slice(0, 1500)}`);
     const firstErr = /"msg":"cortex submitter: round failed[^\n]*/.exec(c.output());
     if (firstErr) log(`first failed round: ${firstErr[0].slice(0, 400)}`);
     return {

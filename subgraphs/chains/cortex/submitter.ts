@@ -153,7 +153,6 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     }
     return { row, outcome: 'failed', data: { blockNumber: r.blockNumber, lastError: `reverted in block ${r.blockNumber}${why}` } };
   };
-  const applyReceipt = async (row: Row, r: { status: number | null; blockNumber: number }) => settleAll([await receiptOutcome(row, r)]);
 
   const broadcast = async (rows: { id: bigint; rawTx: string }[]) => {
     const results = await Promise.allSettled(rows.map((r) => provider.send('eth_sendRawTransaction', [r.rawTx])));
@@ -210,10 +209,12 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     // The mined nonce count first: a receipt checked after it can only be more recent.
     const minedCount = await provider.getTransactionCount(from, 'latest');
     const resend: Row[] = [];
+    // Mined meanwhile: settled together, so no reader sees a later block's row confirmed before an earlier one's.
+    const mined: Outcome[] = [];
     for (const row of rows) {
       if (row.nonce! < minedCount) {
         const r = await provider.getTransactionReceipt(`0x${row.txHash}`);
-        if (r) await applyReceipt(row, r);
+        if (r) mined.push(await receiptOutcome(row, r));
         else {
           // That nonce was mined by another transaction: ours can never land, sign it afresh.
           await db.chainOutbox.update({
@@ -236,6 +237,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       const known = await provider.getTransaction(`0x${row.txHash}`);
       if (!known) resend.push(row);
     }
+    await settleAll(mined);
     if (!resend.length) return;
     await db.chainOutbox.updateMany({ where: { id: { in: resend.map((r) => r.id) } }, data: { sentAt: new Date(), attempts: { increment: 1 } } });
     log.info({ count: resend.length, nonces: resend.map((r) => r.nonce) }, 'cortex: re-broadcasting dropped transactions');
