@@ -92,6 +92,29 @@ describe('traces', () => {
     }
   }, 90_000);
 
+  it('a GraphQL query is one trace with the Apollo gateway spans (validate, plan, a fetch per subgraph)', async () => {
+    const q = await call('POST', `${c.gateway}/graphql`, {
+      query: 'query TracedStacks { stacks(first: 2) { id name sleeves { id } } }',
+      operationName: 'TracedStacks',
+    });
+    expect(q.status).toBe(200);
+    let trace: ReceivedSpan[] = [];
+    await expect
+      .poll(
+        () => {
+          const req = otlp.spans.find((s) => s.name === 'gateway.request' && s.service === gatewayService());
+          trace = req ? otlp.spans.filter((s) => s.traceId === req.traceId) : [];
+          return trace.filter((s) => s.name === 'gateway.fetch').length;
+        },
+        { timeout: 30_000, interval: 500 },
+      )
+      .toBeGreaterThanOrEqual(2); // stacks, then sleeves: two subgraphs
+    const byId = new Map(trace.map((s) => [s.spanId, s]));
+    expect(trace.filter((s) => !s.parentSpanId).map((s) => s.kind)).toEqual([SERVER]);
+    for (const name of ['gateway.request', 'gateway.validate', 'gateway.plan', 'gateway.execute']) expect(trace.map((s) => s.name)).toContain(name);
+    for (const f of trace.filter((s) => s.name === 'gateway.fetch')) expect(byId.has(f.parentSpanId!)).toBe(true);
+  }, 60_000);
+
   it('scrapes and probes are not traced', async () => {
     const before = otlp.spans.length;
     for (const path of ['/healthz', '/readyz', '/metrics']) await fetch(`${c.gateway}${path}`);
