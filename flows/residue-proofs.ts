@@ -36,8 +36,10 @@ const dhf = (p: Platform) => internalClient({ name: 'DHF', baseUrls: p.config.ur
 
 /** True when Hippocampus serves the node's payload to a reader at the current epoch. */
 export async function cidReadable(p: Platform, cid: string): Promise<boolean> {
-  const walk = await hippocampusClient(p).walk(cid, 1, p.epochs.current());
-  return walk.nodes.some((n) => n.cid === cid);
+  const hippo = hippocampusClient(p);
+  const walk = await hippo.walk(cid, 1, p.epochs.current());
+  // Served by a walk (which may answer from its payload cache) and stored (the store's word).
+  return walk.nodes.some((n) => n.cid === cid) && !!(await hippo.meta(cid))?.stored;
 }
 
 async function dagNode(p: Platform, cid: string): Promise<{ links: string[]; stackId?: string } | null> {

@@ -67,13 +67,15 @@ export async function detectShardLoss(p: Platform, epoch: number, sagas = 50): P
   for (const s of rows) {
     for (const cid of s.shards) {
       const walk = await hippo.walk(cid, 1, epoch);
-      if (walk.nodes.some((n) => n.cid === cid)) continue;
+      const served = walk.nodes.some((n) => n.cid === cid);
+      // A walk may answer from its payload cache: whether the payload is lost is the store's to say.
+      if (served && (await hippo.meta(cid))?.stored) continue;
       const { created } = await openResidueNow(p.db.prisma, {
         kind: 'shard-loss',
         trigger: `shard ${cid} of ${s.sagaId} is unreachable on Hippocampus`,
         stackId: s.stackId,
         epoch,
-        evidence: { cid, sagaId: s.sagaId, gated: walk.gated.includes(cid), missing: walk.missing.includes(cid) },
+        evidence: { cid, sagaId: s.sagaId, gated: walk.gated.includes(cid), missing: served || walk.missing.includes(cid) },
         dedupeKey: `shard-loss:${cid}`,
         expiryEpochs: p.config.residueExpiryEpochs,
       });
