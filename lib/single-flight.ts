@@ -20,7 +20,7 @@ export interface SingleFlightOptions {
 }
 
 /** `task` resolving to true asks for one more run itself (a full batch: there may be more). */
-export function singleFlight(task: () => Promise<boolean | undefined | void>, opts: SingleFlightOptions = {}): SingleFlight {
+export function singleFlight(task: () => Promise<unknown>, opts: SingleFlightOptions = {}): SingleFlight {
   let running: Promise<void> | null = null;
   let again = false;
   const stopped = () => opts.stopped?.() ?? false;
