@@ -54,7 +54,11 @@ describe('traces', () => {
           () => {
             const root = otlp.spans.find((s) => s.service === gatewayService() && isPerceiveRequest(s) && !s.parentSpanId);
             trace = root ? otlp.spans.filter((s) => s.traceId === root.traceId) : [];
-            return trace.some((s) => s.kind === CONSUMER && s.name === 'process cog.perceive');
+            // Complete: the consumer's span, and every span's parent (each process exports on its own).
+            const ids = new Set(trace.map((s) => s.spanId));
+            return (
+              trace.some((s) => s.kind === CONSUMER && s.name === 'process cog.perceive') && trace.every((s) => !s.parentSpanId || ids.has(s.parentSpanId))
+            );
           },
           { timeout: 30_000, interval: 500 },
         )
@@ -79,11 +83,12 @@ describe('traces', () => {
         expect(new Set(trace.map((s) => s.service)).size).toBeGreaterThanOrEqual(2);
       }
       // The bus: the relay's publish sits under the write's transaction, the consumer under the publish.
-      const publish = trace.find((s) => s.kind === PRODUCER && s.name === 'publish cog.perceive')!;
-      expect(publish).toBeDefined();
-      expect(ancestors(publish).some((a) => a.name === 'prisma:client:transaction')).toBe(true);
+      // Any process's relay may publish the row (two may race; the bus keeps one by its msgId).
+      const publishes = trace.filter((s) => s.kind === PRODUCER && s.name === 'publish cog.perceive');
+      expect(publishes.length).toBeGreaterThan(0);
+      for (const pub of publishes) expect(ancestors(pub).some((a) => a.name === 'prisma:client:transaction')).toBe(true);
       const consume = trace.find((s) => s.kind === CONSUMER && s.name === 'process cog.perceive')!;
-      expect(consume.parentSpanId).toBe(publish.spanId);
+      expect(publishes.map((s) => s.spanId)).toContain(consume.parentSpanId);
       // Nothing secret in a span: no bodies, no auth headers, no payload text.
       expect(JSON.stringify(trace)).not.toContain('traced thought');
       expect(JSON.stringify(trace).toLowerCase()).not.toContain('authorization');
@@ -104,11 +109,18 @@ describe('traces', () => {
         () => {
           const req = otlp.spans.find((s) => s.name === 'gateway.request' && s.service === gatewayService());
           trace = req ? otlp.spans.filter((s) => s.traceId === req.traceId) : [];
-          return trace.filter((s) => s.name === 'gateway.fetch').length;
+          const ids = new Set(trace.map((s) => s.spanId));
+          const names = new Set(trace.map((s) => s.name));
+          // Complete: two fetches (stacks, then sleeves), the gateway's phases, every parent exported.
+          return (
+            trace.filter((s) => s.name === 'gateway.fetch').length >= 2 &&
+            ['gateway.request', 'gateway.validate', 'gateway.plan', 'gateway.execute'].every((n) => names.has(n)) &&
+            trace.every((s) => !s.parentSpanId || ids.has(s.parentSpanId))
+          );
         },
         { timeout: 30_000, interval: 500 },
       )
-      .toBeGreaterThanOrEqual(2); // stacks, then sleeves: two subgraphs
+      .toBe(true);
     const byId = new Map(trace.map((s) => [s.spanId, s]));
     expect(trace.filter((s) => !s.parentSpanId).map((s) => s.kind)).toEqual([SERVER]);
     for (const name of ['gateway.request', 'gateway.validate', 'gateway.plan', 'gateway.execute']) expect(trace.map((s) => s.name)).toContain(name);
