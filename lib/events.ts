@@ -4,6 +4,7 @@
 // rows wait and flow when it returns.
 import { randomUUID } from 'node:crypto';
 import type { Tx } from './db/index.ts';
+import { subjectKind } from './bus/port.ts';
 import type { Platform } from './platform.ts';
 import { singleFlight } from './single-flight.ts';
 import { currentTraceparent, inSpan, SpanKind, untraced } from './tracing.ts';
@@ -53,9 +54,6 @@ export async function recordEventOnce(tx: Tx, ev: EventRecord & { msgId: string 
 }
 
 let relayNudge: (() => void) | undefined;
-
-/** `cog.perceive.stack:…` -> `cog.perceive`: a span name without ids. */
-export const subjectKind = (subject: string): string => subject.split('.').slice(0, 2).join('.');
 
 /** Publishes outbox rows in order; nudged after each recordEvent, and polls as a fallback. */
 export function startEventRelay(p: Platform, opts: { pollMs?: number } = {}): { close(): Promise<void>; flush(): Promise<void> } {

@@ -1,7 +1,7 @@
 // What both bus adapters share: defaults, validation of subjects and options, and the handler
 // runner (auto-ack, errors as nak), so the two behave the same.
 import { inSpan, SpanKind } from '../tracing.ts';
-import type { BusEvent, Delivery, SubscribeOptions } from './port.ts';
+import { subjectKind, type BusEvent, type Delivery, type SubscribeOptions } from './port.ts';
 
 export const DEFAULT_ACK_WAIT_MS = 30_000;
 export const DEFAULT_MAX_IN_FLIGHT = 64;
@@ -129,7 +129,7 @@ export async function runHandler(
     // A message published in a trace is handled in a consumer span of that trace.
     const tp = d.delivery.traceparent;
     if (tp) {
-      const kind = d.delivery.subject.split('.').slice(0, 2).join('.');
+      const kind = subjectKind(d.delivery.subject);
       await inSpan(
         `process ${kind}`,
         {

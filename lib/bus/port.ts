@@ -61,6 +61,9 @@ export interface Bus {
   close(): Promise<void>;
 }
 
+/** `cog.perceive.stack:…` -> `cog.perceive`: what a subject is, without ids (span names, labels). */
+export const subjectKind = (subject: string): string => subject.split('.').slice(0, 2).join('.');
+
 /** True when `subject` matches the NATS-style `filter`. */
 export function subjectMatches(filter: string, subject: string): boolean {
   const f = filter.split('.');
