@@ -97,6 +97,9 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   const maxInFlight = opts.maxInFlight ?? 1000;
   const droppedAfterMs = opts.droppedAfterMs ?? 12_000;
   const settleAfterMs = opts.settleAfterMs ?? 10_000;
+  // How long a stack's ledger rows may wait for in-flight transactions before they fail: past the
+  // drop timeout (rows written while the chain was down are already that old when it returns).
+  const maxWaitMs = droppedAfterMs * 10;
   const { provider, wallet } = chain;
   const from = wallet.address;
   const tokenIdOf = tokenIdResolver(db);
@@ -135,8 +138,20 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       items.map(({ row, outcome }) => ({ kind: row.kind, payload: row.payload as Record<string, unknown>, outcome, txHash: row.txHash ?? undefined })),
     );
     for (const r of busy) recordsBusy.push(r);
-    for (const { row, outcome, data } of items) {
-      if (outcome === 'failed') log.warn({ outbox: String(row.id), kind: row.kind, ref: row.ref, lastError: data.lastError }, 'cortex: intent failed');
+    // One line per failed intent, or one per batch: a stack whose part cannot apply fails all its
+    // rows of the epoch at once, hundreds under load, which would bury the log.
+    const failed = items.filter((i) => i.outcome === 'failed');
+    if (failed.length <= 3)
+      for (const { row, data } of failed)
+        log.warn({ outbox: String(row.id), kind: row.kind, ref: row.ref, lastError: data.lastError }, 'cortex: intent failed');
+    else {
+      const kinds: Record<string, number> = {};
+      for (const { row } of failed) kinds[row.kind] = (kinds[row.kind] ?? 0) + 1;
+      const reasons = [...new Set(failed.map((f) => f.data.lastError ?? 'failed'))];
+      log.warn(
+        { count: failed.length, kinds, outbox: failed.slice(0, 5).map((f) => String(f.row.id)), lastError: reasons.slice(0, 5) },
+        'cortex: intents failed',
+      );
     }
   };
   const settle = (row: Row, outcome: 'confirmed' | 'failed', data: Outcome['data']) => settleAll([{ row, outcome, data }]);
@@ -263,7 +278,12 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     if (!rows.length) return;
     const { plans, invalid } = await planSettlements(rows, tokenIdOf);
     if (invalid.length) await settleAll(invalid.map(({ row, error }) => ({ row: row as Row, outcome: 'failed' as const, data: { lastError: error } })));
-    const inFlight = await db.chainOutbox.count({ where: { status: 'submitted', nonce: { not: null } } });
+    // Sent transactions that may still land and change a stack's balance on chain: not yet
+    // (re)broadcast, or broadcast recently. After a restart that lost blocks, the lost ones are
+    // re-sent; a stack's later rows wait for them instead of failing against the rewound state.
+    const inFlight = await db.chainOutbox.count({
+      where: { status: 'submitted', nonce: { not: null }, OR: [{ sentAt: null }, { sentAt: { gt: new Date(Date.now() - droppedAfterMs) } }] },
+    });
     const createdAt = new Map(rows.map((r) => [r.id, r.createdAt.getTime()]));
     const byId = new Map(rows.map((r) => [r.id, r]));
     for (let plan of plans) {
@@ -312,14 +332,14 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       const tokenId = Number(m[1]);
       const ids = plan.byStack.get(tokenId) ?? [];
       const oldest = Math.min(...ids.map((id) => createdAt.get(id) ?? Date.now()));
-      if (!(inFlight > 0 && Date.now() - oldest < droppedAfterMs))
+      if (!(inFlight > 0 && Date.now() - oldest < maxWaitMs))
         await settleAll(ids.map((id) => ({ row: byId.get(id)!, outcome: 'failed' as const, data: { lastError: reason } })));
       plan = withoutStack(plan, tokenId);
     }
     if (plan.entries.length && plan.rowIds.length) {
       // Still reverting for another reason: the whole plan fails with it (or waits, as above).
       const oldest = Math.min(...plan.rowIds.map((id) => createdAt.get(id) ?? Date.now()));
-      if (inFlight > 0 && Date.now() - oldest < droppedAfterMs) return { ...plan, rowIds: [], entries: [] };
+      if (inFlight > 0 && Date.now() - oldest < maxWaitMs) return { ...plan, rowIds: [], entries: [] };
       const call = await buildCall(
         'settle',
         { epoch: plan.epoch, entries: plan.entries, rows: 0, settlementId: (2n ** 255n).toString() },
@@ -339,7 +359,12 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
 
   /** Resolves to true when it took a full batch (there may be more: run again). */
   const submit = async (): Promise<boolean | undefined> => {
-    const inFlight = await db.chainOutbox.count({ where: { status: 'submitted', nonce: { not: null } } });
+    // Sent transactions that may still land and change a stack's balance on chain: not yet
+    // (re)broadcast, or broadcast recently. After a restart that lost blocks, the lost ones are
+    // re-sent; a stack's later rows wait for them instead of failing against the rewound state.
+    const inFlight = await db.chainOutbox.count({
+      where: { status: 'submitted', nonce: { not: null }, OR: [{ sentAt: null }, { sentAt: { gt: new Date(Date.now() - droppedAfterMs) } }] },
+    });
     if (inFlight >= maxInFlight) return;
     const rows = await db.chainOutbox.findMany({
       where: { status: 'pending', kind: { notIn: [...LEDGER_KINDS] } },
