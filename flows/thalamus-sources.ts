@@ -2,11 +2,13 @@
 // (chains), the DAG writes (memory) and the alive sleeves (sleeves). The DAG leaves come through
 // the Hippocampus itself (its store when it runs in this process, its HTTP API with failover
 // otherwise), not from the shared index: when no Hippocampus node answers the fold has an `ipfs`
-// gap, it never silently reads around a stopped Hippocampus.
+// gap, it never silently reads around a stopped Hippocampus. The sleevesRoot is kept from the sleeves
+// changed since the last fold (the "leafXid" stamp, read from the xmin of the last read's snapshot),
+// after one full read of the alive sleeves when the sources are made (a Thalamus start).
 import type { Platform } from '../lib/platform.ts';
-import { cortexTxSource, type FoldSources } from '../subgraphs/chains/index.ts';
+import { cortexTxSource, incrementalSleevesRoot, type FoldSources } from '../subgraphs/chains/index.ts';
 import { hippocampusClient } from '../subgraphs/memory/index.ts';
-import { listAliveSleeves } from '../subgraphs/sleeves/index.ts';
+import { sleeveLeafChanges } from '../subgraphs/sleeves/index.ts';
 
 /**
  * `sourceTimeoutMs`: the fold's bound on a source. Each Hippocampus node gets its share of it, so a
@@ -20,6 +22,11 @@ export function platformSources(p: Platform, opts: { sourceTimeoutMs?: number } 
     evm: { txHashesForEpoch: (epoch) => cortex.txHashesForEpoch(epoch) },
     // Chosen per call: in embedded mode the Hippocampus may start after the Thalamus's sources.
     dag: { cidsForEpoch: (epoch) => hippocampusClient(p, { timeoutMs: perNode }).epochWrites(epoch) },
-    sleeves: { activeSleeves: async () => (await listAliveSleeves(p.db.prisma)).map((s) => ({ type: s.embodimentType, id: s.id })) },
+    sleeves: incrementalSleevesRoot<bigint>({
+      read: async (since) => {
+        const { rows, xmin } = await sleeveLeafChanges(p.db.prisma, since);
+        return { rows, cursor: xmin };
+      },
+    }),
   };
 }

@@ -231,3 +231,165 @@ export function verifyInclusion(leaf: Uint8Array | LeafHashRef, index: number, t
   const computed = rootFromInclusionProof(leaf, index, treeSize, proof);
   return computed !== null && constantTimeEqual(computed, root);
 }
+
+/** One change to a MerkleLeafSet: the key's leaf data (a 32-byte digest as a latin1 string), or null to remove it. */
+export interface LeafChange {
+  key: string;
+  data: string | null;
+}
+
+const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * An ordered set of leaves (ascending by key, compared as JS strings compare) whose RFC 6962
+ * root is kept up to date instead of recomputed: the root is exactly `merkleRoot` over the leaves'
+ * data in key order. Each leaf data is a 32-byte digest given as a latin1 ('binary') string.
+ *
+ * The tree caches every complete aligned subtree (level j, index i covers leaves [i·2^j,
+ * (i+1)·2^j)); RFC 6962's root over n leaves is the right fold of the perfect subtrees of n's binary
+ * digits, highest first, so `root()` costs O(log n) hashes. A batch of changes re-hashes only the
+ * subtrees at or right of its leftmost changed position p: O(n − p) node hashes (no leaf is hashed
+ * again), O(log n) when leaves are only appended, nothing when the batch changes nothing. A change
+ * in the middle shifts every later leaf, and RFC 6962's split points are positional, so the subtrees
+ * right of it are new hash inputs: no exact construction re-hashes fewer.
+ */
+export class MerkleLeafSet {
+  private keys: string[] = [];
+  /** levels[0]: leaf hashes; levels[j][i]: the aligned subtree of 2^j leaves at index i. */
+  private levels: Bin[][] = [[]];
+  private cachedRoot: Uint8Array | null = null;
+
+  get size(): number {
+    return this.keys.length;
+  }
+
+  has(key: string): boolean {
+    return this.leafAt(key) !== undefined;
+  }
+
+  /** Replaces the whole set (the last entry of a key wins). */
+  reset(entries: Iterable<{ key: string; data: string }>): void {
+    this.keys = [];
+    this.levels = [[]];
+    this.cachedRoot = null;
+    this.apply([...entries]);
+  }
+
+  /**
+   * Applies a batch (the last change of a key wins; removing an absent key and re-adding a key with
+   * its present data change nothing). Returns the leftmost position the batch changed, or -1.
+   */
+  apply(changes: readonly LeafChange[]): number {
+    const last = new Map<string, string | null>();
+    for (const c of changes) {
+      if (c.data !== null && c.data.length !== HASH_BYTES) throw new RangeError(`leaf ${c.key}: expected a 32-character latin1 digest`);
+      last.set(c.key, c.data);
+    }
+    const effective: { key: string; leaf: Bin | null }[] = [];
+    for (const [key, data] of last) {
+      const had = this.leafAt(key);
+      if (data === null) {
+        if (had !== undefined) effective.push({ key, leaf: null });
+        continue;
+      }
+      const leaf = leafOfDigest(data);
+      if (had !== leaf) effective.push({ key, leaf });
+    }
+    if (effective.length === 0) return -1;
+    effective.sort((a, b) => byCodeUnits(a.key, b.key));
+    const from = this.lowerBound(effective[0].key);
+    // Merge the changes into the keys and leaves from `from` on.
+    const oldKeys = this.keys;
+    const oldLeaves = this.levels[0];
+    const keys = oldKeys.slice(0, from);
+    const leaves = oldLeaves.slice(0, from);
+    let i = from;
+    for (const c of effective) {
+      while (i < oldKeys.length && oldKeys[i] < c.key) {
+        keys.push(oldKeys[i]);
+        leaves.push(oldLeaves[i]);
+        i++;
+      }
+      if (i < oldKeys.length && oldKeys[i] === c.key) i++; // replaced or removed
+      if (c.leaf !== null) {
+        keys.push(c.key);
+        leaves.push(c.leaf);
+      }
+    }
+    for (; i < oldKeys.length; i++) {
+      keys.push(oldKeys[i]);
+      leaves.push(oldLeaves[i]);
+    }
+    this.keys = keys;
+    this.levels[0] = leaves;
+    this.rehashFrom(from);
+    this.cachedRoot = null;
+    return from;
+  }
+
+  /** The RFC 6962 root over the leaves in key order (sha256("") when empty). A fresh copy. */
+  root(): Uint8Array {
+    if (!this.cachedRoot) this.cachedRoot = this.computeRoot();
+    return this.cachedRoot.slice();
+  }
+
+  /** Every key, ascending (a copy). */
+  keyList(): string[] {
+    return [...this.keys];
+  }
+
+  private leafAt(key: string): Bin | undefined {
+    const i = this.lowerBound(key);
+    return i < this.keys.length && this.keys[i] === key ? this.levels[0][i] : undefined;
+  }
+
+  private lowerBound(key: string): number {
+    let lo = 0;
+    let hi = this.keys.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.keys[mid] < key) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** Recomputes the cached subtrees that cover a leaf at or after position `from`. */
+  private rehashFrom(from: number): void {
+    const n = this.keys.length;
+    let j = 1;
+    for (let width = 2; width <= n; width *= 2, j++) {
+      const below = this.levels[j - 1];
+      const level = this.levels[j] ?? (this.levels[j] = []);
+      const count = Math.floor(n / width);
+      const start = Math.floor(from / width);
+      level.length = Math.min(level.length, start);
+      for (let i = level.length; i < count; i++) level.push(nodeBin(below[2 * i], below[2 * i + 1]));
+    }
+    this.levels.length = j;
+  }
+
+  private computeRoot(): Uint8Array {
+    const n = this.keys.length;
+    if (n === 0) return emptyRoot();
+    // The perfect subtrees of n's binary digits, highest first, each aligned at the sum of those before.
+    const blocks: Bin[] = [];
+    let offset = 0;
+    for (let j = this.levels.length - 1; j >= 0; j--) {
+      const width = 2 ** j;
+      if (Math.floor(n / width) % 2 === 1) {
+        blocks.push(this.levels[j][offset / width]);
+        offset += width;
+      }
+    }
+    let acc = blocks[blocks.length - 1];
+    for (let k = blocks.length - 2; k >= 0; k--) acc = nodeBin(blocks[k], acc);
+    return fromBin(acc);
+  }
+}
+
+function leafOfDigest(d: string): Bin {
+  LEAF_SCRATCH_32[0] = 0x00;
+  writeBin(LEAF_SCRATCH_32, d, 1);
+  return hashBin(LEAF_SCRATCH_32);
+}

@@ -8,6 +8,7 @@ export { enqueueFoldedAnchors } from './anchor-intents.ts';
 export { anchorsOfEpochs, ANCHOR_EPOCHS_WANTED, STACK_ANCHORS, type StackAnchor } from './anchors.ts';
 export { currentEpochInfo, mineBlockNow, blockAtHeight } from './epochs.ts';
 export { crossRootOf, evmRootOf, ipfsRootOf, tupleMessage, computeRoots, type CoherenceTuple } from './thalamus/coherence.ts';
+export { incrementalSleevesRoot, type IncrementalSleevesRoot, type SleeveLeaf, type SleeveLeafFeed } from './thalamus/sleeves-root.ts';
 export { cortexTxSource } from './cortex/tx-source.ts';
 // ERC-8004: the residue proof commitments on ResidueRegistry / ValidationRegistry, and the deployed suite.
 export { proofHashOf, validationRequestHash, RESIDUE_PROOF_TAG } from './cortex/calls.ts';

@@ -7,6 +7,7 @@ export {
   spawnSleeve,
   getSleeveRow,
   listAliveSleeves,
+  sleeveLeafChanges,
   listAliveSleevesOverDrift,
   aliveSleeveTotals,
   listAliveSleeveViews,
@@ -43,6 +44,7 @@ export {
   type SleeveKind,
   type SpawnInput,
   type SleeveRow,
+  type SleeveLeafRow,
   type SleeveView,
 } from './sleeves.ts';
 export { callRouter, routerRequest, problemFromRouter, type GatewayNeedlecastRequest } from './needlecast/client.ts';

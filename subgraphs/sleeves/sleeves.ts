@@ -132,6 +132,41 @@ export function listAliveSleeves(db: Db | Tx, stackId?: string): Promise<SleeveR
   return db.sleeve.findMany({ where: { alive: true, ...(stackId ? { stackId } : {}) }, orderBy: { seq: 'asc' } });
 }
 
+/** A sleeve as the sleevesRoot sees it: its id and kind, and whether it is alive. */
+export interface SleeveLeafRow {
+  id: string;
+  type: string;
+  alive: boolean;
+}
+
+/**
+ * The sleevesRoot's leaves, read in one statement with the xmin of its snapshot. With `sinceXid`
+ * null: every alive sleeve (a reader's start). Otherwise only the sleeves whose leaf changed in a
+ * transaction the snapshot of xmin `sinceXid` did not see (spawned, decommissioned), alive or not,
+ * on the "leafXid" index the trigger "Sleeve_leafXid" keeps: O(changes). Pass the returned xmin to
+ * the next call.
+ */
+export async function sleeveLeafChanges(db: Db, sinceXid: bigint | null): Promise<{ rows: SleeveLeafRow[]; xmin: bigint }> {
+  type Out = { id: string | null; type: string | null; alive: boolean | null; xmin: string | null }[];
+  // One statement, so the rows and the xmin are of one snapshot (the first branch carries the xmin).
+  const out =
+    sinceXid === null
+      ? await db.$queryRaw<Out>`
+          SELECT NULL::text AS id, NULL::text AS type, NULL::boolean AS alive, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin
+          UNION ALL SELECT id, "embodimentType", alive, NULL FROM "Sleeve" WHERE alive`
+      : await db.$queryRaw<Out>`
+          SELECT NULL::text AS id, NULL::text AS type, NULL::boolean AS alive, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin
+          UNION ALL SELECT id, "embodimentType", alive, NULL FROM "Sleeve" WHERE "leafXid" >= ${sinceXid}`;
+  let xmin: bigint | null = null;
+  const rows: SleeveLeafRow[] = [];
+  for (const r of out) {
+    if (r.xmin !== null) xmin = BigInt(r.xmin);
+    else rows.push({ id: r.id!, type: r.type!, alive: r.alive! });
+  }
+  if (xmin === null) throw new Error('sleeveLeafChanges: no snapshot row');
+  return { rows, xmin };
+}
+
 /**
  * Alive sleeves whose drift is above `aboveMilli`, found on the (alive, driftMilli) index: the
  * drift-checker and the sleeve-watchdog cost what drifted, not every alive sleeve.

@@ -82,10 +82,19 @@ export function crossRootOf(evmRoot: string, ipfsRoot: string, sleevesRoot: stri
 }
 
 export function computeRoots(input: FoldInput): Roots {
+  return rootsWithSleevesRoot(input, sleevesRootOf(input.sleeves));
+}
+
+/** The roots of a fold whose sleevesRoot its source computed (kept incrementally: flows/thalamus-sources.ts). */
+export function rootsWithSleevesRoot(input: Omit<FoldInput, 'sleeves'>, sleevesRoot: string): Roots {
   const evmRoot = evmRootOf(input.evmTxHashes);
   const ipfsRoot = ipfsRootOf(input.cids);
-  const sleevesRoot = sleevesRootOf(input.sleeves);
   return { evmRoot, ipfsRoot, sleevesRoot, btcRoot: BTC_ROOT, crossRoot: crossRootOf(evmRoot, ipfsRoot, sleevesRoot) };
+}
+
+/** The leaf data of a sleeve: sha256(utf8(type) || utf8(id)), as a 32-character latin1 string. */
+export function sleeveLeafData(type: string, id: string): string {
+  return shaBin(type + id);
 }
 
 /** The bytes an operator signs for a tuple. */

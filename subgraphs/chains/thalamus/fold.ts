@@ -13,7 +13,7 @@ import { enqueueChainTx } from '../outbox.ts';
 import { openResidue } from '../residue-port.ts';
 import { committedElsewhere, openForeignTuple } from '../foreign-tuple.ts';
 import { medullaRpc } from '../medulla/client.ts';
-import { computeRoots, crossRootOf, evmRootOf, ipfsRootOf, type CoherenceTuple } from './coherence.ts';
+import { crossRootOf, evmRootOf, ipfsRootOf, rootsWithSleevesRoot, sleevesRootOf, type CoherenceTuple } from './coherence.ts';
 import type { Operator } from './operator.ts';
 import type { FoldSources } from './sources.ts';
 
@@ -80,9 +80,9 @@ async function read(ctx: FoldContext, epoch: number) {
   const [evmTxHashes, cids, sleeves] = await Promise.all([
     get('evm', () => ctx.sources.evm.txHashesForEpoch(epoch), [] as string[]),
     get('ipfs', () => ctx.sources.dag.cidsForEpoch(epoch), [] as string[]),
-    get('sleeves', () => ctx.sources.sleeves.activeSleeves(), [] as { type: string; id: string }[]),
+    get('sleeves', () => ctx.sources.sleeves.sleevesRoot(), { root: sleevesRootOf([]), count: 0 }),
   ]);
-  return { input: { evmTxHashes, cids, sleeves }, gaps, counts: { evm: evmTxHashes.length, ipfs: cids.length, sleeves: sleeves.length } };
+  return { input: { evmTxHashes, cids }, sleevesRoot: sleeves.root, gaps, counts: { evm: evmTxHashes.length, ipfs: cids.length, sleeves: sleeves.count } };
 }
 
 /** Sends the stored tuple to Medulla; marks it submitted on success. Never throws. */
@@ -114,8 +114,8 @@ export async function foldEpoch(ctx: FoldContext, epoch: number): Promise<Fold> 
   let row = await db.epochAnchor.findUnique({ where: { epoch } });
   if (!row) {
     const timer = foldDuration.startTimer();
-    const { input, gaps, counts } = await read(ctx, epoch);
-    const roots = computeRoots(input);
+    const { input, sleevesRoot, gaps, counts } = await read(ctx, epoch);
+    const roots = rootsWithSleevesRoot(input, sleevesRoot);
     const tuple: CoherenceTuple = { epoch, ...roots };
     const signature = ctx.operator.signTuple(tuple);
     row = await db.$transaction(async (tx) => {

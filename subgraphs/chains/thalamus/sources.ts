@@ -14,9 +14,14 @@ export interface DagWriteSource {
   cidsForEpoch(epoch: number): Promise<string[]>;
 }
 
-/** Sleeves: the alive ones at fold time. */
+/**
+ * Sleeves: the sleevesRoot over the alive ones at fold time (coherence.ts, `sleevesRootOf`), and
+ * how many there are. The source keeps the root up to date from what changed since its last call
+ * (flows/thalamus-sources.ts) instead of reading every alive sleeve; `sleevesSource` turns a plain
+ * list into one.
+ */
 export interface SleeveSource {
-  activeSleeves(): Promise<{ type: string; id: string }[]>;
+  sleevesRoot(): Promise<{ root: string; count: number }>;
 }
 
 export interface FoldSources {
