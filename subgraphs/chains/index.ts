@@ -14,6 +14,7 @@ export { cortexTxSource } from './cortex/tx-source.ts';
 export { proofHashOf, validationRequestHash, RESIDUE_PROOF_TAG } from './cortex/calls.ts';
 export { CORTEX_CHAIN_ID, deploymentsFile, readDeployment, type Deployment } from './cortex/deploy.ts';
 export { wireResidueOpener, type ChainResidue, type ResidueOpener } from './residue-port.ts';
+export { wireMirroredTables, type ChainStatus, type MirroredTable, type MirroredTables } from './record-port.ts';
 export type { FoldSources, EvmTxSource, DagWriteSource, SleeveSource } from './thalamus/sources.ts';
 
 export const loadResolvers = async () => (await import('./resolvers.ts')).resolvers;

@@ -4,7 +4,17 @@
 // Its gauges at /metrics, registered when the door is first imported (every process imports it through bin/assembly.ts).
 import './metrics.ts';
 export { openResidue, openResidueNow, residueView, RESIDUE_BOUNTY, RESIDUE_KINDS, type ResidueKind, type ResidueRecord, type OpenResidue } from './open.ts';
-export { listResidues, getResidue, getResidueRow, submitProof, expireResidues, invalidProof, RESIDUE_LIST_LIMIT, type ProofSubmission } from './residues.ts';
+export {
+  listResidues,
+  getResidue,
+  getResidueRow,
+  submitProof,
+  expireResidues,
+  residueChainRecords,
+  invalidProof,
+  RESIDUE_LIST_LIMIT,
+  type ProofSubmission,
+} from './residues.ts';
 
 export type { ResidueFacts, ResidueProofs, Verdict } from './proof-port.ts';
 

@@ -1,10 +1,11 @@
 // The residue lifecycle after detection: list, read, proofs (open -> claimed -> resolved, the first
 // valid proof wins the full bounty) and expiry (open -> expired).
 import type { Db, Tx } from '../../lib/db/index.ts';
+import { lockFreeRows } from '../../lib/db/lock-free.ts';
 import { Problem, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
-import { enqueueChainTx, proofHashOf } from '../chains/index.ts';
+import { enqueueChainTx, proofHashOf, type MirroredTable } from '../chains/index.ts';
 import { poolAccount, SYSTEM, transfer } from '../economy/index.ts';
 import { residueView, type ResidueKind, type ResidueRecord } from './open.ts';
 import { residueProofs } from './proof-port.ts';
@@ -130,3 +131,11 @@ export async function expireResidues(p: Platform, epoch: number): Promise<string
     return rows.map((r) => r.id);
   });
 }
+
+/** The chain outbox's writer of the residues' chainStatus (wired by bin/assembly.ts). */
+export const residueChainRecords: MirroredTable = {
+  lockFree: (tx, ids) => lockFreeRows(tx, '"Residue"', ids),
+  setChainStatus: async (tx, id, chainStatus) => {
+    await tx.residue.updateMany({ where: { id }, data: { chainStatus } });
+  },
+};

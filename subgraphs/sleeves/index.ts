@@ -25,6 +25,7 @@ export {
   richestMemorySleeve,
   richestMemoryPayer,
   flagSleeve,
+  sleeveChainRecords,
   defaultTickRate,
   sleeveView,
   spendFromSleeve,

@@ -3,10 +3,11 @@
 // lets it derive its stack's per-epoch keys, and decommission ends it.
 import { randomBytes } from 'node:crypto';
 import type { Db, Tx } from '../../lib/db/index.ts';
+import { lockFreeRows } from '../../lib/db/lock-free.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
-import { enqueueChainTx } from '../chains/index.ts';
+import { enqueueChainTx, type MirroredTable } from '../chains/index.ts';
 import {
   addAmounts,
   balanceOf,
@@ -438,3 +439,11 @@ export async function stacksOfSleeves(db: Db | Tx, ids: readonly string[]): Prom
   if (!ids.length) return [];
   return (await db.sleeve.findMany({ where: { id: { in: [...ids] } }, select: { stackId: true } })).map((s) => s.stackId);
 }
+
+/** The chain outbox's writer of the sleeves' chainStatus (wired by bin/assembly.ts). */
+export const sleeveChainRecords: MirroredTable = {
+  lockFree: (tx, ids) => lockFreeRows(tx, '"Sleeve"', ids),
+  setChainStatus: async (tx, id, chainStatus) => {
+    await tx.sleeve.updateMany({ where: { id }, data: { chainStatus } });
+  },
+};

@@ -14,6 +14,7 @@ export {
   HeadMoved,
   existingStackIds,
   stackPubKey,
+  stackChainRecords,
   STACK_KINDS,
   CPV_KEYS,
   type StackKind,

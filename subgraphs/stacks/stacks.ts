@@ -6,12 +6,13 @@
 import { randomBytes } from 'node:crypto';
 import * as ed from '@noble/ed25519';
 import type { Db, Tx } from '../../lib/db/index.ts';
+import { lockFreeRows } from '../../lib/db/lock-free.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { generateIdentity, randomSecret, unwrapSecret, wrapSecret } from '../../lib/crypto.ts';
 import { stackAddress } from '../../lib/address.ts';
 import { recordEvent } from '../../lib/events.ts';
-import { enqueueChainTx, enqueueCoalescedChainTx, type StackAnchor } from '../chains/index.ts';
+import { enqueueChainTx, enqueueCoalescedChainTx, type MirroredTable, type StackAnchor } from '../chains/index.ts';
 import { markActive, openAccrual, type TokenAmounts } from '../economy/index.ts';
 import type { Stack as StackRow } from '../../generated/prisma/client.ts';
 
@@ -299,3 +300,11 @@ export async function stackPubKey(db: Db | Tx, id: string): Promise<string | nul
   if (typeof id !== 'string' || !id || id.length > 512) return null;
   return (await db.stack.findUnique({ where: { id }, select: { pubKey: true } }))?.pubKey ?? null;
 }
+
+/** The chain outbox's writer of the stacks' chainStatus (wired by bin/assembly.ts). */
+export const stackChainRecords: MirroredTable = {
+  lockFree: (tx, ids) => lockFreeRows(tx, '"Stack"', ids),
+  setChainStatus: async (tx, id, chainStatus) => {
+    await tx.stack.updateMany({ where: { id }, data: { chainStatus } });
+  },
+};

@@ -40,10 +40,6 @@ const ARROW_DEBT: Record<string, string[]> = {};
 
 /** Tables touched outside their owner ("file: Model"). Remove entries as they go. */
 const TABLE_DEBT: string[] = [
-  // chainStatus columns: the outbox marks mirrored records pending/confirmed (records.ts says why).
-  'subgraphs/chains/cortex/records.ts: Stack',
-  'subgraphs/chains/cortex/records.ts: Sleeve',
-  'subgraphs/chains/cortex/records.ts: Residue',
   // emission in closed form reads the CPV, binding and lastActiveEpoch in SQL, and moves lastActiveEpoch.
   'subgraphs/economy/accrual.ts: Stack',
   'subgraphs/economy/treasury.ts: Stack',

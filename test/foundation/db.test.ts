@@ -54,7 +54,7 @@ describe('database', () => {
     const again = await openDatabase({ dataDir });
     expect(await again.prisma.stack.count()).toBe(2);
     await again.close();
-  });
+  }, 90_000); // two PGlite starts, one migrating from empty: past 30 s on a loaded 2-core machine
 
   it('PostgreSQL through @prisma/adapter-pg', async () => {
     const pgdb = await freshDatabase();

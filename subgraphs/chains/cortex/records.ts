@@ -1,7 +1,10 @@
-// The chain side of mirrored records. The outbox owns the chainStatus columns of Stack, Sleeve,
-// Residue and EpochAnchor (documented exception to "never another context's tables"): a record is
-// pending while any of its intents is outstanding, then confirmed, or failed when its last one reverted.
+// The chain side of mirrored records: a record is pending while any of its intents is
+// outstanding, then confirmed, or failed when its last one reverted. The rules are the outbox's;
+// the chainStatus columns are their tables' owners', written through the writers they hand the
+// chains (record-port.ts). EpochAnchor is the chains' own table.
 import type { Db, Tx } from '../../../lib/db/index.ts';
+import { lockFreeRows } from '../../../lib/db/lock-free.ts';
+import { mirroredTable, type ChainStatus, type MirroredTable } from '../record-port.ts';
 
 type RecordRef =
   | { table: 'stack'; id: string; kinds: string[]; key: 'stackId' }
@@ -9,7 +12,7 @@ type RecordRef =
   | { table: 'residue'; id: string; kinds: string[]; key: 'residueId' }
   | { table: 'anchor'; id: number; kinds: string[]; key: 'epoch' };
 
-export type ChainStatus = 'pending' | 'confirmed' | 'failed';
+export type { ChainStatus };
 
 export function recordOf(kind: string, payload: Record<string, unknown>): RecordRef | undefined {
   const s = (k: string) => (typeof payload[k] === 'string' ? (payload[k] as string) : undefined);
@@ -34,20 +37,19 @@ export function recordOf(kind: string, payload: Record<string, unknown>): Record
   }
 }
 
+/** The epoch anchors' chainStatus (and the anchor transaction's hash), the chains' own table. */
+const anchors = {
+  lockFree: (tx: Tx, epochs: string[]) => lockFreeRows(tx, '"EpochAnchor"', epochs, { column: 'epoch', type: 'int' }),
+  setChainStatus: async (tx: Tx, epoch: number, status: ChainStatus, txHash?: string) => {
+    await tx.epochAnchor.updateMany({ where: { epoch }, data: txHash ? { chainStatus: status, txHash } : { chainStatus: status } });
+  },
+};
+
+const tableOf = (r: RecordRef): Pick<MirroredTable, 'lockFree'> => (r.table === 'anchor' ? anchors : mirroredTable(r.table));
+
 async function write(tx: Tx, r: RecordRef, status: ChainStatus, txHash?: string): Promise<void> {
-  switch (r.table) {
-    case 'stack':
-      await tx.stack.updateMany({ where: { id: r.id }, data: { chainStatus: status } });
-      return;
-    case 'sleeve':
-      await tx.sleeve.updateMany({ where: { id: r.id }, data: { chainStatus: status } });
-      return;
-    case 'residue':
-      await tx.residue.updateMany({ where: { id: r.id }, data: { chainStatus: status } });
-      return;
-    case 'anchor':
-      await tx.epochAnchor.updateMany({ where: { epoch: r.id }, data: txHash ? { chainStatus: status, txHash } : { chainStatus: status } });
-  }
+  if (r.table === 'anchor') await anchors.setChainStatus(tx, r.id, status, txHash);
+  else await mirroredTable(r.table).setChainStatus(tx, r.id, status);
 }
 
 /** A new intent makes its record pending again (called by enqueueChainTx, in the caller's transaction). */
@@ -80,8 +82,6 @@ export interface RecordOutcome {
   txHash?: string;
 }
 
-const TABLE_SQL = { stack: '"Stack"', sleeve: '"Sleeve"', residue: '"Residue"', anchor: '"EpochAnchor"' } as const;
-
 /**
  * settleRecord for many intents, in one short transaction per table that never waits for a writer
  * holding a record's row (a perceive holds its stack's row until it commits; settling every stack's
@@ -98,26 +98,17 @@ export async function trySettleRecords(db: Db, items: RecordOutcome[]): Promise<
     m.set(ref.id, { ref, item });
   }
   const busy: RecordOutcome[] = [];
-  for (const [table, records] of byTable) {
-    const ids = [...records.keys()];
+  for (const records of byTable.values()) {
+    const ids = [...records.keys()].map(String);
+    const table = tableOf([...records.values()][0].ref);
     await db.$transaction(async (tx) => {
-      const key = table === 'anchor' ? 'epoch' : 'id';
-      const param = table === 'anchor' ? `$1::int[]` : `$1::text[]`;
-      const mine = await tx.$queryRawUnsafe<{ k: string | number }[]>(
-        `SELECT ${key} AS k FROM ${TABLE_SQL[table]} WHERE ${key} = ANY(${param}) FOR UPDATE SKIP LOCKED`,
-        ids,
-      );
-      const locked = new Set(mine.map((r) => (table === 'anchor' ? Number(r.k) : String(r.k))));
-      const existing =
-        locked.size === ids.length
-          ? locked
-          : new Set(
-              (await tx.$queryRawUnsafe<{ k: string | number }[]>(`SELECT ${key} AS k FROM ${TABLE_SQL[table]} WHERE ${key} = ANY(${param})`, ids)).map((r) =>
-                table === 'anchor' ? Number(r.k) : String(r.k),
-              ),
-            );
-      for (const [id, { item }] of records) if (existing.has(id) && !locked.has(id)) busy.push(item);
-      for (const [id, { item }] of records) if (locked.has(id)) await settleRecord(tx, item.kind, item.payload, item.outcome, item.txHash);
+      const { locked, existing } = await table.lockFree(tx, ids);
+      const mine = new Set(locked);
+      const there = new Set(existing);
+      for (const [id, { item }] of records) {
+        if (mine.has(String(id))) await settleRecord(tx, item.kind, item.payload, item.outcome, item.txHash);
+        else if (there.has(String(id))) busy.push(item);
+      }
     });
   }
   return busy;

@@ -1,0 +1,31 @@
+// The tables of mirrored records belong to the contexts above the chains (Stack to stacks, Sleeve
+// to sleeves, Residue to residues), so the outbox does not write their chainStatus itself: each
+// owner hands the chains a small writer, wired once per process by the composition root
+// (bin/assembly.ts), as the residue opener is. The epoch anchors are the chains' own.
+import type { Tx } from '../../lib/db/index.ts';
+
+export type ChainStatus = 'pending' | 'confirmed' | 'failed';
+
+/** What the outbox needs of a table of mirrored records (ids are the table's primary keys). */
+export interface MirroredTable {
+  /**
+   * Of these ids, the rows this transaction locked without waiting for another writer (FOR UPDATE
+   * SKIP LOCKED: a perceive holds its stack's row until it commits) and the ones that exist at all.
+   */
+  lockFree(tx: Tx, ids: string[]): Promise<{ locked: string[]; existing: string[] }>;
+  setChainStatus(tx: Tx, id: string, status: ChainStatus): Promise<void>;
+}
+
+export type MirroredTables = { stack: MirroredTable; sleeve: MirroredTable; residue: MirroredTable };
+
+let tables: MirroredTables | undefined;
+
+/** The composition root's wiring (once per process). */
+export function wireMirroredTables(t: MirroredTables): void {
+  tables = t;
+}
+
+export function mirroredTable(name: keyof MirroredTables): MirroredTable {
+  if (!tables) throw new Error('chains: no mirrored record tables wired (the composition root calls wireMirroredTables, bin/assembly.ts)');
+  return tables[name];
+}
