@@ -15,6 +15,7 @@ import type { Platform } from '../../../lib/platform.ts';
 import { assertObjectKey } from '../../../lib/objects/index.ts';
 import { Problem, badRequest, notFound } from '../../../lib/errors.ts';
 import { internalAuthHeaders } from '../../../lib/internal-client.ts';
+import { singleFlight } from '../../../lib/single-flight.ts';
 import { openResidue } from '../../residues/index.ts';
 import { computeCid, computeDataCid, parseCid, payloadKey } from './cid.ts';
 
@@ -179,12 +180,11 @@ export async function shardLost(p: Platform, key: string): Promise<void> {
  */
 export function startPinSync(p: Platform, local: ObjectStore, o: PeerOptions, everyMs: number): { stop(): void; runOnce(): Promise<number> } {
   const held = new Set<string>();
-  let running = false;
-  const runOnce = async (): Promise<number> => {
-    if (running || !o.peers.length) return 0;
-    running = true;
-    let pulled = 0;
-    try {
+  let pulled = 0;
+  // One pass at a time: a timer tick or a caller while one runs waits for it (and asks for one more).
+  const pass = singleFlight(
+    async () => {
+      if (!o.peers.length) return;
       let cursor: bigint | undefined;
       for (;;) {
         const rows = await p.db.prisma.memoryNode.findMany({
@@ -212,12 +212,16 @@ export function startPinSync(p: Platform, local: ObjectStore, o: PeerOptions, ev
           }
         }
       }
-    } finally {
-      running = false;
-    }
-    return pulled;
+    },
+    { onError: (e) => p.log.warn({ err: (e as Error).message }, 'hippocampus: pin sync failed') },
+  );
+  /** Runs a pass (or waits for the one going on); resolves to the payloads pulled meanwhile. */
+  const runOnce = async (): Promise<number> => {
+    const before = pulled;
+    await pass.run();
+    return pulled - before;
   };
-  const timer = setInterval(() => void runOnce().catch((e) => p.log.warn({ err: (e as Error).message }, 'hippocampus: pin sync failed')), everyMs);
+  const timer = setInterval(() => void pass.run(), everyMs);
   timer.unref();
   return { stop: () => clearInterval(timer), runOnce };
 }

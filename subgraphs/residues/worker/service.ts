@@ -1,6 +1,7 @@
 // The Worker Runner service: runs the six passes on every epoch advance, and sweeps for passes a
 // dead runner left behind. No HTTP endpoint (spec: port "-").
 import type { ServiceStarter } from '../../../lib/service.ts';
+import { singleFlight } from '../../../lib/single-flight.ts';
 import { createRunner, type RunnerOptions } from './runner.ts';
 
 export function workerStarter(opts: RunnerOptions = {}): ServiceStarter {
@@ -8,18 +9,9 @@ export function workerStarter(opts: RunnerOptions = {}): ServiceStarter {
     const runner = createRunner(p, opts);
     const off = p.epochs.onAdvance((info) => void runner.enqueue(info.epoch));
     void runner.enqueue(p.epochs.current());
-    let sweeping = false;
-    const timer = setInterval(
-      () => {
-        if (sweeping) return;
-        sweeping = true;
-        runner
-          .sweep()
-          .catch((e) => p.log.warn({ err: (e as Error).message }, 'worker: sweep failed'))
-          .finally(() => (sweeping = false));
-      },
-      Math.max(250, Math.floor((opts.leaseMs ?? 3 * p.config.epochIntervalMs) / 2)),
-    );
+    // One sweep at a time: a tick while one runs asks for one more after it.
+    const sweep = singleFlight(() => runner.sweep(), { onError: (e) => p.log.warn({ err: (e as Error).message }, 'worker: sweep failed') });
+    const timer = setInterval(() => void sweep.run(), Math.max(250, Math.floor((opts.leaseMs ?? 3 * p.config.epochIntervalMs) / 2)));
     timer.unref();
     p.local.set('worker', runner);
     return {
@@ -27,6 +19,7 @@ export function workerStarter(opts: RunnerOptions = {}): ServiceStarter {
       async close() {
         off();
         clearInterval(timer);
+        await sweep.settled();
         await runner.idle();
         p.local.delete('worker');
       },
