@@ -3,7 +3,9 @@
 // contract suite deployed), stopped with SIGTERM once healthy, then started again on the same data
 // dir (a restart). Time to healthy is from the spawn to the gateway's first 200 on /healthz (every
 // service is up: the gateway starts last) and on /readyz (database, bus and Medulla's tip checked).
-//   npx tsx bench/start.ts [rounds=3] [--profile=DIR]
+//   npx tsx bench/start.ts [rounds=3] [--profile=DIR] [--baseline=DIR]
+// --baseline=DIR also times another checkout (an earlier commit's worktree, installed and
+// generated), round by round in turn with this one, so both see the same machine load.
 // --profile runs the platform under `node --cpu-prof --cpu-prof-dir=DIR` (written at its exit, so
 // stopped right after it is healthy: the profile is the start); summarise each file with
 // `npx tsx bench/profile-summary.ts <file>` (--inclusive for the project's functions by total time).
@@ -55,7 +57,10 @@ async function answers(url: string): Promise<boolean> {
 }
 
 /** One `cog start` on dataDir: time to healthy and ready, then a clean stop. */
-export async function timeStart(dataDir: string, opts: { shift?: number; nodeArgs?: string[]; env?: Record<string, string> } = {}): Promise<StartTiming> {
+export async function timeStart(
+  dataDir: string,
+  opts: { shift?: number; nodeArgs?: string[]; env?: Record<string, string>; root?: string } = {},
+): Promise<StartTiming> {
   const shift = opts.shift ?? START_BENCH_SHIFT;
   const ports = shiftedPortsEnv(shift);
   const gateway = `http://127.0.0.1:${ports.GATEWAY_PORT}`;
@@ -67,8 +72,8 @@ export async function timeStart(dataDir: string, opts: { shift?: number; nodeArg
     ...opts.env,
   } as Record<string, string>;
   const t0 = performance.now();
-  const child: ChildProcess = spawn(process.execPath, [...(opts.nodeArgs ?? []), path.join(root, 'bin', 'cog.mjs'), 'start'], {
-    cwd: root,
+  const child: ChildProcess = spawn(process.execPath, [...(opts.nodeArgs ?? []), path.join(opts.root ?? root, 'bin', 'cog.mjs'), 'start'], {
+    cwd: opts.root ?? root,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -109,7 +114,7 @@ const median = (xs: number[]) => {
 };
 const sec = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
 
-export function formatStartBench(first: StartTiming[], restart: StartTiming[]): string {
+export function formatStartBench(first: StartTiming[], restart: StartTiming[], label = ''): string {
   const row = (label: string, xs: StartTiming[], target: number) => {
     const h = xs.map((x) => x.healthyMs);
     const r = xs.map((x) => x.readyMs);
@@ -117,15 +122,15 @@ export function formatStartBench(first: StartTiming[], restart: StartTiming[]): 
     const st = xs.map((x) => x.stopMs);
     const cpu = xs.flatMap((x) => (x.cpuMs === undefined ? [] : [x.cpuMs]));
     return (
-      `| ${label.padEnd(11)} | ${String(xs.length).padStart(4)} | ${sec(median(h)).padStart(7)} (${sec(Math.min(...h))}–${sec(Math.max(...h))}) | ` +
+      `| ${label.padEnd(20)} | ${String(xs.length).padStart(4)} | ${sec(median(h)).padStart(7)} (${sec(Math.min(...h))}–${sec(Math.max(...h))}) | ` +
       `${sec(median(r)).padStart(7)} | ${b.length ? sec(median(b)).padStart(7) : '      –'} | ${cpu.length ? sec(median(cpu)).padStart(7) : '      –'} | ${sec(median(st)).padStart(7)} | ${sec(target)} | ${(median(h) / target).toFixed(2)} |`
     );
   };
   return [
-    '| start       | runs | healthy, median (min–max) | ready   | banner  | CPU     | stop    | target | healthy/target |',
-    '|-------------|------|---------------------------|---------|---------|---------|---------|--------|----------------|',
-    row('first start', first, FIRST_START_TARGET_MS),
-    row('restart', restart, RESTART_TARGET_MS),
+    '| start                | runs | healthy, median (min–max) | ready   | banner  | CPU     | stop    | target | healthy/target |',
+    '|----------------------|------|---------------------------|---------|---------|---------|---------|--------|----------------|',
+    row(`${label}first start`, first, FIRST_START_TARGET_MS),
+    row(`${label}restart`, restart, RESTART_TARGET_MS),
   ].join('\n');
 }
 
@@ -136,22 +141,28 @@ if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith
   console.log(
     `start bench: node bin/cog.mjs start, embedded defaults (Node ${process.version}, ${os.cpus().length} cores, load ${os.loadavg()[0].toFixed(1)})`,
   );
-  const first: StartTiming[] = [];
-  const restart: StartTiming[] = [];
+  const baseline = process.argv.find((a) => a.startsWith('--baseline='))?.slice('--baseline='.length);
+  const runs = [{ label: '', root }, ...(baseline ? [{ label: 'baseline ', root: path.resolve(baseline) }] : [])].map((r) => ({
+    ...r,
+    first: [] as StartTiming[],
+    restart: [] as StartTiming[],
+  }));
   for (let i = 0; i < rounds; i++) {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-start-bench-'));
-    try {
-      const a = await timeStart(dataDir, { nodeArgs });
-      first.push(a);
-      const b = await timeStart(dataDir, { nodeArgs });
-      restart.push(b);
-      console.log(
-        `round ${i + 1}: first start healthy ${sec(a.healthyMs)} (CPU ${sec(a.cpuMs ?? 0)}); restart healthy ${sec(b.healthyMs)} (CPU ${sec(b.cpuMs ?? 0)}) (load ${os.loadavg()[0].toFixed(1)})`,
-      );
-    } finally {
-      fs.rmSync(dataDir, { recursive: true, force: true });
+    for (const r of runs) {
+      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-start-bench-'));
+      try {
+        const a = await timeStart(dataDir, { nodeArgs, root: r.root });
+        r.first.push(a);
+        const b = await timeStart(dataDir, { nodeArgs, root: r.root });
+        r.restart.push(b);
+        console.log(
+          `round ${i + 1}${r.label ? ` (${r.label.trim()})` : ''}: first start healthy ${sec(a.healthyMs)} (CPU ${sec(a.cpuMs ?? 0)}); restart healthy ${sec(b.healthyMs)} (CPU ${sec(b.cpuMs ?? 0)}) (load ${os.loadavg()[0].toFixed(1)})`,
+        );
+      } finally {
+        fs.rmSync(dataDir, { recursive: true, force: true });
+      }
     }
   }
-  console.log(`\n${formatStartBench(first, restart)}`);
+  for (const r of runs) console.log(`\n${r.label ? `${r.label.trim()}: ${r.root}\n` : ''}${formatStartBench(r.first, r.restart, r.label)}`);
   if (profileDir) console.log(`\nprofiles in ${profileDir} (first start, restart, in turn; newest last)`);
 }

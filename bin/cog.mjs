@@ -53,15 +53,33 @@ const args = process.argv.slice(2);
 ensureInstalled();
 ensureGenerated();
 if (args[0] === 'generate' || args[0] === 'start' || (args[0] === 'service' && args[1] === 'gateway') || args[0] === 'up') await ensureUi();
-if (args[0] === 'generate') process.exit(0);
-const { register } = await import('tsx/esm/api');
-register();
+// Client commands (built on the SDK) load without the platform's own modules: a quick start.
+const CLIENT = new Set(['stack', 'sleeve', 'perceive', 'remember', 'recall', 'needlecast', 'faucet', 'watch', 'status']);
+// The platform runs precompiled (bin/bundle.mjs), built now when a source changed; COG_TSX=1, or a
+// build that fails, loads the sources through tsx instead.
+const { ensureBundle, buildBundle } = await import(pathToFileURL(path.join(root, 'bin', 'bundle.mjs')).href);
+if (args[0] === 'generate') {
+  try {
+    await buildBundle();
+  } catch (e) {
+    say(`the platform could not be precompiled (cog start will load its sources through tsx): ${e.message}`);
+  }
+  process.exit(0);
+}
+const bundle = CLIENT.has(args[0]) || process.env.COG_TSX === '1' ? undefined : await ensureBundle({ log: say });
+if (bundle) process.setSourceMapsEnabled(true);
+else {
+  const { register } = await import('tsx/esm/api');
+  register();
+}
+/** A platform module by its source path: its precompiled entry, or the source through tsx. */
+const platformModule = (rel) => import(pathToFileURL(bundle ? path.join(bundle, `${path.basename(rel, '.ts')}.mjs`) : path.join(root, rel)).href);
 // Tracing must hook the modules before they load: the ESM hook for pg (imported by Prisma's
 // adapter), then the provider and instrumentations (lib/tracing.ts), then the platform.
 if (process.env.OTEL_EXPORTER_OTLP_ENDPOINT && (args[0] === 'start' || args[0] === 'service')) {
   const { register: registerHook } = await import('node:module');
   registerHook('@opentelemetry/instrumentation/hook.mjs', pathToFileURL(path.join(root, 'package.json')), { data: { include: ['pg', 'pg-pool'] } });
-  const { loadConfig } = await import(pathToFileURL(path.join(root, 'lib', 'config.ts')).href);
+  const { loadConfig } = await platformModule('lib/config.ts');
   let otel;
   try {
     otel = loadConfig().otel;
@@ -69,16 +87,14 @@ if (process.env.OTEL_EXPORTER_OTLP_ENDPOINT && (args[0] === 'start' || args[0] =
     // a bad variable: the CLI reports it when it loads the config
   }
   if (otel) {
-    const { startTracing } = await import(pathToFileURL(path.join(root, 'lib', 'tracing.ts')).href);
+    const { startTracing } = await platformModule('lib/tracing.ts');
     await startTracing({ endpoint: otel.endpoint, serviceName: otel.serviceName ?? (args[0] === 'service' ? `cog-${args[1]}` : 'cog') });
   }
 }
-// Client commands (built on the SDK) load without the platform's own modules: a quick start.
-const CLIENT = new Set(['stack', 'sleeve', 'perceive', 'remember', 'recall', 'needlecast', 'faucet', 'watch', 'status']);
 if (CLIENT.has(args[0])) {
   const client = await import(pathToFileURL(path.join(root, 'bin', 'client.ts')).href);
   process.exitCode = await client.clientMain(args);
 } else {
-  const cli = await import(pathToFileURL(path.join(root, 'bin', 'cog.ts')).href);
+  const cli = await platformModule('bin/cog.ts');
   await cli.main(args);
 }

@@ -12,7 +12,11 @@ import type { SagaOptions } from '../subgraphs/sleeves/index.ts';
 export interface ServiceOptions {
   needlecast?: SagaOptions;
 }
-const serviceOptions: ServiceOptions = {};
+// Held on globalThis: the preload loads this module through tsx, while `cog start` may run the
+// precompiled copy of it (bin/bundle.mjs); both must see the same options.
+const OPTIONS = Symbol.for('cog.serviceOptions');
+const holder = globalThis as { [OPTIONS]?: ServiceOptions };
+const serviceOptions: ServiceOptions = (holder[OPTIONS] ??= {});
 
 export function injectServiceOptions(o: ServiceOptions): void {
   Object.assign(serviceOptions, o);

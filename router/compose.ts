@@ -5,9 +5,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'graphql';
 import { composeServices } from '@apollo/composition';
-import { readSupergraphConfig, root } from './subgraphs.ts';
+import { readSupergraphConfig, supergraphFile } from './subgraphs.ts';
 
-export const supergraphFile = path.join(root, 'supergraph.graphql');
+export { supergraphFile };
 
 export function composeSupergraph(): string {
   const subgraphs = readSupergraphConfig();

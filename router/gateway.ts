@@ -10,8 +10,9 @@ import { execute, getOperationAST, Kind, parse, specifiedRules, validate, type D
 import type { Platform } from '../lib/platform.ts';
 import { internalAuthHeaders } from '../lib/internal-client.ts';
 import { newContext, type GqlContext } from '../lib/graphql.ts';
-import { buildSubgraph, readSupergraphConfig } from './subgraphs.ts';
-import { supergraphFile } from './compose.ts';
+// The supergraph is the checked-in file: nothing is composed at start (@apollo/composition is
+// not even loaded; test/foundation/supergraph.test.ts keeps the file current).
+import { buildSubgraph, readSupergraphConfig, supergraphFile } from './subgraphs.ts';
 import { formatLimitError, limitRules } from './limits.ts';
 import { InProcessDataSource } from './local-source.ts';
 import { CoalescingDataSource, type CoalesceStats } from './coalesce.ts';

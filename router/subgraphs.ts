@@ -8,6 +8,8 @@ import { parse, type GraphQLSchema } from 'graphql';
 import { buildSubgraphSchema } from '@apollo/subgraph';
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+/** The composed supergraph (checked in; `npm run compose` writes it, the gateway reads it). */
+export const supergraphFile = path.join(root, 'supergraph.graphql');
 
 export interface SubgraphConfig {
   name: string;

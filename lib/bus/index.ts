@@ -1,13 +1,13 @@
-// Chooses the bus adapter: JetStream when a NATS URL is configured, in-process otherwise.
+// Chooses the bus adapter: JetStream when a NATS URL is configured, in-process otherwise. The
+// NATS adapter is loaded only when chosen: an embedded start does not pay for it.
 import type { Bus } from './port.ts';
 import { MemoryBus, type MemoryBusOptions } from './memory.ts';
-import { NatsBus } from './nats.ts';
 import type { HandlerErrorReporter } from './common.ts';
 
 export type { Bus, BusEvent, Delivery, PublishResult, SubscribeOptions, Subscription } from './port.ts';
 export { subjectMatches } from './port.ts';
 export { MemoryBus, type MemoryBusOptions } from './memory.ts';
-export { NatsBus, type NatsBusOptions } from './nats.ts';
+export type { NatsBusOptions } from './nats.ts';
 export type { HandlerErrorReporter } from './common.ts';
 
 export interface CreateBusOptions {
@@ -21,6 +21,7 @@ export interface CreateBusOptions {
 
 export async function createBus(opts: CreateBusOptions = {}): Promise<Bus> {
   if (opts.natsUrl) {
+    const { NatsBus } = await import('./nats.ts');
     return NatsBus.connect({
       servers: opts.natsUrl,
       stream: opts.stream,

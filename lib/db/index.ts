@@ -1,11 +1,8 @@
 // The database: Prisma 7 over a driver adapter. PGlite (embedded PostgreSQL in WASM) under the
-// data dir by default; PostgreSQL through @prisma/adapter-pg when a URL is given.
+// data dir by default; PostgreSQL through @prisma/adapter-pg when a URL is given. Each driver is
+// loaded only when chosen: an embedded start does not load pg, one on PostgreSQL not PGlite.
 import fs from 'node:fs';
 import path from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import { PrismaPGlite } from 'pglite-prisma-adapter';
-import { PrismaPg } from '@prisma/adapter-pg';
-import pg from 'pg';
 import { PrismaClient } from '../../generated/prisma/client.ts';
 import { migrate, type SqlDriver } from './migrate.ts';
 import { transientTransactionError } from '../errors.ts';
@@ -41,6 +38,7 @@ export async function openDatabase(opts: {
 }): Promise<Database> {
   let queries = 0;
   if (opts.databaseUrl) {
+    const [{ default: pg }, { PrismaPg }] = await Promise.all([import('pg'), import('@prisma/adapter-pg')]);
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10 });
     pool.on('error', () => {}); // an idle client lost its server: the pool replaces it
     const driver: SqlDriver = {
@@ -78,6 +76,7 @@ export async function openDatabase(opts: {
     dir = path.join(opts.dataDir, 'db');
     fs.mkdirSync(dir, { recursive: true });
   }
+  const [{ PGlite }, { PrismaPGlite }] = await Promise.all([import('@electric-sql/pglite'), import('pglite-prisma-adapter')]);
   const lite = await PGlite.create(dir);
   const driver: SqlDriver = {
     exec: async (sql) => void (await lite.exec(sql)),
