@@ -8,7 +8,7 @@ import { enqueueFoldedAnchors } from '../subgraphs/chains/index.ts';
 import { emitEpoch } from '../subgraphs/economy/index.ts';
 import { pruneForgotten } from '../subgraphs/memory/index.ts';
 import { expireResidues, openResidue, type Pass, type PassResult } from '../subgraphs/residues/index.ts';
-import { decommissionInTx, flagSleeve, getSleeveRow, listAliveSleeves, listAliveSleevesOverDrift } from '../subgraphs/sleeves/index.ts';
+import { decommissionInTx, flagSleeve, getSleeveRow, listAliveSleevesOverDrift, listStaleSleeves, markStaleReported } from '../subgraphs/sleeves/index.ts';
 import { detectShardLoss, reconcileBranches } from './worker-memory.ts';
 
 export type { Pass, PassResult };
@@ -55,27 +55,39 @@ export async function epochAnchor(p: Platform, epoch: number): Promise<PassResul
   return { anchored: await enqueueFoldedAnchors(p, epoch) };
 }
 
-/** Opens residues from real signals and expires old ones. */
+/** Sleeves the stale-ordering check reads at a time. */
+export const STALE_BATCH = 500;
+
+/**
+ * Opens residues from real signals and expires old ones. Stale-ordering: the alive, unfrozen
+ * sleeves behind since their last sync (or spawn, if they never synced) by STALE_EPOCHS or more,
+ * whose residue for that epoch is not opened yet, found on their partial index in batches: each
+ * pass costs the sleeves that became stale, not every alive sleeve.
+ */
 export async function residueCollector(p: Platform, epoch: number): Promise<PassResult> {
   let stale = 0;
-  for (const s of await listAliveSleeves(p.db.prisma)) {
-    // Behind since its last sync, or since it was spawned if it never synced.
-    const since = Math.max(s.syncEpoch, s.spawnEpoch);
-    const behind = epoch - since;
-    if (behind < STALE_EPOCHS || s.frozen) continue;
-    const { created } = await p.db.prisma.$transaction((tx) =>
-      openResidue(tx, {
-        kind: 'stale-ordering',
-        trigger: `sleeve ${s.id} is ${behind} epochs behind (last synced or spawned at epoch ${since}, epoch ${epoch})`,
-        stackId: s.stackId,
-        sleeveId: s.id,
-        epoch,
-        evidence: { sleeveId: s.id, syncEpoch: s.syncEpoch, spawnEpoch: s.spawnEpoch, epoch, behind },
-        dedupeKey: `stale-ordering:${s.id}:${since}`,
-        expiryEpochs: p.config.residueExpiryEpochs,
-      }),
-    );
-    if (created) stale++;
+  for (;;) {
+    const batch = await listStaleSleeves(p.db.prisma, epoch - STALE_EPOCHS, STALE_BATCH);
+    for (const s of batch) {
+      const since = Math.max(s.syncEpoch, s.spawnEpoch);
+      const behind = epoch - since;
+      const created = await p.db.prisma.$transaction(async (tx) => {
+        const r = await openResidue(tx, {
+          kind: 'stale-ordering',
+          trigger: `sleeve ${s.id} is ${behind} epochs behind (last synced or spawned at epoch ${since}, epoch ${epoch})`,
+          stackId: s.stackId,
+          sleeveId: s.id,
+          epoch,
+          evidence: { sleeveId: s.id, syncEpoch: s.syncEpoch, spawnEpoch: s.spawnEpoch, epoch, behind },
+          dedupeKey: `stale-ordering:${s.id}:${since}`,
+          expiryEpochs: p.config.residueExpiryEpochs,
+        });
+        await markStaleReported(tx, s.id, since);
+        return r.created;
+      });
+      if (created) stale++;
+    }
+    if (batch.length < STALE_BATCH) break;
   }
   const shardLoss = await detectShardLoss(p, epoch);
   const expired = await expireResidues(p, epoch);

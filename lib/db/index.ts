@@ -3,11 +3,17 @@
 // loaded only when chosen: an embedded start does not load pg, one on PostgreSQL not PGlite.
 import fs from 'node:fs';
 import path from 'node:path';
-import { PrismaClient } from '../../generated/prisma/client.ts';
+import { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
 import { migrate, type SqlDriver } from './migrate.ts';
 import { transientTransactionError } from '../errors.ts';
 
 export type { PrismaClient };
+/**
+ * A raw SQL statement with its parameters (`sql\`SELECT … ${x}\``), for queries a test also
+ * EXPLAINs (db.$queryRaw(sql\`EXPLAIN ${q}\`)) so the statement it checks is the one that runs.
+ */
+export const sql = Prisma.sql;
+export type Sql = Prisma.Sql;
 export type Db = PrismaClient;
 /** The client handed to a transaction callback. */
 export type Tx = Parameters<Parameters<PrismaClient['$transaction']>[0]>[0];

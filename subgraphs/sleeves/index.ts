@@ -8,6 +8,9 @@ export {
   getSleeveRow,
   listAliveSleeves,
   sleeveLeafChanges,
+  staleSleevesQuery,
+  listStaleSleeves,
+  markStaleReported,
   listAliveSleevesOverDrift,
   aliveSleeveTotals,
   listAliveSleeveViews,
@@ -46,6 +49,7 @@ export {
   type SpawnInput,
   type SleeveRow,
   type SleeveLeafRow,
+  type StaleSleeve,
   type SleeveView,
 } from './sleeves.ts';
 export { callRouter, routerRequest, problemFromRouter, type GatewayNeedlecastRequest } from './needlecast/client.ts';

@@ -2,7 +2,7 @@
 // Tokens are ledger balances of the account `sleeve:<id>`; a sleeve's key lease (KeyLease) is what
 // lets it derive its stack's per-epoch keys, and decommission ends it.
 import { randomBytes } from 'node:crypto';
-import type { Db, Tx } from '../../lib/db/index.ts';
+import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
@@ -166,6 +166,35 @@ export async function sleeveLeafChanges(db: Db, sinceXid: bigint | null): Promis
   }
   if (xmin === null) throw new Error('sleeveLeafChanges: no snapshot row');
   return { rows, xmin };
+}
+
+/** A sleeve the residue collector finds stale: behind since GREATEST(syncEpoch, spawnEpoch). */
+export interface StaleSleeve {
+  id: string;
+  stackId: string;
+  syncEpoch: number;
+  spawnEpoch: number;
+}
+
+/**
+ * Alive, unfrozen sleeves last synced or spawned at `maxSince` or before whose stale-ordering
+ * residue for that epoch was not reported yet (`markStaleReported`), at most `take`, on the partial
+ * index "Sleeve_stale_due_idx" (its predicate, repeated here word for word): O(newly stale).
+ */
+export function staleSleevesQuery(maxSince: number, take: number): Sql {
+  return sql`SELECT id, "stackId", "syncEpoch", "spawnEpoch" FROM "Sleeve"
+    WHERE alive AND NOT frozen AND "staleFor" IS DISTINCT FROM GREATEST("syncEpoch", "spawnEpoch")
+      AND GREATEST("syncEpoch", "spawnEpoch") <= ${maxSince}
+    ORDER BY GREATEST("syncEpoch", "spawnEpoch") LIMIT ${take}`;
+}
+
+export function listStaleSleeves(db: Db | Tx, maxSince: number, take: number): Promise<StaleSleeve[]> {
+  return db.$queryRaw<StaleSleeve[]>(staleSleevesQuery(maxSince, take));
+}
+
+/** The stale-ordering residue of `since` is opened (or was): the sleeve leaves the stale index until it syncs or is unfrozen. */
+export async function markStaleReported(tx: Tx, sleeveId: string, since: number): Promise<void> {
+  await tx.sleeve.update({ where: { id: sleeveId }, data: { staleFor: since } });
 }
 
 /**

@@ -1,0 +1,102 @@
+// The per-epoch passes cost what changed (docs/scale.md, "Per-epoch passes"): each finds only its
+// due rows, so a second pass in the same state reads nothing, and on PostgreSQL with many rows
+// each of their queries runs on its own index (EXPLAIN), never a scan of the table.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql, type Sql } from '../lib/db/index.ts';
+import { residueCollector, STALE_BATCH } from '../flows/worker-passes.ts';
+import { listStaleSleeves, staleSleevesQuery, unfreezeSleeve, freezeSleeve } from '../subgraphs/sleeves/index.ts';
+import { freshDatabase } from './helpers/postgres.ts';
+import { testPlatform, type TestPlatform } from './helpers/platform.ts';
+
+const sleeve = (id: string, since: number, extra: Record<string, unknown> = {}) => ({
+  id,
+  stackId: 'stack:scale',
+  embodimentType: 'ai',
+  shape: 'A',
+  tickRate: 2000,
+  syncEpoch: since,
+  spawnEpoch: 0,
+  ...extra,
+});
+
+describe('passes on PGlite: each finds only its due rows', () => {
+  let p: TestPlatform;
+  beforeAll(async () => {
+    p = await testPlatform();
+  });
+  afterAll(async () => {
+    await p?.cleanup();
+  });
+
+  it('stale-ordering: a reported sleeve is not read again until it syncs or is unfrozen; more than one batch in one pass', async () => {
+    const db = p.db.prisma;
+    const n = STALE_BATCH + 7;
+    await db.sleeve.createMany({ data: Array.from({ length: n }, (_, i) => sleeve(`sleeve:ai:${i}:stale`, 10)) });
+    await db.sleeve.createMany({
+      data: [sleeve('sleeve:ai:fresh', 13), sleeve('sleeve:ai:frozen', 2, { frozen: true }), sleeve('sleeve:ai:dead', 2, { alive: false })],
+    });
+    expect(await residueCollector(p, 14)).toMatchObject({ stale: n });
+    expect(await db.residue.count({ where: { kind: 'stale-ordering' } })).toBe(n);
+    const one = await db.residue.findUnique({ where: { dedupeKey: 'stale-ordering:sleeve:ai:3:stale:10' } });
+    expect(one).toMatchObject({ trigger: 'sleeve sleeve:ai:3:stale is 4 epochs behind (last synced or spawned at epoch 10, epoch 14)', epoch: 14 });
+    // Still stale, but reported: the next passes read none of them.
+    expect(await listStaleSleeves(db, 20 - 4, STALE_BATCH)).toEqual([{ id: 'sleeve:ai:fresh', stackId: 'stack:scale', syncEpoch: 13, spawnEpoch: 0 }]);
+    expect(await residueCollector(p, 20)).toMatchObject({ stale: 1 });
+    expect(await listStaleSleeves(db, 30, STALE_BATCH)).toEqual([]);
+    // A sync is a new epoch to be behind from; an unfrozen sleeve is checked again.
+    await db.sleeve.update({ where: { id: 'sleeve:ai:3:stale' }, data: { syncEpoch: 21 } });
+    await db.$transaction((tx) => unfreezeSleeve(tx, 'sleeve:ai:frozen'));
+    expect((await listStaleSleeves(db, 30, STALE_BATCH)).map((s) => s.id).sort()).toEqual(['sleeve:ai:3:stale', 'sleeve:ai:frozen']);
+    expect(await residueCollector(p, 24)).toMatchObject({ stale: 1 }); // the frozen one; the synced one is 3 behind
+    expect(await residueCollector(p, 25)).toMatchObject({ stale: 1 });
+    expect(await db.residue.findUnique({ where: { dedupeKey: 'stale-ordering:sleeve:ai:3:stale:21' } })).toMatchObject({ epoch: 25 });
+    // Frozen again after its residue: nothing more for that epoch when it thaws.
+    await db.$transaction((tx) => freezeSleeve(tx, 'sleeve:ai:frozen'));
+    await db.$transaction((tx) => unfreezeSleeve(tx, 'sleeve:ai:frozen'));
+    expect(await residueCollector(p, 26)).toMatchObject({ stale: 0 });
+    expect(await db.residue.count({ where: { sleeveId: 'sleeve:ai:dead' } })).toBe(0);
+  }, 120_000);
+});
+
+describe('passes on PostgreSQL: their queries run on their indexes', () => {
+  let p: TestPlatform;
+  let drop: () => Promise<void>;
+  beforeAll(async () => {
+    const fresh = await freshDatabase();
+    drop = fresh.drop;
+    p = await testPlatform({ DATABASE_URL: fresh.url });
+    const db = p.db.prisma;
+    // 20,000 alive sleeves synced recently, 40 stale ones, 2,000 decommissioned.
+    await db.$executeRawUnsafe(`
+      INSERT INTO "Sleeve" (id, "stackId", "embodimentType", shape, "tickRate", "syncEpoch", "spawnEpoch", alive)
+      SELECT 'sleeve:ai:' || g || ':' || substr(md5(g::text), 1, 8), 'stack:' || (g % 500), 'ai', 'A', 2000,
+             CASE WHEN g % 500 = 0 THEN 100 ELSE 997 + g % 3 END, 0, g <= 20000
+      FROM generate_series(1, 22000) g`);
+    await db.$executeRawUnsafe('ANALYZE');
+  }, 120_000);
+  afterAll(async () => {
+    await p?.cleanup();
+    await drop?.();
+  });
+
+  /** The plan of `q` as one line of node types, index names and relations. */
+  const plan = async (q: Sql) => {
+    const rows = await p.db.prisma.$queryRaw<{ 'QUERY PLAN': unknown }[]>(sql`EXPLAIN (FORMAT JSON) ${q}`);
+    const out: string[] = [];
+    const walk = (n: Record<string, unknown>) => {
+      out.push(
+        [n['Node Type'], n['Index Name'] ? `using ${n['Index Name']}` : '', n['Relation Name'] ? `on ${n['Relation Name']}` : ''].filter(Boolean).join(' '),
+      );
+      for (const c of (n.Plans as Record<string, unknown>[] | undefined) ?? []) walk(c);
+    };
+    walk((rows[0]['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0].Plan);
+    return out.join(' > ');
+  };
+
+  it('stale-ordering: the range on "Sleeve_stale_due_idx"', async () => {
+    const shown = await plan(staleSleevesQuery(1000 - 4, STALE_BATCH));
+    expect(shown).toContain('using Sleeve_stale_due_idx on Sleeve');
+    expect(shown).not.toContain('Seq Scan');
+    expect(await listStaleSleeves(p.db.prisma, 1000 - 4, STALE_BATCH)).toHaveLength(40);
+  });
+});
