@@ -5,8 +5,21 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql, type Sql } from '../lib/db/index.ts';
 import { residueCollector, STALE_BATCH } from '../flows/worker-passes.ts';
 import { listStaleSleeves, staleSleevesQuery, unfreezeSleeve, freezeSleeve } from '../subgraphs/sleeves/index.ts';
+import { EXPIRY_BATCH, expireBatchQuery, expireResidues } from '../subgraphs/residues/index.ts';
 import { freshDatabase } from './helpers/postgres.ts';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
+
+const residue = (id: string, status: string, expiresAtEpoch: number) => ({
+  id,
+  kind: 'stale-ordering',
+  trigger: 'test',
+  bountyMilli: 2000,
+  status,
+  epoch: 1,
+  expiresAtEpoch,
+  evidence: {},
+  dedupeKey: `test:${id}`,
+});
 
 const sleeve = (id: string, since: number, extra: Record<string, unknown> = {}) => ({
   id,
@@ -56,6 +69,30 @@ describe('passes on PGlite: each finds only its due rows', () => {
     expect(await residueCollector(p, 26)).toMatchObject({ stale: 0 });
     expect(await db.residue.count({ where: { sleeveId: 'sleeve:ai:dead' } })).toBe(0);
   }, 120_000);
+
+  it('residue expiry: every due open residue in batches, none before its epoch, none not open; an event each', async () => {
+    const db = p.db.prisma;
+    const n = EXPIRY_BATCH + 3;
+    await db.residue.createMany({ data: Array.from({ length: n }, (_, i) => residue(`residue:due:${i}`, 'open', 30 + (i % 3))) });
+    await db.residue.createMany({
+      data: [residue('residue:later', 'open', 33), residue('residue:claimed', 'claimed', 30), residue('residue:resolved', 'resolved', 30)],
+    });
+    const before = await db.eventOutbox.count({ where: { msgId: { startsWith: 'residue-expired:residue:' } } });
+    const expired = await expireResidues(p, 32);
+    expect(expired).toHaveLength(n);
+    expect(new Set(expired).size).toBe(n);
+    expect(await db.residue.count({ where: { id: { startsWith: 'residue:due:' }, status: 'expired' } })).toBe(n);
+    expect(
+      await db.residue.findMany({
+        where: { id: { in: ['residue:later', 'residue:claimed', 'residue:resolved'] } },
+        select: { status: true },
+        orderBy: { id: 'asc' },
+      }),
+    ).toEqual([{ status: 'claimed' }, { status: 'open' }, { status: 'resolved' }]);
+    expect((await db.eventOutbox.count({ where: { msgId: { startsWith: 'residue-expired:residue:' } } })) - before).toBe(n);
+    expect(await expireResidues(p, 32)).toEqual([]);
+    expect(await expireResidues(p, 33)).toEqual(['residue:later']);
+  }, 120_000);
 });
 
 describe('passes on PostgreSQL: their queries run on their indexes', () => {
@@ -72,6 +109,12 @@ describe('passes on PostgreSQL: their queries run on their indexes', () => {
       SELECT 'sleeve:ai:' || g || ':' || substr(md5(g::text), 1, 8), 'stack:' || (g % 500), 'ai', 'A', 2000,
              CASE WHEN g % 500 = 0 THEN 100 ELSE 997 + g % 3 END, 0, g <= 20000
       FROM generate_series(1, 22000) g`);
+    // 30,000 residues: most settled long ago, 3,000 open expiring over the next 300 epochs.
+    await db.$executeRawUnsafe(`
+      INSERT INTO "Residue" (id, kind, trigger, "bountyMilli", status, epoch, "expiresAtEpoch", evidence, "dedupeKey")
+      SELECT 'residue:' || g, 'stale-ordering', 'fixture', 2000, CASE WHEN g % 10 = 0 THEN 'open' WHEN g % 3 = 0 THEN 'expired' ELSE 'resolved' END,
+             g / 30, CASE WHEN g % 10 = 0 THEN 1000 + g % 300 ELSE g / 30 + 64 END, '{}', 'fixture:' || g
+      FROM generate_series(1, 30000) g`);
     await db.$executeRawUnsafe('ANALYZE');
   }, 120_000);
   afterAll(async () => {
@@ -98,5 +141,11 @@ describe('passes on PostgreSQL: their queries run on their indexes', () => {
     expect(shown).toContain('using Sleeve_stale_due_idx on Sleeve');
     expect(shown).not.toContain('Seq Scan');
     expect(await listStaleSleeves(p.db.prisma, 1000 - 4, STALE_BATCH)).toHaveLength(40);
+  });
+
+  it('residue expiry: the due open residues on "Residue_open_expiresAtEpoch_idx"', async () => {
+    const shown = await plan(expireBatchQuery(1005, EXPIRY_BATCH));
+    expect(shown).toContain('using Residue_open_expiresAtEpoch_idx on Residue');
+    expect(shown).not.toContain('Seq Scan');
   });
 });

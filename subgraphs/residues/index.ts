@@ -10,6 +10,8 @@ export {
   getResidueRow,
   submitProof,
   expireResidues,
+  expireBatchQuery,
+  EXPIRY_BATCH,
   residueChainRecords,
   invalidProof,
   RESIDUE_LIST_LIMIT,

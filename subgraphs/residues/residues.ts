@@ -1,6 +1,6 @@
 // The residue lifecycle after detection: list, read, proofs (open -> claimed -> resolved, the first
 // valid proof wins the full bounty) and expiry (open -> expired).
-import type { Db, Tx } from '../../lib/db/index.ts';
+import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
 import { Problem, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
@@ -119,17 +119,40 @@ export async function submitProof(p: Platform, residueId: string, sub: ProofSubm
 }
 
 /** open -> expired for every residue whose expiresAtEpoch has been reached. */
+/** Residues one expiry transaction takes at a time. */
+export const EXPIRY_BATCH = 500;
+
+/**
+ * Expires at most `take` open residues due at `epoch`, found on the partial index
+ * "Residue_open_expiresAtEpoch_idx" (status = 'open', by expiresAtEpoch); the outer status check
+ * holds against a proof that won the row meanwhile.
+ */
+export function expireBatchQuery(epoch: number, take: number): Sql {
+  return sql`UPDATE "Residue" SET status = 'expired' WHERE id IN (
+      SELECT id FROM "Residue" WHERE status = 'open' AND "expiresAtEpoch" <= ${epoch} ORDER BY "expiresAtEpoch" LIMIT ${take})
+    AND status = 'open' RETURNING id`;
+}
+
+/** Expires every open residue due at `epoch`, in transactions of EXPIRY_BATCH: O(expiring). */
 export async function expireResidues(p: Platform, epoch: number): Promise<string[]> {
-  return p.db.prisma.$transaction(async (tx) => {
-    const rows = await tx.$queryRaw<
-      { id: string }[]
-    >`UPDATE "Residue" SET status = 'expired' WHERE status = 'open' AND "expiresAtEpoch" <= ${epoch} RETURNING id`;
-    for (const { id } of rows) {
-      const view = residueView(await getResidueRow(tx, id));
-      await recordEvent(tx, { subject: 'cog.residue.changed', type: 'residue.changed', data: { residue: view, from: 'open' }, msgId: `residue-expired:${id}` });
-    }
-    return rows.map((r) => r.id);
-  });
+  const out: string[] = [];
+  for (;;) {
+    const ids = await p.db.prisma.$transaction(async (tx) => {
+      const rows = await tx.$queryRaw<{ id: string }[]>(expireBatchQuery(epoch, EXPIRY_BATCH));
+      for (const { id } of rows) {
+        const view = residueView(await getResidueRow(tx, id));
+        await recordEvent(tx, {
+          subject: 'cog.residue.changed',
+          type: 'residue.changed',
+          data: { residue: view, from: 'open' },
+          msgId: `residue-expired:${id}`,
+        });
+      }
+      return rows.map((r) => r.id);
+    });
+    out.push(...ids);
+    if (ids.length < EXPIRY_BATCH) return out;
+  }
 }
 
 /** The chain outbox's writer of the residues' chainStatus (wired by bin/assembly.ts). */
