@@ -3,9 +3,10 @@
 // each of their queries runs on its own index (EXPLAIN), never a scan of the table.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql, type Sql } from '../lib/db/index.ts';
-import { residueCollector, STALE_BATCH } from '../flows/worker-passes.ts';
+import { epochAnchor, residueCollector, STALE_BATCH } from '../flows/worker-passes.ts';
 import { listStaleSleeves, staleSleevesQuery, unfreezeSleeve, freezeSleeve } from '../subgraphs/sleeves/index.ts';
 import { EXPIRY_BATCH, expireBatchQuery, expireResidues } from '../subgraphs/residues/index.ts';
+import { ANCHOR_BATCH, enqueueChainTx, pendingAnchorsQuery } from '../subgraphs/chains/index.ts';
 import { freshDatabase } from './helpers/postgres.ts';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 
@@ -93,6 +94,29 @@ describe('passes on PGlite: each finds only its due rows', () => {
     expect(await expireResidues(p, 32)).toEqual([]);
     expect(await expireResidues(p, 33)).toEqual(['residue:later']);
   }, 120_000);
+
+  it('epoch-anchor: only the anchors without an intent are read; one with an intent is marked, not sent twice', async () => {
+    const db = p.db.prisma;
+    const roots = { crossRoot: 'a'.repeat(64), evmRoot: 'b'.repeat(64), ipfsRoot: 'c'.repeat(64), sleevesRoot: 'd'.repeat(64), btcRoot: '0'.repeat(64) };
+    // 300 folds as the Thalamus stores them (the intent in the same transaction), one without its
+    // intent, one whose intent is there but not marked (folded before the flag).
+    await db.epochAnchor.createMany({ data: Array.from({ length: 300 }, (_, i) => ({ epoch: 1000 + i, ...roots, intentQueued: true })) });
+    await db.epochAnchor.createMany({
+      data: [
+        { epoch: 1300, ...roots },
+        { epoch: 1301, ...roots },
+        { epoch: 1400, ...roots },
+      ],
+    });
+    await db.$transaction((tx) => enqueueChainTx(tx, { kind: 'anchor', ref: 'anchor:1301', epoch: 1301, payload: { epoch: 1301, ...roots } }));
+    expect(await db.$queryRaw(pendingAnchorsQuery(1301, ANCHOR_BATCH))).toHaveLength(2);
+    expect(await epochAnchor(p, 1301)).toEqual({ anchored: [1300] });
+    expect(await db.chainOutbox.count({ where: { kind: 'anchor', ref: { in: ['anchor:1300', 'anchor:1301'] } } })).toBe(2);
+    expect(await db.$queryRaw(pendingAnchorsQuery(1301, ANCHOR_BATCH))).toEqual([]);
+    expect(await epochAnchor(p, 1301)).toEqual({ anchored: [] });
+    expect(await epochAnchor(p, 1400)).toEqual({ anchored: [1400] });
+    expect(await db.chainOutbox.count({ where: { kind: 'anchor', ref: { startsWith: 'anchor:1' } } })).toBe(3);
+  });
 });
 
 describe('passes on PostgreSQL: their queries run on their indexes', () => {
@@ -115,6 +139,10 @@ describe('passes on PostgreSQL: their queries run on their indexes', () => {
       SELECT 'residue:' || g, 'stale-ordering', 'fixture', 2000, CASE WHEN g % 10 = 0 THEN 'open' WHEN g % 3 = 0 THEN 'expired' ELSE 'resolved' END,
              g / 30, CASE WHEN g % 10 = 0 THEN 1000 + g % 300 ELSE g / 30 + 64 END, '{}', 'fixture:' || g
       FROM generate_series(1, 30000) g`);
+    // 20,000 folded epochs with their intents, 3 without.
+    await db.$executeRawUnsafe(`
+      INSERT INTO "EpochAnchor" (epoch, "crossRoot", "evmRoot", "ipfsRoot", "sleevesRoot", "btcRoot", "intentQueued")
+      SELECT g, md5(g::text), md5(g::text), md5(g::text), md5(g::text), md5(g::text), g < 19998 FROM generate_series(1, 20000) g`);
     await db.$executeRawUnsafe('ANALYZE');
   }, 120_000);
   afterAll(async () => {
@@ -141,6 +169,13 @@ describe('passes on PostgreSQL: their queries run on their indexes', () => {
     expect(shown).toContain('using Sleeve_stale_due_idx on Sleeve');
     expect(shown).not.toContain('Seq Scan');
     expect(await listStaleSleeves(p.db.prisma, 1000 - 4, STALE_BATCH)).toHaveLength(40);
+  });
+
+  it('epoch-anchor: the anchors without an intent on "EpochAnchor_intent_pending_idx"', async () => {
+    const shown = await plan(pendingAnchorsQuery(20_000, ANCHOR_BATCH));
+    expect(shown).toContain('using EpochAnchor_intent_pending_idx on EpochAnchor');
+    expect(shown).not.toContain('Seq Scan');
+    expect(await p.db.prisma.$queryRaw(pendingAnchorsQuery(20_000, ANCHOR_BATCH))).toHaveLength(3);
   });
 
   it('residue expiry: the due open residues on "Residue_open_expiresAtEpoch_idx"', async () => {

@@ -121,7 +121,7 @@ export async function foldEpoch(ctx: FoldContext, epoch: number): Promise<Fold> 
     row = await db.$transaction(async (tx) => {
       const raced = await tx.epochAnchor.findUnique({ where: { epoch } });
       if (raced) return raced;
-      const created = await tx.epochAnchor.create({ data: { epoch, ...roots, gaps, operator: ctx.operator.pubKey, signature } });
+      const created = await tx.epochAnchor.create({ data: { epoch, ...roots, gaps, operator: ctx.operator.pubKey, signature, intentQueued: true } });
       await enqueueChainTx(tx, { kind: 'anchor', ref: `anchor:${epoch}`, payload: { epoch, ...roots }, epoch });
       await recordEvent(tx, {
         subject: 'cog.thalamus.folded',
