@@ -78,7 +78,7 @@ export const SERVICES: ServiceEntry[] = [
   },
   {
     name: 'sleeve-runtime',
-    describe: 'Sleeve runtime (tick loops, /identity per sleeve)',
+    describe: 'Sleeve runtime (leased sleeves: tick loops, /sleeves/:id/identity on one listener)',
     load: async () => (await import('../subgraphs/sleeves/index.ts')).services.sleeveRuntime(),
   },
   { name: 'worker', describe: 'Worker runner (six passes per epoch)', load: async () => (await import('../subgraphs/residues/index.ts')).services.worker() },

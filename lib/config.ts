@@ -185,6 +185,10 @@ export interface Config {
   masterKeyHex?: string;
   /** COG_RUNNER_ID: the worker runner's name in its pass leases (suffixed with the pid). */
   runnerId?: string;
+  /** COG_SLEEVE_RUNTIME_ID: the sleeve runtime's name in its sleeve leases (suffixed with the pid). */
+  sleeveRuntimeId?: string;
+  /** SLEEVE_RUNTIME_PORT: the sleeve runtime's one identity listener (`/sleeves/<id>/identity`); 0 picks a free port. */
+  sleeveRuntimePort: number;
   /** HIPPOCAMPUS_NODE_ID: this Hippocampus node's id (its own payload store without S3). */
   hippocampusNodeId?: string;
   /** COG_SUBGRAPHS: the gateway runs the subgraphs in-process (local) or reaches each over HTTP (remote). */
@@ -306,6 +310,8 @@ export function loadConfig(env: Env = process.env): Config {
     readyTipAgeMs: 0,
     masterKeyHex: hexKey(env, 'COG_MASTER_KEY', 32, '32 bytes'),
     runnerId: env.COG_RUNNER_ID ? name(env, 'COG_RUNNER_ID', '', /^[A-Za-z0-9_.:-]{1,64}$/) : undefined,
+    sleeveRuntimeId: env.COG_SLEEVE_RUNTIME_ID ? name(env, 'COG_SLEEVE_RUNTIME_ID', '', /^[A-Za-z0-9_.:-]{1,64}$/) : undefined,
+    sleeveRuntimePort: int(env, 'SLEEVE_RUNTIME_PORT', 0, 0, 65535),
     hippocampusNodeId: env.HIPPOCAMPUS_NODE_ID ? name(env, 'HIPPOCAMPUS_NODE_ID', '', /^[A-Za-z0-9_.-]{1,64}$/) : undefined,
     subgraphs: oneOf(env, 'COG_SUBGRAPHS', 'local', ['local', 'remote'] as const),
     subgraphUrls: subgraphs.urls,

@@ -174,7 +174,7 @@ describe('Identity Registry: platform stacks', () => {
     const byName = Object.fromEntries(file.services.map((s) => [s.name, s]));
     expect(byName.REST!.endpoint).toBe(`${BASE}/v1/stacks/${encodeURIComponent(ada.id)}`);
     expect(byName.GraphQL!.endpoint).toBe(`${BASE}/graphql`);
-    expect(byName['sleeve:ai']!.endpoint).toBe('http://127.0.0.1:43999/identity');
+    expect(byName['sleeve:ai']!.endpoint).toBe(`http://127.0.0.1:43999/sleeves/${encodeURIComponent(sleeve.id)}/identity`);
     expect(byName.MCP).toBeUndefined(); // this gateway has no /mcp route
     // The public key, as a did:key (multicodec ed25519-pub 0xed01) and in the description.
     const did = byName.DID!.endpoint;

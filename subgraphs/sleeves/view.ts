@@ -29,6 +29,9 @@ function snapshot(json: unknown): TokenAmounts {
   return out;
 }
 
+/** A sleeve's identity endpoint: its path on the identity listener of the runtime that runs it (docs/decisions.md). */
+export const identityUrl = (sleeveId: string, port: number, host = '127.0.0.1') => `http://${host}:${port}/sleeves/${encodeURIComponent(sleeveId)}/identity`;
+
 export function sleeveView(row: SleeveRow, balances: TokenAmounts, opts: { host?: string } = {}): SleeveView {
   return {
     id: row.id,
@@ -44,7 +47,7 @@ export function sleeveView(row: SleeveRow, balances: TokenAmounts, opts: { host?
     hostname: row.hostname,
     createdAt: row.createdAt.toISOString(),
     tickRate: row.tickRate,
-    identityUrl: row.identityPort ? `http://${opts.host ?? '127.0.0.1'}:${row.identityPort}/identity` : null,
+    identityUrl: row.identityPort ? identityUrl(row.id, row.identityPort, opts.host) : null,
     chainStatus: row.chainStatus,
   };
 }

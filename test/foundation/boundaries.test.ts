@@ -17,6 +17,8 @@ export const OWNERS: Record<string, Place> = {
   Sleeve: 'ctx:sleeves',
   KeyLease: 'ctx:sleeves',
   Saga: 'ctx:sleeves',
+  SleeveLease: 'ctx:sleeves',
+  SleeveRuntimeBeat: 'ctx:sleeves',
   MemoryNode: 'ctx:memory',
   MemoryBranch: 'ctx:memory',
   LedgerEntry: 'ctx:economy',

@@ -8,6 +8,7 @@ import { createStack } from '../../stacks/stacks.ts';
 import { remember } from '../../../flows/memory.ts';
 import { payloadKey, parseCid } from '../../memory/hippocampus/cid.ts';
 import { startRuntime, type SleeveRuntime } from './runtime.ts';
+import { identityUrl } from '../view.ts';
 
 let t: MemoryTestApp;
 let relay: ReturnType<typeof startEventRelay>;
@@ -34,7 +35,7 @@ const until = async (cond: () => Promise<boolean> | boolean, ms = 5000) => {
 const row = (id: string) => t.p.db.prisma.sleeve.findUniqueOrThrow({ where: { id } });
 
 describe('sleeve runtime', () => {
-  it('serves /identity per sleeve, ticks at the rate, pauses frozen sleeves, stops dead ones', async () => {
+  it("serves each sleeve's identity on the one listener, ticks at the rate, pauses frozen sleeves, stops dead ones", async () => {
     const stack = await createStack(t.p, { name: 'rt' });
     const early = await spawnSleeve(t.p, { stackId: stack.id, embodimentType: 'human', hostname: 'h1', shape: 'A' });
     rt = await startRuntime(t.p, { reconcileMs: 60_000 });
@@ -42,10 +43,11 @@ describe('sleeve runtime', () => {
     const ai = await spawnSleeve(t.p, { stackId: stack.id, kind: 'ai', tickRate: 100, shape: 'B' });
     await until(() => rt.running().includes(ai.id)); // picked up from the bus
     const port = (await row(ai.id)).identityPort!;
-    const id = await fetch(`http://127.0.0.1:${port}/identity`).then((r) => r.json());
+    expect(port).toBe(rt.port);
+    const id = await fetch(identityUrl(ai.id, port)).then((r) => r.json());
     expect(id).toMatchObject({ sleeveId: ai.id, kind: 'ai', stackId: stack.id });
     expect(typeof (id as { hostname: unknown }).hostname).toBe('string');
-    const earlyId = await fetch(`http://127.0.0.1:${(await row(early.id)).identityPort}/identity`).then((r) => r.json());
+    const earlyId = await fetch(identityUrl(early.id, (await row(early.id)).identityPort!)).then((r) => r.json());
     expect(earlyId).toMatchObject({ sleeveId: early.id, kind: 'human', hostname: 'h1' });
 
     await until(() => ticks.filter((x) => x.sleeveId === ai.id && x.ok).length >= 2);
@@ -63,7 +65,7 @@ describe('sleeve runtime', () => {
 
     await decommissionSleeve(t.p, ai.id, 'test');
     await until(() => !rt.running().includes(ai.id));
-    await expect(fetch(`http://127.0.0.1:${port}/identity`)).rejects.toThrow();
+    expect((await fetch(identityUrl(ai.id, port))).status).toBe(404); // the listener serves the sleeves it runs
     expect((await row(ai.id)).identityPort).toBeNull();
   });
 
@@ -99,11 +101,13 @@ describe('sleeve runtime', () => {
     await until(async () => (await t.p.db.prisma.residue.count({ where: { stackId: stack.id, kind: 'shard-loss' } })) === 1);
   });
 
-  it('close stops every identity server', async () => {
-    const ports = (await t.p.db.prisma.sleeve.findMany({ where: { alive: true, identityPort: { not: null } } })).map((r) => r.identityPort!);
-    expect(ports.length).toBeGreaterThan(0);
+  it('close stops the identity listener and hands the leases back', async () => {
+    const held = (await t.p.db.prisma.sleeve.findMany({ where: { alive: true, identityPort: { not: null } } })).map((r) => [r.id, r.identityPort!] as const);
+    expect(held.length).toBeGreaterThan(0);
     await rt.close();
-    for (const port of ports) await expect(fetch(`http://127.0.0.1:${port}/identity`)).rejects.toThrow();
+    for (const [id, port] of held) await expect(fetch(identityUrl(id, port))).rejects.toThrow();
+    expect(await t.p.db.prisma.sleeve.count({ where: { alive: true, identityPort: { not: null } } })).toBe(0);
+    expect(await t.p.db.prisma.sleeveLease.count({ where: { runtime: { not: '' } } })).toBe(0);
   });
 
   it("keeps each sleeve's cadence while the rows are re-read (reconcile passes, sleeve events)", async () => {

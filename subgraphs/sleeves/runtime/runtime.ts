@@ -1,51 +1,98 @@
-// The sleeve runtime: one per process, following the bus (cog.sleeve.spawned/changed/decommissioned)
-// and the database (at start and every reconcile interval). Each alive sleeve gets an /identity
-// endpoint on its own port and, unless frozen, a tick loop at its kind's rate: human and ai on
-// timers, memory once per epoch, mining on each mined block. A tick is the heartbeat (lastTickAt,
-// `cog.sleeve.tick`) plus the kind's upkeep; it never perceives, spends tokens or changes drift.
-// A failing tick is logged and reported on `cog.sleeve.tick` with ok:false; the loop goes on.
+// The sleeve runtime. Any number of them share the alive sleeves through leases in the database
+// (leases.ts; docs/scale.md, "Sleeves across many runtimes"): every half lease a runtime heartbeats,
+// renews what it holds, and claims expired or unheld leases up to its fair share (alive sleeves /
+// live runtimes, the remainder to the first by id) or releases its surplus over it, so a joining runtime gets sleeves within a lease
+// and a dead one's sleeves are taken when its leases expire. Embedded mode runs one, which holds
+// every sleeve.
+//
+// For the sleeves it holds, a runtime follows the bus (cog.sleeve.spawned/changed/decommissioned)
+// and re-reads their rows every reconcile interval. Each gets its identity at
+// `/sleeves/<id>/identity` on the runtime's one listener (its port is the sleeve's identityPort)
+// and, unless frozen, a tick at its kind's rate: human and ai from the runtime's one timer wheel
+// (wheel.ts), memory once per epoch, mining on each mined block. A tick is the heartbeat
+// (lastTickAt, fenced by the lease; `cog.sleeve.tick`) plus the kind's upkeep; it never perceives,
+// spends tokens or changes drift. A failing tick is logged and reported on `cog.sleeve.tick` with
+// ok:false; the loop goes on.
 import os from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { createHttp, listen } from '../../../lib/http.ts';
+import { notFound } from '../../../lib/errors.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { Subscription } from '../../../lib/bus/port.ts';
 import type { SleeveRow } from '../view.ts';
 import { sleeveMemory } from '../memory-port.ts';
+import { beat, claim, claimOne, counts, endBeat, fairShare, fencedTick, release, renew } from './leases.ts';
+import { timerWheel, type Due } from './wheel.ts';
 
 /** Kind-specific upkeep a host may register (journaling, inference...); runs inside the tick. */
 export type TickHandler = (sleeve: SleeveRow, p: Platform) => Promise<void> | void;
 
 interface Instance {
   row: SleeveRow;
-  server: FastifyInstance;
-  port: number;
-  timer?: NodeJS.Timeout;
+  /** The generation of its wheel entry: a reschedule bumps it, and the old entry is dropped. */
+  gen: number;
   /** When the next timer tick is due (Date.now() ms): ticks keep their cadence, a re-read of the row does not restart it. */
   dueAt?: number;
   ticking: boolean;
 }
 
-/** Whether a re-read row changes how the sleeve ticks (anything else keeps its timer running). */
+/** Whether a re-read row changes how the sleeve ticks (anything else keeps its cadence). */
 const tickingChanged = (a: SleeveRow, b: SleeveRow) =>
   a.tickRate !== b.tickRate || a.frozen !== b.frozen || a.alive !== b.alive || a.embodimentType !== b.embodimentType;
 
 export interface SleeveRuntime {
-  /** Sleeve ids with a running instance. */
+  /** This runtime's name in its leases. */
+  readonly id: string;
+  /** The port of its identity listener. */
+  readonly port: number;
+  /** Sleeve ids with a running instance (the leases it holds). */
   running(): string[];
   /** Runs one tick now (tests, event-driven kinds). */
   tick(sleeveId: string): Promise<boolean>;
+  /** One lease round (heartbeat, renew, claim or release to the fair share), then a re-read of its sleeves' rows. */
   reconcile(): Promise<void>;
   onTick(kind: string, handler: TickHandler): void;
-  stats(): { ticks: number; failures: number };
+  stats(): { ticks: number; failures: number; share: number; runtimes: number; maxLateMs: number };
+  /** Stops renewing, heartbeating and ticking without handing anything back (what kill -9 leaves; tests). */
+  abandon(): Promise<void>;
+  /** Stops, handing its leases back so the others take them at their next round. */
   close(): Promise<void>;
 }
 
-export async function startRuntime(p: Platform, opts: { reconcileMs?: number } = {}): Promise<SleeveRuntime> {
+export interface RuntimeOptions {
+  /** How often the held sleeves' rows are re-read (missed events); default 10 s. */
+  reconcileMs?: number;
+  /** Lease (and heartbeat) lifetime; renewed every half. Default: the epoch interval. */
+  leaseMs?: number;
+  /** The name in the leases; default COG_SLEEVE_RUNTIME_ID (or `sleeve-runtime`) with the pid. */
+  id?: string;
+  /** The identity listener's port; default SLEEVE_RUNTIME_PORT (0: a free one). */
+  port?: number;
+}
+
+let started = 0;
+
+export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Promise<SleeveRuntime> {
+  const me = opts.id ?? `${p.config.sleeveRuntimeId ?? 'sleeve-runtime'}:${process.pid}${started++ ? `.${started}` : ''}`;
+  const leaseMs = opts.leaseMs ?? p.config.epochIntervalMs;
   const instances = new Map<string, Instance>();
   const handlers = new Map<string, TickHandler[]>();
-  const counters = { ticks: 0, failures: 0 };
+  const counters = { ticks: 0, failures: 0, maxLateMs: 0 };
   const pending = new Map<string, Promise<void>>();
+  const view = { share: 0, runtimes: [] as string[], sleeves: 0 };
   let closed = false;
+  let round: Promise<void> | undefined;
+
+  const wheel = timerWheel({
+    current: (d) => instances.get(d.id)?.gen === d.gen,
+    fire: (d, lateMs) => {
+      counters.maxLateMs = Math.max(counters.maxLateMs, lateMs);
+      const inst = instances.get(d.id)!;
+      void tick(d.id).finally(() => {
+        if (instances.get(d.id) === inst && inst.gen === d.gen) schedule(inst);
+      });
+    },
+  });
 
   async function upkeep(row: SleeveRow): Promise<void> {
     if (row.embodimentType === 'memory') await sleeveMemory(p).checkPinnedShards(p, row.stackId, row.id);
@@ -58,8 +105,7 @@ export async function startRuntime(p: Platform, opts: { reconcileMs?: number } =
     inst.ticking = true;
     try {
       const now = new Date();
-      const n = await p.db.prisma.sleeve.updateMany({ where: { id, alive: true, frozen: false }, data: { lastTickAt: now } });
-      if (n.count === 0) return false;
+      if (!(await fencedTick(p.db.prisma, me, id, now))) return false;
       await upkeep(inst.row);
       counters.ticks++;
       await p.bus.publish('cog.sleeve.tick', {
@@ -92,13 +138,12 @@ export async function startRuntime(p: Platform, opts: { reconcileMs?: number } =
   }
 
   /**
-   * Arms the sleeve's timer for its next tick, every tickRate ms on a fixed cadence (a slow tick
+   * Puts the sleeve's next tick on the wheel, every tickRate ms on a fixed cadence (a slow tick
    * does not push the next one back; ticks missed while the process was busy are not made up).
    * `from`: when the cadence (re)starts; otherwise the next tick is one tickRate after the last due one.
    */
   function schedule(inst: Instance, from?: number): void {
-    clearTimeout(inst.timer);
-    inst.timer = undefined;
+    inst.gen++;
     const { embodimentType: kind, tickRate, frozen, alive } = inst.row;
     if (closed || frozen || !alive || kind === 'memory' || kind === 'mining' || tickRate <= 0) {
       inst.dueAt = undefined;
@@ -107,55 +152,66 @@ export async function startRuntime(p: Platform, opts: { reconcileMs?: number } =
     const now = Date.now();
     const next = from !== undefined || inst.dueAt === undefined ? (from ?? now) + tickRate : inst.dueAt + tickRate;
     inst.dueAt = Math.max(next, now);
-    inst.timer = setTimeout(async () => {
-      await tick(inst.row.id);
-      if (instances.get(inst.row.id) === inst) schedule(inst);
-    }, inst.dueAt - now);
-    inst.timer.unref();
+    wheel.add({ at: inst.dueAt, id: inst.row.id, gen: inst.gen } satisfies Due);
   }
 
-  async function identityServer(row: SleeveRow): Promise<{ server: FastifyInstance; port: number }> {
-    const server = createHttp({ name: `sleeve-${row.id}`, log: p.log, metrics: false });
-    server.get('/identity', async () => {
-      const cur = instances.get(row.id)?.row ?? row;
-      return { sleeveId: cur.id, kind: cur.embodimentType, stackId: cur.stackId, hostname: cur.hostname ?? os.hostname() };
-    });
-    const port = await listen(server, `sleeve ${row.id}`, p.config.host, 0);
-    return { server, port };
-  }
+  const server: FastifyInstance = createHttp({ name: 'sleeve-runtime', log: p.log, metrics: false });
+  server.get<{ Params: { id: string } }>('/sleeves/:id/identity', async (req) => {
+    const cur = instances.get(req.params.id)?.row;
+    if (!cur) throw notFound('Sleeve', req.params.id);
+    return { sleeveId: cur.id, kind: cur.embodimentType, stackId: cur.stackId, hostname: cur.hostname ?? os.hostname() };
+  });
+  const port = await listen(server, 'sleeve runtime identity', p.config.host, opts.port ?? p.config.sleeveRuntimePort);
 
+  /** Stops running a sleeve here (its lease is released, lost or gone with the sleeve). */
   async function stop(id: string): Promise<void> {
     const inst = instances.get(id);
     if (!inst) return;
     instances.delete(id);
-    clearTimeout(inst.timer);
-    await inst.server.close().catch(() => {});
-    await p.db.prisma.sleeve.updateMany({ where: { id, identityPort: inst.port }, data: { identityPort: null } }).catch(() => {});
+    inst.gen++;
+    await p.db.prisma.sleeve.updateMany({ where: { id, identityPort: port }, data: { identityPort: null } }).catch(() => {});
   }
 
-  // One sync per sleeve at a time, so a burst of events cannot start two servers for one sleeve.
-  function sync(id: string): Promise<void> {
+  /** Starts the sleeves whose leases this runtime just got: their rows, with identityPort set to its listener. */
+  async function start(ids: string[]): Promise<void> {
+    const fresh = ids.filter((id) => !instances.has(id));
+    for (let i = 0; i < fresh.length; i += 1000) {
+      const rows = await p.db.prisma.sleeve.updateManyAndReturn({
+        where: { id: { in: fresh.slice(i, i + 1000) }, alive: true },
+        data: { identityPort: port },
+      });
+      for (const row of rows) {
+        if (closed || instances.has(row.id)) continue;
+        const inst: Instance = { row, gen: 0, ticking: false };
+        instances.set(row.id, inst);
+        schedule(inst);
+      }
+    }
+  }
+
+  // One sync per sleeve at a time, so a burst of events cannot start a sleeve twice.
+  function sync(id: string, claimIt = false): Promise<void> {
     const prev = pending.get(id) ?? Promise.resolve();
     const next = prev
       .then(async () => {
         if (closed) return;
+        const inst = instances.get(id);
+        if (!inst) {
+          // A spawn: take it if this runtime is under its share and nobody holds it yet.
+          if (claimIt && instances.size < fairShare(view.sleeves + 1, view.runtimes, me) && (await claimOne(p.db.prisma, me, id, leaseMs))) {
+            view.sleeves++;
+            await start([id]);
+          }
+          return;
+        }
         const row = await p.db.prisma.sleeve.findUnique({ where: { id } });
         if (!row?.alive) return stop(id);
-        const inst = instances.get(id);
-        if (inst) {
-          // The reconcile pass and every sleeve event re-read the row; only a change to how it ticks
-          // re-arms the timer (from the last tick, so a new rate applies from there), else it keeps its cadence.
-          const before = inst.row;
-          inst.row = row;
-          if (!tickingChanged(before, row)) return;
-          return schedule(inst, row.lastTickAt && !before.frozen ? row.lastTickAt.getTime() : Date.now());
-        }
-        const { server, port } = await identityServer(row);
-        if (closed) return void (await server.close());
-        const updated = await p.db.prisma.sleeve.update({ where: { id }, data: { identityPort: port } });
-        const fresh: Instance = { row: updated, server, port, ticking: false };
-        instances.set(id, fresh);
-        schedule(fresh);
+        // The reconcile pass and every sleeve event re-read the row; only a change to how it ticks
+        // re-schedules it (from the last tick, so a new rate applies from there), else it keeps its cadence.
+        const before = inst.row;
+        inst.row = row;
+        if (!tickingChanged(before, row)) return;
+        schedule(inst, row.lastTickAt && !before.frozen ? row.lastTickAt.getTime() : Date.now());
       })
       .catch((e) => p.log.warn({ sleeveId: id, err: (e as Error).message }, 'sleeve runtime: sync failed'))
       .finally(() => {
@@ -165,17 +221,68 @@ export async function startRuntime(p: Platform, opts: { reconcileMs?: number } =
     return next;
   }
 
+  /** One lease round: heartbeat, renew, then claim up to the fair share or release the surplus. */
+  async function leaseRound(): Promise<void> {
+    if (closed) return;
+    const db = p.db.prisma;
+    await beat(db, me, port, leaseMs);
+    const held = new Set(await renew(db, me, leaseMs));
+    // Leases taken over (this runtime stalled past them) or gone with their sleeve.
+    await Promise.all([...instances.keys()].filter((id) => !held.has(id)).map(stop));
+    const c = await counts(db);
+    view.runtimes = c.runtimes;
+    view.sleeves = c.sleeves;
+    view.share = fairShare(c.sleeves, c.runtimes, me);
+    if (closed) return;
+    if (held.size > view.share) {
+      // Stop ticking first, then hand back: the next holder never overlaps with this one.
+      const surplus = [...held].slice(view.share);
+      for (const id of surplus) held.delete(id);
+      await Promise.all(surplus.map(stop));
+      await release(db, me, surplus);
+    } else if (held.size < view.share) {
+      for (const id of await claim(db, me, view.share - held.size, leaseMs)) held.add(id);
+    }
+    await start([...held]);
+  }
+
+  async function rebalance(): Promise<void> {
+    // One round at a time; a caller during one waits for it and runs its own.
+    while (round) await round.catch(() => {});
+    round = leaseRound().finally(() => {
+      round = undefined;
+    });
+    return round;
+  }
+
+  async function reread(): Promise<void> {
+    const ids = [...instances.keys()];
+    const rows = new Map<string, SleeveRow>();
+    for (let i = 0; i < ids.length; i += 1000)
+      for (const r of await p.db.prisma.sleeve.findMany({ where: { id: { in: ids.slice(i, i + 1000) } } })) rows.set(r.id, r);
+    await Promise.all(
+      ids.map(async (id) => {
+        const inst = instances.get(id);
+        const row = rows.get(id);
+        if (!inst) return;
+        if (!row?.alive) return stop(id);
+        const before = inst.row;
+        inst.row = row;
+        if (tickingChanged(before, row)) schedule(inst, row.lastTickAt && !before.frozen ? row.lastTickAt.getTime() : Date.now());
+      }),
+    );
+  }
+
   async function reconcile(): Promise<void> {
-    const alive = await p.db.prisma.sleeve.findMany({ where: { alive: true }, select: { id: true } });
-    const ids = new Set(alive.map((r) => r.id));
-    await Promise.all([...ids, ...[...instances.keys()].filter((id) => !ids.has(id))].map(sync));
+    await rebalance();
+    await reread();
   }
 
   const subs: Subscription[] = [];
   subs.push(
     await p.bus.subscribe({ subjects: ['cog.sleeve.spawned.>', 'cog.sleeve.changed.>', 'cog.sleeve.decommissioned.>'] }, async (d) => {
       const id = d.data.sleeveId;
-      if (typeof id === 'string') await sync(id);
+      if (typeof id === 'string') await sync(id, d.subject.startsWith('cog.sleeve.spawned.'));
     }),
   );
   subs.push(
@@ -186,25 +293,44 @@ export async function startRuntime(p: Platform, opts: { reconcileMs?: number } =
   const offEpoch = p.epochs.onAdvance(() => {
     for (const i of instances.values()) if (i.row.embodimentType === 'memory') void tick(i.row.id);
   });
-  await reconcile();
-  const every = setInterval(() => void reconcile().catch(() => {}), opts.reconcileMs ?? 10_000);
-  every.unref();
+  await rebalance();
+  const rounds = setInterval(() => void rebalance().catch((e) => p.log.warn({ err: (e as Error).message }, 'sleeve runtime: lease round failed')), leaseMs / 2);
+  rounds.unref();
+  const rereads = setInterval(() => void reread().catch(() => {}), opts.reconcileMs ?? 10_000);
+  rereads.unref();
+
+  async function halt(): Promise<string[]> {
+    closed = true;
+    clearInterval(rounds);
+    clearInterval(rereads);
+    offEpoch();
+    wheel.stop();
+    await Promise.all(subs.map((s) => s.close().catch(() => {})));
+    await Promise.all([...pending.values()]);
+    await round?.catch(() => {});
+    await server.close().catch(() => {});
+    return [...instances.keys()];
+  }
 
   return {
+    id: me,
+    port,
     running: () => [...instances.keys()],
     tick,
     reconcile,
     onTick(kind, handler) {
       handlers.set(kind, [...(handlers.get(kind) ?? []), handler]);
     },
-    stats: () => ({ ...counters }),
+    stats: () => ({ ticks: counters.ticks, failures: counters.failures, share: view.share, runtimes: view.runtimes.length, maxLateMs: counters.maxLateMs }),
+    async abandon() {
+      await halt();
+      instances.clear();
+    },
     async close() {
-      closed = true;
-      clearInterval(every);
-      offEpoch();
-      await Promise.all(subs.map((s) => s.close().catch(() => {})));
-      await Promise.all([...pending.values()]);
-      await Promise.all([...instances.keys()].map(stop));
+      const held = await halt();
+      await Promise.all(held.map(stop));
+      await release(p.db.prisma, me, held).catch(() => {});
+      await endBeat(p.db.prisma, me).catch(() => {});
     },
   };
 }

@@ -1,4 +1,4 @@
-// Sleeve runtime service: tick loops and per-sleeve /identity endpoints (see runtime.ts).
+// Sleeve runtime service: the leased sleeves' tick loops and identity endpoints (see runtime.ts).
 import type { ServiceStarter } from '../../../lib/service.ts';
 import { startRuntime } from './runtime.ts';
 

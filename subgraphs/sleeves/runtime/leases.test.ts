@@ -1,0 +1,171 @@
+// Sleeves across many runtimes (docs/scale.md): runtimes over one database share the alive sleeves
+// by leases. Every alive sleeve is run (ticked, its identity served) by exactly one runtime; a
+// joining runtime gets its fair share; a runtime that stops renewing (what kill -9 leaves) has its
+// sleeves taken by the others within two lease periods (an epoch each in production). On PGlite
+// and on this machine's PostgreSQL (concurrent claims there really race).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testPlatform, type TestPlatform } from '../../../test/helpers/platform.ts';
+import { freshDatabase } from '../../../test/helpers/postgres.ts';
+import { createStack } from '../../stacks/stacks.ts';
+import { decommissionSleeve, getSleeveView, spawnSleeve } from '../sleeves.ts';
+import { fairShare } from './leases.ts';
+import { startRuntime, type SleeveRuntime } from './runtime.ts';
+import { DueHeap } from './wheel.ts';
+
+const LEASE_MS = 800;
+const N = 10;
+
+const until = async (cond: () => Promise<boolean> | boolean, ms = 10_000) => {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
+
+describe('fair shares and the due heap', () => {
+  it('shares add up to the sleeves, the remainder to the first runtimes by id', () => {
+    expect(['a', 'b', 'c'].map((me) => fairShare(10, ['a', 'b', 'c'], me))).toEqual([4, 3, 3]);
+    expect(fairShare(10, ['a', 'b'], 'c')).toBe(3); // not yet counted: one more, last
+    expect(fairShare(0, [], 'a')).toBe(0);
+    for (let n = 0; n < 50; n++)
+      for (let r = 1; r < 7; r++) {
+        const ids = Array.from({ length: r }, (_, i) => `r${i}`);
+        expect(ids.reduce((s, me) => s + fairShare(n, ids, me), 0)).toBe(n);
+      }
+  });
+
+  it('pops in due order', () => {
+    const h = new DueHeap();
+    const ats = Array.from({ length: 200 }, () => Math.floor(Math.random() * 1000));
+    for (const at of ats) h.push({ at, id: String(at), gen: 0 });
+    const out: number[] = [];
+    while (h.size) out.push(h.pop()!.at);
+    expect(out).toEqual([...ats].sort((a, b) => a - b));
+  });
+});
+
+describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)', (engine) => {
+  let p: TestPlatform;
+  let drop: (() => Promise<void>) | undefined;
+  const rts: SleeveRuntime[] = [];
+  /** Which runtimes ran a tick of each sleeve (their tick handlers). */
+  const tickedBy = new Map<string, Set<string>>();
+  const sleeves: string[] = [];
+  /** Sampled every 10 ms: a sleeve held by two runtimes at once. */
+  const overlaps: string[] = [];
+  let sampler: NodeJS.Timeout | undefined;
+
+  const start = async (id: string) => {
+    const rt = await startRuntime(p, { id, leaseMs: LEASE_MS, reconcileMs: 60_000 });
+    rt.onTick('ai', (s) => {
+      const set = tickedBy.get(s.id) ?? new Set();
+      set.add(id);
+      tickedBy.set(s.id, set);
+    });
+    rts.push(rt);
+    return rt;
+  };
+  const holders = (live: SleeveRuntime[]) => {
+    const m = new Map<string, string[]>();
+    for (const rt of live) for (const s of rt.running()) m.set(s, [...(m.get(s) ?? []), rt.id]);
+    return m;
+  };
+  const covered = (live: SleeveRuntime[], sizes?: number[]) => {
+    const h = holders(live);
+    const ok = sleeves.every((s) => h.get(s)?.length === 1);
+    return ok && (!sizes || live.map((r) => r.running().length).join() === sizes.join());
+  };
+
+  beforeAll(async () => {
+    if (engine === 'postgresql') {
+      const db = await freshDatabase();
+      drop = db.drop;
+      p = await testPlatform({ DATABASE_URL: db.url });
+    } else p = await testPlatform();
+    const stack = await createStack(p, { name: `rt-${engine}` });
+    for (let i = 0; i < N; i++) sleeves.push((await spawnSleeve(p, { stackId: stack.id, kind: 'ai', tickRate: 100, shape: 'B' })).id);
+    sampler = setInterval(() => {
+      for (const [s, h] of holders(rts)) if (h.length > 1) overlaps.push(`${s}: ${h.join(', ')}`);
+    }, 10);
+  }, 60_000);
+  afterAll(async () => {
+    clearInterval(sampler);
+    for (const rt of rts) await rt.close().catch(() => {});
+    await p?.cleanup();
+    await drop?.();
+  });
+
+  it('two runtimes: every alive sleeve run and ticked by exactly one, five each', async () => {
+    const [a, b] = [await start('rt-a'), await start('rt-b')];
+    await until(() => covered([a, b], [5, 5]));
+    const leases = await p.db.prisma.sleeveLease.findMany();
+    expect(leases.map((l) => l.sleeveId).sort()).toEqual([...sleeves].sort());
+    expect(new Set(leases.map((l) => l.runtime))).toEqual(new Set(['rt-a', 'rt-b']));
+    // A stable window: every sleeve ticks, each by its one holder.
+    tickedBy.clear();
+    await until(() => sleeves.every((s) => (tickedBy.get(s)?.size ?? 0) > 0) && [...tickedBy.values()].every((x) => x.size === 1), 5000);
+    await new Promise((r) => setTimeout(r, 500));
+    const h = holders([a, b]);
+    for (const s of sleeves) expect([...tickedBy.get(s)!], s).toEqual(h.get(s));
+    // Each sleeve's identity, on its holder's listener.
+    for (const s of sleeves) {
+      const v = await getSleeveView(p, s);
+      const holder = h.get(s)![0] === 'rt-a' ? a : b;
+      expect(v.identityUrl).toBe(`http://127.0.0.1:${holder.port}/sleeves/${encodeURIComponent(s)}/identity`);
+      const id = await fetch(v.identityUrl!).then((r) => r.json());
+      expect(id).toMatchObject({ sleeveId: s, kind: 'ai', stackId: v.stackId });
+      expect(typeof (id as { hostname: unknown }).hostname).toBe('string');
+      // The other runtime's listener does not serve it.
+      const other = holder === a ? b : a;
+      expect((await fetch(`http://127.0.0.1:${other.port}/sleeves/${encodeURIComponent(s)}/identity`)).status).toBe(404);
+    }
+  }, 30_000);
+
+  it('a third runtime joining takes its fair share (4, 3, 3 by id)', async () => {
+    const [a, b] = rts;
+    const c = await start('rt-c');
+    const t0 = Date.now();
+    await until(() => covered([a!, b!, c], [4, 3, 3]));
+    expect(Date.now() - t0).toBeLessThan(2 * LEASE_MS);
+    tickedBy.clear();
+    await until(() => (tickedBy.get(c.running()[0]!)?.size ?? 0) > 0);
+    await new Promise((r) => setTimeout(r, 300));
+    for (const [s, by] of tickedBy) expect([...by], s).toEqual(holders([a!, b!, c]).get(s));
+  }, 30_000);
+
+  it('a runtime that stops renewing (kill -9) has its sleeves run elsewhere within two lease periods', async () => {
+    const [a, b, c] = rts;
+    const lost = a!.running();
+    expect(lost.length).toBe(4);
+    await a!.abandon(); // no release, no heartbeat end: the leases just stop being renewed
+    const t0 = Date.now();
+    await until(() => covered([b!, c!], [5, 5]), 4 * LEASE_MS);
+    const took = Date.now() - t0;
+    console.log(`${engine}: handed over in ${took} ms (lease ${LEASE_MS} ms)`);
+    expect(took).toBeLessThanOrEqual(2 * LEASE_MS);
+    // Its sleeves tick again, on their new holders, and answer there.
+    tickedBy.clear();
+    await until(() => lost.every((s) => (tickedBy.get(s)?.size ?? 0) > 0));
+    for (const s of lost) {
+      expect([...tickedBy.get(s)!]).not.toContain('rt-a');
+      const v = await getSleeveView(p, s);
+      expect(v.identityUrl).not.toContain(`:${a!.port}/`);
+      expect(await fetch(v.identityUrl!).then((r) => r.json())).toMatchObject({ sleeveId: s });
+    }
+    rts.splice(0, 1);
+  }, 30_000);
+
+  it('spawned and decommissioned sleeves come and go; no sleeve was ever held by two runtimes', async () => {
+    const [b, c] = rts;
+    const stack = await createStack(p, { name: `rt2-${engine}` });
+    const fresh = (await spawnSleeve(p, { stackId: stack.id, kind: 'ai', tickRate: 100, shape: 'B' })).id;
+    sleeves.push(fresh);
+    await until(() => covered([b!, c!]));
+    const gone = sleeves.shift()!;
+    await decommissionSleeve(p, gone, 'test');
+    expect(await p.db.prisma.sleeveLease.count({ where: { sleeveId: gone } })).toBe(0);
+    await until(() => !holders([b!, c!]).has(gone) && covered([b!, c!], [5, 5]));
+    expect(overlaps).toEqual([]);
+  }, 30_000);
+});

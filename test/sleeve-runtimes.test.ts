@@ -1,0 +1,88 @@
+// Sleeves across runtime processes, end to end: a sleeve runtime in a child process and one in this
+// process share the sleeves of one PostgreSQL database; the child is killed with -9 and its sleeves
+// run (tick, answer their identityUrl) in this process within two lease periods. The lease is one
+// epoch in production (docs/scale.md); here 1 s.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import readline from 'node:readline';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testPlatform, type TestPlatform } from './helpers/platform.ts';
+import { freshDatabase } from './helpers/postgres.ts';
+import { createStack } from '../subgraphs/stacks/stacks.ts';
+import { getSleeveView, spawnSleeve } from '../subgraphs/sleeves/sleeves.ts';
+import { startRuntime, type SleeveRuntime } from '../subgraphs/sleeves/runtime/runtime.ts';
+
+const LEASE_MS = 1000;
+const N = 8;
+
+const until = async (cond: () => Promise<boolean> | boolean, ms = 15_000) => {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
+
+let p: TestPlatform;
+let db: Awaited<ReturnType<typeof freshDatabase>>;
+let child: ChildProcess | undefined;
+let local: SleeveRuntime | undefined;
+const sleeves: string[] = [];
+
+beforeAll(async () => {
+  db = await freshDatabase();
+  p = await testPlatform({ DATABASE_URL: db.url });
+  const stack = await createStack(p, { name: 'procs' });
+  for (let i = 0; i < N; i++) sleeves.push((await spawnSleeve(p, { stackId: stack.id, kind: 'ai', tickRate: 100, shape: 'B' })).id);
+}, 60_000);
+afterAll(async () => {
+  child?.kill('SIGKILL');
+  await local?.close().catch(() => {});
+  await p?.cleanup();
+  await db?.drop();
+});
+
+const held = async (runtime: string) => p.db.prisma.sleeveLease.count({ where: { runtime, expiresAt: { gt: new Date() } } });
+
+describe('sleeve runtimes in two processes', () => {
+  it('share the sleeves; after kill -9 of one, the other runs them all within two lease periods', async () => {
+    child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'helpers', 'sleeve-runtime-child.ts')], {
+      env: { ...process.env, DATABASE_URL: db.url, RUNTIME_ID: 'rt-child', LEASE_MS: String(LEASE_MS) },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const ready = await new Promise<{ port: number; pid: number }>((resolve, reject) => {
+      readline.createInterface({ input: child!.stdout! }).once('line', (l) => resolve(JSON.parse(l)));
+      child!.once('exit', (code) => reject(new Error(`child exited ${code}`)));
+    });
+    await until(async () => (await held('rt-child')) === N);
+    local = await startRuntime(p, { id: 'rt-parent', leaseMs: LEASE_MS, reconcileMs: 60_000 });
+    await until(async () => (await held('rt-child')) === N / 2 && local!.running().length === N / 2);
+
+    // Each sleeve's identityUrl answers from the process that runs it.
+    const inChild = sleeves.filter((s) => !local!.running().includes(s));
+    expect(inChild.length).toBe(N / 2);
+    for (const s of sleeves) {
+      const v = await getSleeveView(p, s);
+      expect(v.identityUrl).toBe(`http://127.0.0.1:${inChild.includes(s) ? ready.port : local.port}/sleeves/${encodeURIComponent(s)}/identity`);
+      expect(await fetch(v.identityUrl!).then((r) => r.json())).toMatchObject({ sleeveId: s, kind: 'ai', stackId: v.stackId });
+    }
+    // The child ticks its sleeves (lastTickAt moves, and only this process ticks the others).
+    const since = new Date();
+    await until(async () => (await p.db.prisma.sleeve.count({ where: { id: { in: inChild }, lastTickAt: { gt: since } } })) === N / 2);
+
+    process.kill(ready.pid, 'SIGKILL');
+    const t0 = Date.now();
+    await until(() => local!.running().length === N, 4 * LEASE_MS);
+    const took = Date.now() - t0;
+    console.log(`kill -9: ${N / 2} sleeves handed over in ${took} ms (lease ${LEASE_MS} ms)`);
+    expect(took).toBeLessThanOrEqual(2 * LEASE_MS);
+    const after = new Date();
+    await until(async () => (await p.db.prisma.sleeve.count({ where: { id: { in: inChild }, lastTickAt: { gt: after } } })) === N / 2);
+    for (const s of inChild) {
+      const v = await getSleeveView(p, s);
+      expect(v.identityUrl).toBe(`http://127.0.0.1:${local.port}/sleeves/${encodeURIComponent(s)}/identity`);
+      expect(await fetch(v.identityUrl!).then((r) => r.json())).toMatchObject({ sleeveId: s });
+    }
+    expect(await p.db.prisma.sleeveLease.count({ where: { runtime: 'rt-child' } })).toBe(0);
+  }, 60_000);
+});
