@@ -114,6 +114,8 @@ export interface Config {
   residueExpiryEpochs: number;
   /** Unpinned memory nodes older than this many epochs are pruned. */
   retentionEpochs: number;
+  /** Most nodes one memory-reconciler pass prunes (one batch per pass: a backlog drains over epochs). */
+  pruneBatch: number;
   faucetCooldownMs: number;
   ports: {
     gateway: number;
@@ -249,6 +251,7 @@ export function loadConfig(env: Env = process.env): Config {
     fidelityMin: num(env, 'COG_FIDELITY_MIN', 0.6, 0, 1),
     residueExpiryEpochs: int(env, 'COG_RESIDUE_EXPIRY_EPOCHS', 100, 1, 1e9),
     retentionEpochs: int(env, 'COG_RETENTION_EPOCHS', 1000, 3, 1e9),
+    pruneBatch: int(env, 'COG_PRUNE_BATCH', 500, 1, 1_000_000),
     faucetCooldownMs: int(env, 'COG_FAUCET_COOLDOWN_MS', 60_000, 0, 86_400_000),
     ports,
     host,

@@ -3,7 +3,8 @@
 // each of their queries runs on its own index (EXPLAIN), never a scan of the table.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql, type Sql } from '../lib/db/index.ts';
-import { epochAnchor, residueCollector, STALE_BATCH } from '../flows/worker-passes.ts';
+import { epochAnchor, memoryReconciler, residueCollector, STALE_BATCH } from '../flows/worker-passes.ts';
+import { pruneBatchQuery } from '../subgraphs/memory/index.ts';
 import { listStaleSleeves, staleSleevesQuery, unfreezeSleeve, freezeSleeve } from '../subgraphs/sleeves/index.ts';
 import { EXPIRY_BATCH, expireBatchQuery, expireResidues } from '../subgraphs/residues/index.ts';
 import { ANCHOR_BATCH, enqueueChainTx, pendingAnchorsQuery } from '../subgraphs/chains/index.ts';
@@ -117,6 +118,29 @@ describe('passes on PGlite: each finds only its due rows', () => {
     expect(await epochAnchor(p, 1400)).toEqual({ anchored: [1400] });
     expect(await db.chainOutbox.count({ where: { kind: 'anchor', ref: { startsWith: 'anchor:1' } } })).toBe(3);
   });
+
+  it('retention pruning: one bounded batch per pass; a backlog drains over the next passes', async () => {
+    const db = p.db.prisma;
+    const batch = p.config.pruneBatch;
+    const node = (i: number, epoch: number, pinned = false) => ({
+      cid: `cog://${i.toString(16).padStart(64, '0')}@${epoch}`,
+      stackId: 'stack:scale',
+      epoch,
+      links: [],
+      pinned,
+      size: 1,
+    });
+    await db.memoryNode.createMany({ data: Array.from({ length: 2 * batch + 5 }, (_, i) => node(i, 10 + (i % 50))) });
+    await db.memoryNode.createMany({ data: [node(100_000, 5, true), node(100_001, 1995)] });
+    p.setEpoch(2000); // retention 1000: epochs before 1000 go, unless pinned
+    const pruned: number[] = [];
+    for (let i = 0; i < 4; i++) pruned.push(((await memoryReconciler(p, 2000)) as { pruned: number }).pruned);
+    expect(pruned).toEqual([batch, batch, 5, 0]);
+    expect(await db.memoryNode.findMany({ where: { stackId: 'stack:scale' }, select: { epoch: true }, orderBy: { epoch: 'asc' } })).toEqual([
+      { epoch: 5 },
+      { epoch: 1995 },
+    ]);
+  });
 });
 
 describe('passes on PostgreSQL: their queries run on their indexes', () => {
@@ -143,6 +167,11 @@ describe('passes on PostgreSQL: their queries run on their indexes', () => {
     await db.$executeRawUnsafe(`
       INSERT INTO "EpochAnchor" (epoch, "crossRoot", "evmRoot", "ipfsRoot", "sleevesRoot", "btcRoot", "intentQueued")
       SELECT g, md5(g::text), md5(g::text), md5(g::text), md5(g::text), md5(g::text), g < 19998 FROM generate_series(1, 20000) g`);
+    // 30,000 memory nodes over 3,000 epochs, a tenth of them pinned.
+    await db.$executeRawUnsafe(`
+      INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, pinned, size)
+      SELECT 'cog://' || md5(g::text) || md5((g + 1)::text) || '@' || (g / 10), 'stack:' || (g % 500), g / 10, '{}', g % 10 = 0, 1
+      FROM generate_series(1, 30000) g`);
     await db.$executeRawUnsafe('ANALYZE');
   }, 120_000);
   afterAll(async () => {
@@ -176,6 +205,13 @@ describe('passes on PostgreSQL: their queries run on their indexes', () => {
     expect(shown).toContain('using EpochAnchor_intent_pending_idx on EpochAnchor');
     expect(shown).not.toContain('Seq Scan');
     expect(await p.db.prisma.$queryRaw(pendingAnchorsQuery(20_000, ANCHOR_BATCH))).toHaveLength(3);
+  });
+
+  it('retention pruning: the batch on "MemoryNode_pinned_epoch_idx"', async () => {
+    const shown = await plan(pruneBatchQuery(50, 500));
+    expect(shown).toContain('using MemoryNode_pinned_epoch_idx');
+    expect(shown).toContain('using MemoryNode_pkey');
+    expect(shown).not.toContain('Seq Scan');
   });
 
   it('residue expiry: the due open residues on "Residue_open_expiresAtEpoch_idx"', async () => {

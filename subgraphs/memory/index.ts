@@ -26,7 +26,17 @@ export {
 } from './memory.ts';
 export { dhfReconstruct } from './dhf/reconstruct.ts';
 export { hippocampusClient, httpHippocampus, localHippocampus, type HippocampusClient, type NodeMeta } from './hippocampus/client.ts';
-export { writeEpochsOf, pruneForgotten, isReadable, indexNodes, GATING_WINDOW, MAX_WALK_DEPTH, type DagNode, type WalkResult } from './hippocampus/store.ts';
+export {
+  writeEpochsOf,
+  pruneForgotten,
+  pruneBatchQuery,
+  isReadable,
+  indexNodes,
+  GATING_WINDOW,
+  MAX_WALK_DEPTH,
+  type DagNode,
+  type WalkResult,
+} from './hippocampus/store.ts';
 export { computeCid, parseCid, payloadKey, CID_RE } from './hippocampus/cid.ts';
 export { checkPinnedShards } from './shards.ts';
 

@@ -1,7 +1,7 @@
 // The Hippocampus DAG store: payloads (ciphertext JSON text) in the object store under
 // `dag/<sha256>`, the index (links, epoch, pin, write order) in MemoryNode. It only ever holds
 // ciphertext: no key, no plaintext passes through here.
-import type { Database, Db, Tx } from '../../../lib/db/index.ts';
+import { sql, type Database, type Db, type Sql, type Tx } from '../../../lib/db/index.ts';
 import type { ObjectStore } from '../../../lib/objects/port.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { Problem, badRequest, notFound } from '../../../lib/errors.ts';
@@ -358,21 +358,31 @@ export async function writeEpochsOf(db: Db | Tx, stackIds: readonly string[], pe
   return out;
 }
 
-/** Forgets unpinned nodes older than the retention window (index row and payload). */
-export async function pruneForgotten(p: Platform): Promise<{ pruned: number }> {
+/**
+ * One batch of the unpinned nodes older than `before`, found on the (pinned, epoch) index (pinned
+ * nodes, kept forever, are never walked) and deleted by primary key (an array, so the plan is
+ * index probes, not a join over the table). Index first (RETURNING only what was really deleted,
+ * so a node pinned meanwhile keeps its payload): a node without payload reads as missing, never as
+ * a half-node.
+ */
+export function pruneBatchQuery(before: number, take: number): Sql {
+  return sql`DELETE FROM "MemoryNode" WHERE cid = ANY(ARRAY(
+      SELECT cid FROM "MemoryNode" WHERE pinned = false AND epoch < ${before} LIMIT ${take}))
+    AND pinned = false RETURNING cid`;
+}
+
+/**
+ * Forgets unpinned nodes older than the retention window (index row and payload), at most
+ * `take` (config pruneBatch) a call: one bounded batch per memory-reconciler pass, a backlog
+ * drains over the next passes. `more`: the batch was full.
+ */
+export async function pruneForgotten(p: Platform, take = p.config.pruneBatch): Promise<{ pruned: number; more: boolean }> {
   const before = p.epochs.current() - p.config.retentionEpochs;
-  if (before <= 0) return { pruned: 0 };
-  let pruned = 0;
-  for (;;) {
-    // Index first (RETURNING only what was really deleted, so a node pinned meanwhile keeps its
-    // payload): a node without payload reads as missing, never as a half-node.
-    const rows = await p.db.prisma.$queryRaw<{ cid: string }[]>`DELETE FROM "MemoryNode" WHERE cid IN (
-      SELECT cid FROM "MemoryNode" WHERE pinned = false AND epoch < ${before} LIMIT 500) AND pinned = false RETURNING cid`;
-    if (!rows.length) return { pruned };
-    for (const r of rows) {
-      walkCache(p.objects).delete(r.cid);
-      await p.objects.delete(payloadKey(parseCid(r.cid)!.hash)).catch(() => {});
-    }
-    pruned += rows.length;
+  if (before <= 0) return { pruned: 0, more: false };
+  const rows = await p.db.prisma.$queryRaw<{ cid: string }[]>(pruneBatchQuery(before, take));
+  for (const r of rows) {
+    walkCache(p.objects).delete(r.cid);
+    await p.objects.delete(payloadKey(parseCid(r.cid)!.hash)).catch(() => {});
   }
+  return { pruned: rows.length, more: rows.length === take };
 }
