@@ -25,12 +25,16 @@ export async function runEmissionBench(opts: { stacks?: number } = {}): Promise<
   const p = await testPlatform();
   try {
     await p.db.prisma.$executeRawUnsafe(`
-      INSERT INTO "Stack" (id, name, kind, shape, "pubKey", "syncCoeff", "memoryCoeff", "computeCoeff", "residueCoeff", "routingCoeff", "masterSecret", "lastActiveEpoch")
-      SELECT 'stack:bench:' || g, 'bench ' || g, 'human', 'A', md5(g::text) || md5('k' || g::text), 1, 0.5 + (g % 3) * 0.5, 1, 1, 2 - (g % 5) * 0.25, 'sealed', g % 40
+      INSERT INTO "Stack" (id, name, kind, shape, "pubKey", "syncCoeff", "memoryCoeff", "computeCoeff", "residueCoeff", "routingCoeff", "masterSecret")
+      SELECT 'stack:bench:' || g, 'bench ' || g, 'human', 'A', md5(g::text) || md5('k' || g::text), 1, 0.5 + (g % 3) * 0.5, 1, 1, 2 - (g % 5) * 0.25, 'sealed'
       FROM generate_series(1, ${stacks}) AS g`);
+    // Their accrual rows as openAccrual writes them, each last active in epoch g % 40.
     await p.db.prisma.$executeRawUnsafe(`
-      INSERT INTO "EmissionAccrual" ("stackId", "sinceEpoch", "settledEpoch", "floorEpoch")
-      SELECT s.id, s."lastActiveEpoch" + 1, s."lastActiveEpoch", s."lastActiveEpoch" + 1 + ${tailSql} FROM "Stack" s`);
+      INSERT INTO "EmissionAccrual" ("stackId", "syncCoeff", "memoryCoeff", "computeCoeff", "residueCoeff", "routingCoeff", "bindingFloor", "bindingDecay",
+        "lastActiveEpoch", "sinceEpoch", "settledEpoch", "floorEpoch")
+      SELECT s.id, s."syncCoeff", s."memoryCoeff", s."computeCoeff", s."residueCoeff", s."routingCoeff", s."bindingFloor", s."bindingDecay",
+        s.l, s.l + 1, s.l, s.l + 1 + ${tailSql}
+      FROM (SELECT *, substring(id FROM 13)::int % 40 AS l FROM "Stack") s`);
     const f0 = performance.now();
     await emitEpoch(p, 49);
     const firstMs = performance.now() - f0;

@@ -1,13 +1,14 @@
-// The read of a stack, composed above the contexts: its own fields (stacks), its sleeves with their
-// balances (sleeves, economy), its anchors (the memory context's write epochs, the chains context's
-// EpochAnchors). The REST shim and the stacks subgraph both read stacks through here.
+// The read of a stack, composed above the contexts: its own fields (stacks, with the economy's
+// lastActiveEpoch), its sleeves with their balances (sleeves, economy), its anchors (the memory
+// context's write epochs, the chains context's EpochAnchors). The REST shim and the stacks
+// subgraph both read stacks through here.
 import type { Db, Tx } from '../lib/db/index.ts';
 import type { Platform } from '../lib/platform.ts';
 import { anchorsOfEpochs, ANCHOR_EPOCHS_WANTED, type StackAnchor } from '../subgraphs/chains/index.ts';
 import { addAmounts, balancesOf, sleeveAccount, zeroAmounts, type TokenAmounts } from '../subgraphs/economy/index.ts';
 import { writeEpochsOf } from '../subgraphs/memory/index.ts';
 import { sleevesOfStacks, sleeveView, type SleeveRow, type SleeveView } from '../subgraphs/sleeves/index.ts';
-import { listStackRows, stackCore, type StackCore, type StackRow } from '../subgraphs/stacks/index.ts';
+import { listStackRows, stackCores, type StackCore, type StackRow } from '../subgraphs/stacks/index.ts';
 
 /** The union read of one stack (both shapes): its sleeves (alive or not), anchors, balances over alive sleeves. */
 export interface StackView extends StackCore {
@@ -32,12 +33,13 @@ async function views(db: Db | Tx, rows: StackRow[]): Promise<StackView[]> {
     alive.map((s) => sleeveAccount(s.id)),
   );
   const anchors = await anchorsOfStacks(db, ids);
-  return rows.map((r) => {
+  const cores = await stackCores(db, rows);
+  return rows.map((r, i) => {
     const own: SleeveRow[] = sleeves.get(r.id) ?? [];
     const total = zeroAmounts();
     for (const s of own) if (s.alive) addAmounts(total, balances.get(sleeveAccount(s.id))!);
     return {
-      ...stackCore(r),
+      ...cores[i]!,
       sleeves: own.map((s) => sleeveView(s, s.alive ? balances.get(sleeveAccount(s.id))! : zeroAmounts())),
       anchors: anchors.get(r.id) ?? [],
       balances: total,
@@ -50,7 +52,7 @@ export async function stackView(p: Platform, row: StackRow, db: Db | Tx = p.db.p
   return (await views(db, [row]))[0];
 }
 
-/** Every stack, oldest first, each with its sleeves and anchors; five queries whatever the count. */
+/** Every stack, oldest first, each with its sleeves and anchors; six queries whatever the count. */
 export async function listStacks(p: Platform): Promise<StackView[]> {
   return views(p.db.prisma, await listStackRows(p.db.prisma));
 }

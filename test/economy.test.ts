@@ -2,7 +2,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { generateIdentity } from '../lib/crypto.ts';
-import { createStack } from '../subgraphs/stacks/stacks.ts';
+import { createStack, lastActiveEpochsOf, markStackActive, moveHeadForWrite } from '../subgraphs/stacks/stacks.ts';
+import { markActive } from '../subgraphs/economy/accrual.ts';
+import type { Tx } from '../lib/db/index.ts';
 import { decommissionSleeve, spawnSleeve, spendFromSleeve, syncSleeve } from '../subgraphs/sleeves/sleeves.ts';
 import { claim, ebcFactor, emitEpoch, issuance, stackBalancesB } from '../subgraphs/economy/treasury.ts';
 import { balanceOf, claimableAccount, poolAccount, systemBalance, SYSTEM, toMilli, transfer } from '../subgraphs/economy/ledger.ts';
@@ -186,6 +188,40 @@ describe('treasury emission', () => {
     p.setEpoch(75);
     await expect(syncSleeve(p, s.id)).rejects.toMatchObject({ status: 402 });
     expect((await stackBalancesB(p, stack.id)).lastActiveEpoch).toBe(70);
+  });
+
+  it('marking a stack active is one statement of the economy; a head move already in the epoch asks none', async () => {
+    p.setEpoch(80);
+    const stack = await createStack(p, { pubkey: generateIdentity().pubKey, cpv });
+    const statements = async (f: (tx: Tx) => Promise<unknown>) =>
+      p.db.prisma.$transaction(async (tx) => {
+        const before = p.db.queryCount();
+        const r = await f(tx);
+        return { n: p.db.queryCount() - before, r };
+      });
+    // Settles epochs 81..85, records the run, moves lastActiveEpoch: one statement; then a no-op one.
+    expect(await statements((tx) => markActive(tx, stack.id, 85))).toEqual({ n: 1, r: true });
+    expect(await statements((tx) => markActive(tx, stack.id, 85))).toEqual({ n: 1, r: false });
+    expect(await statements((tx) => markActive(tx, stack.id, 84))).toEqual({ n: 1, r: false });
+    expect(await p.db.prisma.emissionRun.findMany({ where: { stackId: stack.id } })).toEqual([
+      { stackId: stack.id, fromEpoch: 81, toEpoch: 85, lastActiveEpoch: 80 },
+    ]);
+    expect((await p.db.prisma.emissionAccrual.findUniqueOrThrow({ where: { stackId: stack.id } })).lastActiveEpoch).toBe(85);
+    // A spend: the stack row lock (the stacks context's) and the mark.
+    expect((await statements((tx) => markStackActive(tx, stack.id, 86))).n).toBe(2);
+    // The first head move of an epoch marks the stack active; the next ones in the epoch skip it
+    // (the same statements for the head and its NFT mirror, one fewer).
+    const cid = (n: number) => `cog://${String(n).repeat(64)}@${n < 3 ? 87 : 88}`;
+    const move = (from: number | null, to: number, epoch: number) =>
+      statements((tx) => moveHeadForWrite(tx, stack.id, { from: from === null ? null : cid(from), to: cid(to), sleeveId: 'sleeve:x', epoch }));
+    await move(null, 1, 87);
+    const first = await move(1, 3, 88);
+    expect((await lastActiveEpochsOf(p.db.prisma, [stack.id])).get(stack.id)).toBe(88);
+    const again = await move(3, 4, 88);
+    expect(again.n).toBe(first.n - 1);
+    expect((await statements((tx) => markStackActive(tx, stack.id, 88))).n).toBe(1); // the lock only: the head moved in 88
+    expect(Object.fromEntries(await lastActiveEpochsOf(p.db.prisma, [stack.id, 'stack:none']))).toEqual({ [stack.id]: 88, 'stack:none': 0 });
+    expect((await stackBalancesB(p, stack.id)).lastActiveEpoch).toBe(88);
   });
 });
 

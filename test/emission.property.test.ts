@@ -84,12 +84,16 @@ describe('closed-form emission = the per-epoch emitter', () => {
           for (const s of stacks.filter((x) => x.bornAt === i)) {
             const v = await createStack(p, { pubkey: generateIdentity().pubKey, cpv: s.cpv });
             await p.db.prisma.$transaction(async (tx) => {
-              // Bindings are not client-settable: set them as a migration of the product would.
+              // Bindings are not client-settable: set them as a migration of the product would, in
+              // the stack and in the economy's copy (the oracle reads the stack's).
               await tx.stack.update({ where: { id: v.id }, data: { bindingFloor: s.binding.floor, bindingDecay: s.binding.decayRate } });
               await tx.$executeRawUnsafe(
-                `UPDATE "EmissionAccrual" a SET "floorEpoch" = s."lastActiveEpoch" + 1 + ${tailSql} FROM "Stack" s WHERE s.id = a."stackId" AND s.id = $1`,
+                `UPDATE "EmissionAccrual" s SET "bindingFloor" = $2, "bindingDecay" = $3 WHERE s."stackId" = $1`,
                 v.id,
+                s.binding.floor,
+                s.binding.decayRate,
               );
+              await tx.$executeRawUnsafe(`UPDATE "EmissionAccrual" s SET "floorEpoch" = s."lastActiveEpoch" + 1 + ${tailSql} WHERE s."stackId" = $1`, v.id);
               await mint(
                 tx,
                 poolAccount(v.id),

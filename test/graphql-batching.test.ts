@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { startGateway } from '../router/service.ts';
 import type { RunningService } from '../lib/service.ts';
+import { openAccrual } from '../subgraphs/economy/index.ts';
 
 let p: TestPlatform;
 let gw: RunningService;
@@ -28,6 +29,11 @@ beforeAll(async () => {
     episodicHead: `cog://${i.toString(16).padStart(64, '0')}@0`,
   }));
   await p.db.prisma.stack.createMany({ data: stacks });
+  // Their accrual rows, as createStack opens them (created, so last active, in epoch 0).
+  const terms = { cpv: { syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1, residueCoeff: 1, routingCoeff: 1 }, binding: { floor: 0.25, decayRate: 0.05 } };
+  await p.db.prisma.$transaction(async (tx) => {
+    for (const s of stacks) await openAccrual(tx, s.id, 0, terms);
+  });
   const sleeveId = (i: number, j: number) => `sleeve:ai:${i * 2 + j + 1}:${(i * 2 + j).toString(16).padStart(8, '0')}`;
   await p.db.prisma.sleeve.createMany({
     data: stacks.flatMap((s, i) =>

@@ -9,6 +9,10 @@
 //
 // Every amount is computed by PostgreSQL with the very expression the per-epoch emitter used, so
 // the milli-units agree to the last unit (double arithmetic, EXP and ROUND of the same engine).
+//
+// The inputs of the formula are the economy's own (EmissionAccrual): the stack's CPV and binding,
+// copied when the row is opened at stack creation (neither changes after it), and L itself, which
+// the economy owns and markActive moves. The SQL fragments below read them from a row aliased `s`.
 import type { Db, Tx } from '../../lib/db/index.ts';
 
 /** Units of each core token emitted per stack per epoch before scaling (spec: Limits). */
@@ -24,7 +28,7 @@ export const ACCRUAL_TOKENS = [
   ['routing', 'routingCoeff', 'routingMilli'],
 ] as const;
 
-/** The EBC factor of quiet-epoch count `d` (SQL over a "Stack" row aliased `s`). */
+/** The EBC factor of quiet-epoch count `d` (SQL over an "EmissionAccrual" row aliased `s`). */
 export const ebcSql = (d: string) => `GREATEST(s."bindingFloor", EXP(-s."bindingDecay" * GREATEST(0, ${d})))`;
 
 /** One epoch's emission in milli-units, `d` quiet epochs before it (the per-epoch emitter's expression). */
@@ -46,14 +50,12 @@ export function sumSql(coeff: string, d0: string, d1: string, tail = tailSql): s
 }
 
 /**
- * Per stack of `ids`: its accrual state, with the defaults of a stack that has no row (created
- * before accrual rows were written at creation: it accrues from the epoch after its last activity).
+ * Per stack of `ids`: its accrual row as `s` reads it (id, since, settled). A stack has a row from
+ * its creation (openAccrual; the migration emission_inputs_owned gave one to every older stack); a
+ * stack row inserted around createStack has none and accrues nothing.
  */
-export const accrualRowsSql = (ids: string) => `SELECT s.*, COALESCE(a."sinceEpoch", s."lastActiveEpoch" + 1) AS since,
-    COALESCE(a."settledEpoch", s."lastActiveEpoch") AS settled,
-    COALESCE(a."computeMilli", 0) AS "computeMilli", COALESCE(a."memoryMilli", 0) AS "memoryMilli",
-    COALESCE(a."syncMilli", 0) AS "syncMilli", COALESCE(a."routingMilli", 0) AS "routingMilli"
-  FROM "Stack" s LEFT JOIN "EmissionAccrual" a ON a."stackId" = s.id WHERE s.id = ANY(${ids})`;
+export const accrualRowsSql = (ids: string) => `SELECT a.*, a."stackId" AS id, a."sinceEpoch" AS since, a."settledEpoch" AS settled
+  FROM "EmissionAccrual" a WHERE a."stackId" = ANY(${ids})`;
 
 export interface MilliAmounts {
   compute: bigint;
@@ -79,54 +81,83 @@ export async function accruedOf(db: Db | Tx, stackIds: string[], epoch: number):
   return out;
 }
 
-/** A new stack's accrual row: it accrues from the epoch after its creation (creation is activity). */
-export async function openAccrual(tx: Tx, stackId: string, epoch: number): Promise<void> {
-  await tx.$executeRawUnsafe(
-    `INSERT INTO "EmissionAccrual" ("stackId", "sinceEpoch", "settledEpoch", "floorEpoch")
-     SELECT s.id, $2::int + 1, $2::int, $2::int + 1 + ${tailSql} FROM "Stack" s WHERE s.id = $1
-     ON CONFLICT ("stackId") DO NOTHING`,
-    stackId,
-    epoch,
-  );
+/** What a stack is created with that the emission formula reads: its CPV and binding (fixed from then on). */
+export interface AccrualTerms {
+  cpv: { syncCoeff: number; memoryCoeff: number; computeCoeff: number; residueCoeff: number; routingCoeff: number };
+  binding: { floor: number; decayRate: number };
 }
 
 /**
- * The stack spent or wrote in `epoch`: it becomes its lastActiveEpoch. Before it moves, the
- * epochs up to `epoch` (whose emission was made as each began, with the old value) are settled
- * into the accrual row and recorded as a closed run, so later epochs are computed from the new
- * value. Once per stack and epoch; a no-op when the stack was already active in `epoch` or later.
- * Locks the stack row first, as every stack write does.
+ * A new stack's accrual row, with the economy's copy of its terms: it accrues from the epoch after
+ * its creation (creation is activity, so `epoch` is its first lastActiveEpoch).
  */
-export async function markActive(tx: Tx, stackId: string, epoch: number): Promise<boolean> {
-  const [row] = await tx.$queryRaw<{ l: number }[]>`SELECT "lastActiveEpoch" AS l FROM "Stack" WHERE id = ${stackId} FOR UPDATE`;
-  if (!row || row.l >= epoch) return false;
+export async function openAccrual(tx: Tx, stackId: string, epoch: number, terms: AccrualTerms): Promise<void> {
+  const { cpv, binding } = terms;
   await tx.$executeRawUnsafe(
-    `INSERT INTO "EmissionAccrual" ("stackId", "sinceEpoch", "settledEpoch", "floorEpoch")
-     SELECT s.id, s."lastActiveEpoch" + 1, s."lastActiveEpoch", s."lastActiveEpoch" + 1 + ${tailSql} FROM "Stack" s WHERE s.id = $1
+    `INSERT INTO "EmissionAccrual" ("stackId", "syncCoeff", "memoryCoeff", "computeCoeff", "residueCoeff", "routingCoeff", "bindingFloor", "bindingDecay",
+       "lastActiveEpoch", "sinceEpoch", "settledEpoch", "floorEpoch")
+     SELECT s.*, $2::int, $2::int + 1, $2::int, $2::int + 1 + ${tailSql}
+     FROM (SELECT $1::text AS "stackId", $3::float8 AS "syncCoeff", $4::float8 AS "memoryCoeff", $5::float8 AS "computeCoeff", $6::float8 AS "residueCoeff",
+       $7::float8 AS "routingCoeff", $8::float8 AS "bindingFloor", $9::float8 AS "bindingDecay") s
      ON CONFLICT ("stackId") DO NOTHING`,
     stackId,
-  );
-  await tx.$queryRaw`SELECT 1 FROM "EmissionAccrual" WHERE "stackId" = ${stackId} FOR UPDATE`;
-  const sets = ACCRUAL_TOKENS.map(
-    ([, coeff, milli]) => `"${milli}" = a."${milli}" + ${sumSql(coeff, 'a."settledEpoch" - s."lastActiveEpoch"', '$2::int - 1 - s."lastActiveEpoch"')}`,
-  ).join(', ');
-  await tx.$executeRawUnsafe(
-    `WITH run AS (
-       INSERT INTO "EmissionRun" ("stackId", "fromEpoch", "toEpoch", "lastActiveEpoch")
-       SELECT s.id, GREATEST(s."lastActiveEpoch" + 1, a."sinceEpoch"), $2::int, s."lastActiveEpoch"
-       FROM "Stack" s JOIN "EmissionAccrual" a ON a."stackId" = s.id
-       WHERE s.id = $1 AND GREATEST(s."lastActiveEpoch" + 1, a."sinceEpoch") <= $2::int
-       ON CONFLICT ("stackId", "toEpoch") DO NOTHING RETURNING 1
-     )
-     UPDATE "EmissionAccrual" a SET ${sets}, "settledEpoch" = GREATEST(a."settledEpoch", $2::int),
-       "floorEpoch" = $2::int + 1 + ${tailSql}
-     FROM "Stack" s WHERE a."stackId" = $1 AND s.id = $1`,
-    stackId,
     epoch,
+    cpv.syncCoeff,
+    cpv.memoryCoeff,
+    cpv.computeCoeff,
+    cpv.residueCoeff,
+    cpv.routingCoeff,
+    binding.floor,
+    binding.decayRate,
   );
-  await tx.$executeRaw`DELETE FROM "EmissionRun" WHERE "stackId" = ${stackId} AND "toEpoch" < ${epoch - RUN_HISTORY_EPOCHS}`;
-  await tx.$executeRaw`UPDATE "Stack" SET "lastActiveEpoch" = ${epoch} WHERE id = ${stackId}`;
-  return true;
+}
+
+/** The lastActiveEpoch of a stack without an accrual row (0: the default the stacks' own column had before). */
+export const NEVER_ACTIVE = 0;
+
+/** Each stack's lastActiveEpoch (the economy owns it); a stack without an accrual row is not in the map. */
+export async function lastActiveEpochs(db: Db | Tx, stackIds: readonly string[]): Promise<Map<string, number>> {
+  if (!stackIds.length) return new Map();
+  const rows = await db.$queryRaw<{ id: string; l: number }[]>`
+    SELECT "stackId" AS id, "lastActiveEpoch" AS l FROM "EmissionAccrual" WHERE "stackId" = ANY(${[...stackIds]})`;
+  return new Map(rows.map((r) => [r.id, Number(r.l)]));
+}
+
+const SETTLE = ACCRUAL_TOKENS.map(
+  ([, coeff, milli]) => `"${milli}" = s."${milli}" + ${sumSql(coeff, 's."settledEpoch" - s."lastActiveEpoch"', '$2::int - 1 - s."lastActiveEpoch"')}`,
+).join(', ');
+
+/**
+ * One statement: the stack spent or wrote in `epoch`, which becomes its lastActiveEpoch. Keyed on
+ * `"lastActiveEpoch" < epoch`, it locks the accrual row, settles the epochs up to `epoch` (whose
+ * emission was made as each began, with the old value) into it, records them as a closed run (and
+ * drops runs past the history kept), and moves lastActiveEpoch, so later epochs are computed from
+ * the new value. `s` is the row as locked (a concurrent settlement or claim is waited for and
+ * re-read: the READ COMMITTED re-check of FOR UPDATE), and every value written is computed from it.
+ */
+const MARK_ACTIVE_SQL = `WITH s AS (
+    SELECT * FROM "EmissionAccrual" WHERE "stackId" = $1 AND "lastActiveEpoch" < $2::int FOR UPDATE
+  ), run AS (
+    INSERT INTO "EmissionRun" ("stackId", "fromEpoch", "toEpoch", "lastActiveEpoch")
+    SELECT s."stackId", GREATEST(s."lastActiveEpoch" + 1, s."sinceEpoch"), $2::int, s."lastActiveEpoch" FROM s
+    WHERE GREATEST(s."lastActiveEpoch" + 1, s."sinceEpoch") <= $2::int
+    ON CONFLICT ("stackId", "toEpoch") DO NOTHING
+  ), pruned AS (
+    DELETE FROM "EmissionRun" r USING s WHERE r."stackId" = s."stackId" AND r."toEpoch" < $2::int - ${RUN_HISTORY_EPOCHS}
+  )
+  UPDATE "EmissionAccrual" a SET ${SETTLE}, "settledEpoch" = GREATEST(s."settledEpoch", $2::int),
+    "floorEpoch" = $2::int + 1 + ${tailSql}, "lastActiveEpoch" = $2::int
+  FROM s WHERE a."stackId" = s."stackId"`;
+
+/**
+ * The stack spent or wrote in `epoch`: settles what accrued and moves its lastActiveEpoch (one
+ * statement, above). Once per stack and epoch: a no-op, touching no row, when the stack was
+ * already active in `epoch` or later, or has no accrual row. True when it moved. The caller holds
+ * the stack row lock (the stacks context's, which serialises a stack's writers); a claim and a
+ * settlement serialise on the accrual row.
+ */
+export async function markActive(tx: Tx, stackId: string, epoch: number): Promise<boolean> {
+  return (await tx.$executeRawUnsafe(MARK_ACTIVE_SQL, stackId, epoch)) > 0;
 }
 
 /**
@@ -134,14 +165,9 @@ export async function markActive(tx: Tx, stackId: string, epoch: number): Promis
  * caller posts from the treasury. Serialised by the accrual row lock (a second claim gets zeros).
  */
 export async function takeAccrued(tx: Tx, stackId: string, epoch: number): Promise<MilliAmounts> {
-  await tx.$executeRawUnsafe(
-    `INSERT INTO "EmissionAccrual" ("stackId", "sinceEpoch", "settledEpoch", "floorEpoch")
-     SELECT s.id, s."lastActiveEpoch" + 1, s."lastActiveEpoch", s."lastActiveEpoch" + 1 + ${tailSql} FROM "Stack" s WHERE s.id = $1
-     ON CONFLICT ("stackId") DO NOTHING`,
-    stackId,
-  );
   // Locked first, read after: the sums below see the stack as the last activity left it.
-  await tx.$queryRaw`SELECT 1 FROM "EmissionAccrual" WHERE "stackId" = ${stackId} FOR UPDATE`;
+  const locked = await tx.$queryRaw<unknown[]>`SELECT 1 FROM "EmissionAccrual" WHERE "stackId" = ${stackId} FOR UPDATE`;
+  if (!locked.length) return { compute: 0n, memory: 0n, sync: 0n, routing: 0n };
   const got = (await accruedOf(tx, [stackId], epoch)).get(stackId) ?? { compute: 0n, memory: 0n, sync: 0n, routing: 0n };
   await tx.$executeRaw`UPDATE "EmissionAccrual" SET "computeMilli" = 0, "memoryMilli" = 0, "syncMilli" = 0, "routingMilli" = 0,
     "settledEpoch" = GREATEST("settledEpoch", ${epoch}) WHERE "stackId" = ${stackId}`;
@@ -159,7 +185,7 @@ export interface ComputedEmission {
 
 /**
  * The emission events of stacks for epochs `lo(stack)`..`epoch` (at most `limit` newest each), computed
- * from the runs: epoch e of a closed run used its lastActiveEpoch, later ones the stack's current one.
+ * from the runs: epoch e of a closed run used its lastActiveEpoch, later ones the accrual row's current one.
  * `only` restricts to one epoch (an Emission entity by id). Epochs before a stack's since are not
  * here (the per-epoch rows of before, if any, are).
  */

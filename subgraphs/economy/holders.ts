@@ -1,16 +1,15 @@
-// What the economy reads of the contexts above it (stacks, sleeves): a stack's emission terms and
-// which sleeves of a stack hold its tokens. The economy sits below them and imports neither: it
+// What the economy reads of the contexts above it (stacks, sleeves): a stack's terms (and whether
+// it exists) and which sleeves of a stack hold its tokens. The economy sits below them and imports neither: it
 // declares this port, and the composition root fills it (bin/assembly.ts, flows/economy-holders.ts).
 import type { Db, Tx } from '../../lib/db/index.ts';
 import type { Platform } from '../../lib/platform.ts';
 import type { TokenAmounts } from './ledger.ts';
 import type { Cpv } from './treasury.ts';
 
-/** A stack's terms as the economy computes with them: its CPV and binding, and when it was last active. */
+/** A stack's terms as the stacks context holds them: its CPV and binding (the economy keeps its own lastActiveEpoch). */
 export interface StackTerms extends Cpv {
   bindingFloor: number;
   bindingDecay: number;
-  lastActiveEpoch: number;
 }
 
 export interface StackHolders {

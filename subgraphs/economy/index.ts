@@ -43,7 +43,7 @@ export {
   type CoreAmounts,
 } from './treasury.ts';
 export { balanceHistoryOf } from './history.ts';
-export { markActive, openAccrual, tailSql } from './accrual.ts';
+export { markActive, openAccrual, lastActiveEpochs, NEVER_ACTIVE, tailSql, type AccrualTerms } from './accrual.ts';
 export { watchEmissions, type EmissionWatchHandle } from './watch.ts';
 export { drip, DRIP_UNITS, type FaucetGrant } from './faucet.ts';
 export type { StackHolders, StackTerms } from './holders.ts';

@@ -28,6 +28,8 @@ import {
   accruedOf,
   amountSql,
   computedEmissions,
+  lastActiveEpochs,
+  NEVER_ACTIVE,
   tailSql,
   takeAccrued,
   type ComputedEmission,
@@ -99,18 +101,17 @@ export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: nu
       const floors = ACCRUAL_TOKENS.map(([t, coeff]) => `COALESCE(SUM(${amountSql(coeff, tailSql)}), 0)::text AS ${t}`).join(', ');
       const [joined] = await tx.$queryRawUnsafe<Array<Record<string, string>>>(
         `WITH t AS (
-         UPDATE "EmissionAccrual" a SET tallied = true FROM "Stack" s
-         WHERE a."stackId" = s.id AND NOT a.tallied AND a."sinceEpoch" <= $1::int RETURNING s.*
+         UPDATE "EmissionAccrual" a SET tallied = true WHERE NOT a.tallied AND a."sinceEpoch" <= $1::int RETURNING a.*
        ) SELECT COUNT(*)::text AS n, ${floors} FROM t s`,
         epoch,
       );
       // The stacks not at their floor this epoch: their amount less the floor amount already counted.
       const near = ACCRUAL_TOKENS.map(([t, coeff]) => `COALESCE(SUM(${amountSql(coeff, 'x.d')} - ${amountSql(coeff, tailSql)}), 0)::text AS ${t}`).join(', ');
       const [above] = await tx.$queryRawUnsafe<Array<Record<string, string>>>(
-        `SELECT COUNT(*)::text AS n, ${near} FROM "EmissionAccrual" a JOIN "Stack" s ON s.id = a."stackId"
+        `SELECT COUNT(*)::text AS n, ${near} FROM "EmissionAccrual" s
        CROSS JOIN LATERAL (SELECT $1::int - 1 - COALESCE((SELECT r."lastActiveEpoch" FROM "EmissionRun" r
-         WHERE r."stackId" = s.id AND r."toEpoch" >= $1::int AND r."fromEpoch" <= $1::int ORDER BY r."toEpoch" LIMIT 1), s."lastActiveEpoch") AS d) x
-       WHERE a."floorEpoch" > $1::int AND a.tallied AND a."sinceEpoch" <= $1::int`,
+         WHERE r."stackId" = s."stackId" AND r."toEpoch" >= $1::int AND r."fromEpoch" <= $1::int ORDER BY r."toEpoch" LIMIT 1), s."lastActiveEpoch") AS d) x
+       WHERE s."floorEpoch" > $1::int AND s.tallied AND s."sinceEpoch" <= $1::int`,
         epoch,
       );
       const stacks = Number(prev?.stacks ?? 0) + Number(joined!.n);
@@ -218,8 +219,8 @@ export async function issuanceOf(p: Platform, db: Db | Tx, stackIds: string[], l
     const rows = await db.$queryRaw<Array<{ id: string; stackId: string; epoch: number; amounts: unknown; cpv: unknown; ebcFactor: number; createdAt: Date }>>`
       SELECT id, "stackId", epoch, amounts, cpv, "ebcFactor", "createdAt" FROM (
         SELECT e.*, row_number() OVER (PARTITION BY e."stackId" ORDER BY e.epoch DESC) AS rn
-        FROM "Emission" e JOIN "Stack" s ON s.id = e."stackId" LEFT JOIN "EmissionAccrual" a ON a."stackId" = e."stackId"
-        WHERE e."stackId" = ANY(${short}) AND e.epoch < COALESCE(a."sinceEpoch", s."lastActiveEpoch" + 1)
+        FROM "Emission" e LEFT JOIN "EmissionAccrual" a ON a."stackId" = e."stackId"
+        WHERE e."stackId" = ANY(${short}) AND (a."sinceEpoch" IS NULL OR e.epoch < a."sinceEpoch")
       ) t WHERE rn <= ${limit} ORDER BY epoch DESC`;
     // Raw rows: normalise what a driver may hand back as text.
     const json = (v: unknown) => (typeof v === 'string' ? JSON.parse(v) : v);
@@ -322,12 +323,15 @@ export interface StackBalancesB {
 
 /** Shape B balances: raw = alive sleeves + pool; effective = raw x coeff x EBC (residue: no decay). */
 export async function stackBalancesB(p: Platform, stackId: string): Promise<StackBalancesB> {
-  const stack = await holders(p).stackTerms(p.db.prisma, stackId);
+  // The stack's terms (404 for an unknown stack) and the economy's own lastActiveEpoch (none for a
+  // stack row inserted around createStack).
+  const [stack, last] = await Promise.all([holders(p).stackTerms(p.db.prisma, stackId), lastActiveEpochs(p.db.prisma, [stackId])]);
+  const lastActiveEpoch = last.get(stackId) ?? NEVER_ACTIVE;
   const sleeves = await holders(p).aliveSleeveIds(p.db.prisma, stackId);
   const accounts = [poolAccount(stackId), ...sleeves.map(sleeveAccount)];
   const byAccount = await balancesOf(p.db.prisma, accounts);
   const currentEpoch = p.epochs.current();
-  const factor = ebcFactor({ floor: stack.bindingFloor, decayRate: stack.bindingDecay }, currentEpoch - stack.lastActiveEpoch);
+  const factor = ebcFactor({ floor: stack.bindingFloor, decayRate: stack.bindingDecay }, currentEpoch - lastActiveEpoch);
   const cpv = cpvOf(stack);
   const raw = {} as TokenAmounts;
   const effective = {} as TokenAmounts;
@@ -337,5 +341,5 @@ export async function stackBalancesB(p: Platform, stackId: string): Promise<Stac
     raw[t] = milli / 1000;
     effective[t] = round3(raw[t] * cpv[COEFF[t]] * (t === 'residue' ? 1 : factor));
   }
-  return { raw, effective, cpv, lastActiveEpoch: stack.lastActiveEpoch, currentEpoch, ebcFactor: factor };
+  return { raw, effective, cpv, lastActiveEpoch, currentEpoch, ebcFactor: factor };
 }

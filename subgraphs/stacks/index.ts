@@ -7,6 +7,8 @@ export {
   lockStack,
   markStackActive,
   stackCore,
+  stackCores,
+  lastActiveEpochsOf,
   listStackRows,
   stackMasterSecret,
   setEpisodicHead,

@@ -2,8 +2,16 @@
 // the stacks domain (subgraphs/stacks/stacks.ts), the same functions the /v1 REST routes call.
 import type { GqlContext } from '../../lib/graphql.ts';
 import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
-import { createStack, getStackRow, type CreateStackInput, type StackRow } from './stacks.ts';
+import { createStack, getStackRow, lastActiveEpochsOf, type CreateStackInput, type StackRow } from './stacks.ts';
 import { pageStacks, type StackPageInput } from './list.ts';
+
+/** The economy's lastActiveEpoch of many stacks, one query (asked only when a query selects the field). */
+function lastActiveLoader(ctx: GqlContext) {
+  return loader<string, number>(ctx, 'stackLastActive', async (ids) => {
+    const last = await lastActiveEpochsOf(ctx.platform.db.prisma, ids);
+    return ids.map((id) => last.get(id)!);
+  });
+}
 
 function stackLoader(ctx: GqlContext) {
   return loader<string, StackRow | null>(ctx, 'stack', async (ids) =>
@@ -21,7 +29,6 @@ function gqlStack(r: StackRow) {
     pubkey: r.pubKey,
     epoch: r.epoch,
     episodicHead: r.episodicHead,
-    lastActiveEpoch: r.lastActiveEpoch,
     cpv: { syncCoeff: r.syncCoeff, memoryCoeff: r.memoryCoeff, computeCoeff: r.computeCoeff, residueCoeff: r.residueCoeff, routingCoeff: r.routingCoeff },
     binding: { floor: r.bindingFloor, decayRate: r.bindingDecay },
     createdAt: r.createdAt.toISOString(),
@@ -71,5 +78,6 @@ export const resolvers = {
       return r && gqlStack(r);
     }),
     head: (s: { episodicHead: string | null }) => (s.episodicHead ? { __typename: 'MemoryNode', cid: s.episodicHead } : null),
+    lastActiveEpoch: guarded((s: { id: string }, _: unknown, ctx: GqlContext) => lastActiveLoader(ctx).load(s.id)),
   },
 };

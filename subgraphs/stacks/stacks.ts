@@ -13,7 +13,7 @@ import { generateIdentity, randomSecret, unwrapSecret, wrapSecret } from '../../
 import { stackAddress } from '../../lib/address.ts';
 import { recordEvent } from '../../lib/events.ts';
 import { enqueueChainTx, enqueueCoalescedChainTx, type MirroredTable, type StackAnchor } from '../chains/index.ts';
-import { markActive, openAccrual, type TokenAmounts } from '../economy/index.ts';
+import { lastActiveEpochs, markActive, NEVER_ACTIVE, openAccrual, type TokenAmounts } from '../economy/index.ts';
 import type { Stack as StackRow } from '../../generated/prisma/client.ts';
 
 export type { StackRow };
@@ -161,11 +161,11 @@ export async function createStack(p: Platform, input: CreateStackInput): Promise
           pubKey,
           ...cpv,
           masterSecret: wrapSecret(p.masterKey, randomSecret(32), id),
-          // Emission decays from the last epoch the stack was active; creation is activity.
-          lastActiveEpoch: epoch,
         },
       });
-      await openAccrual(tx, id, epoch);
+      // The economy's copy of the terms its emission formula reads (they never change after this),
+      // and its lastActiveEpoch: emission decays from the last epoch the stack was active; creation is activity.
+      await openAccrual(tx, id, epoch, { cpv, binding: { floor: created.bindingFloor, decayRate: created.bindingDecay } });
       await enqueueChainTx(tx, {
         kind: 'mintIdentity',
         ref: id,
@@ -185,7 +185,7 @@ export async function createStack(p: Platform, input: CreateStackInput): Promise
     throw e;
   }
   // A new stack has no sleeves and has written no memory, so no anchors and no balances.
-  const view: CreatedStack = { ...stackCore(row), sleeves: [], anchors: [], balances: { compute: 0, memory: 0, sync: 0, routing: 0, residue: 0 } };
+  const view: CreatedStack = { ...stackCore(row, epoch), sleeves: [], anchors: [], balances: { compute: 0, memory: 0, sync: 0, routing: 0, residue: 0 } };
   if (identityPriv) view.identityPriv = identityPriv;
   return view;
 }
@@ -203,7 +203,8 @@ export async function lockStack(tx: Tx, id: string): Promise<StackRow> {
   return getStackRow(tx, id);
 }
 
-export function stackCore(r: StackRow): StackCore {
+/** A stack's own fields; `lastActiveEpoch` is the economy's (lastActiveEpochs, or stackCores for rows). */
+export function stackCore(r: StackRow, lastActiveEpoch: number): StackCore {
   return {
     id: r.id,
     tokenId: r.tokenId,
@@ -216,9 +217,24 @@ export function stackCore(r: StackRow): StackCore {
     binding: { floor: r.bindingFloor, decayRate: r.bindingDecay },
     createdAt: r.createdAt.toISOString(),
     episodicHead: r.episodicHead,
-    lastActiveEpoch: r.lastActiveEpoch,
+    lastActiveEpoch,
     chainStatus: r.chainStatus,
   };
+}
+
+/** The last epoch each stack was active in, as the economy keeps it (one query for any number of stacks). */
+export async function lastActiveEpochsOf(db: Db | Tx, ids: readonly string[]): Promise<Map<string, number>> {
+  const known = await lastActiveEpochs(db, ids);
+  return new Map(ids.map((id) => [id, known.get(id) ?? NEVER_ACTIVE]));
+}
+
+/** The own fields of several stacks: one query to the economy for their lastActiveEpoch. */
+export async function stackCores(db: Db | Tx, rows: readonly StackRow[]): Promise<StackCore[]> {
+  const last = await lastActiveEpochsOf(
+    db,
+    rows.map((r) => r.id),
+  );
+  return rows.map((r) => stackCore(r, last.get(r.id)!));
 }
 
 /** Every stack row, oldest first. */
@@ -262,31 +278,45 @@ export class HeadMoved extends Error {
  * before the transaction): one conditional UPDATE that locks the stack row, checks the head is
  * still `from` (else HeadMoved: the caller's transaction rolls back and it retries from a fresh
  * read) and moves it to `to`. The stack row stays locked to the end of the caller's transaction,
- * so the rest of the write commits against this head. Marks the stack active in `epoch` (unless
- * it is already: the UPDATE returns lastActiveEpoch) and mirrors the head on the identity NFT, as setEpisodicHead does.
+ * so the rest of the write commits against this head. Marks the stack active in `epoch` and
+ * mirrors the head on the identity NFT, as setEpisodicHead does; the mark costs nothing when the
+ * head already moved in `epoch` (see headMovedSince).
  */
 export async function moveHeadForWrite(tx: Tx, stackId: string, move: { from: string | null; to: string; sleeveId: string; epoch: number }): Promise<void> {
-  const rows = await tx.$queryRaw<Array<{ tokenId: number; epoch: number; lastActiveEpoch: number }>>`
-    UPDATE "Stack" SET "episodicHead" = ${move.to}, epoch = ${move.epoch}, "headEpoch" = ${move.epoch}, "headSleeveId" = ${move.sleeveId}
-    WHERE id = ${stackId} AND "episodicHead" IS NOT DISTINCT FROM ${move.from}
-    RETURNING "tokenId", epoch, "lastActiveEpoch"`;
+  // `o` is the row before this statement: its headEpoch is the epoch of the head move before this one.
+  const rows = await tx.$queryRaw<Array<{ tokenId: number; epoch: number; prevHeadEpoch: number | null }>>`
+    UPDATE "Stack" s SET "episodicHead" = ${move.to}, epoch = ${move.epoch}, "headEpoch" = ${move.epoch}, "headSleeveId" = ${move.sleeveId}
+    FROM "Stack" o
+    WHERE s.id = ${stackId} AND o.id = ${stackId} AND s."episodicHead" IS NOT DISTINCT FROM ${move.from}
+    RETURNING s."tokenId", s.epoch, o."headEpoch" AS "prevHeadEpoch"`;
   const row = rows[0];
   if (!row) {
     if (!(await tx.stack.findUnique({ where: { id: stackId }, select: { id: true } }))) throw notFound('Stack', stackId);
     throw new HeadMoved(stackId);
   }
-  if (row.lastActiveEpoch < move.epoch) {
-    // A write is activity: the emission accrued so far is settled before lastActiveEpoch moves.
-    await markActive(tx, stackId, move.epoch);
-  }
+  // A write is activity: the emission accrued so far is settled before lastActiveEpoch moves.
+  if (!headMovedSince(row.prevHeadEpoch, move.epoch)) await markActive(tx, stackId, move.epoch);
   const payload = { stackId, tokenId: row.tokenId, epoch: row.epoch, episodicHead: move.to };
   await enqueueCoalescedChainTx(tx, { kind: 'updateStack', ref: stackId, payload, epoch: move.epoch });
 }
 
-/** Spending marks a stack active in the epoch (EBC decay counts the quiet epochs since). */
+/**
+ * Whether a head move in `epoch` or later already marked the stack active in `epoch`: every head
+ * move stamped with an epoch marks the stack active in that epoch in its own transaction
+ * (setEpisodicHead, moveHeadForWrite), and the economy's lastActiveEpoch never goes back, so it is
+ * at least the headEpoch of any committed version of the row. Then markActive would be a no-op,
+ * and the stacks context skips it using its own column, without asking the economy.
+ */
+const headMovedSince = (headEpoch: number | null, epoch: number) => headEpoch !== null && headEpoch >= epoch;
+
+/**
+ * Spending marks a stack active in the epoch (EBC decay counts the quiet epochs since). Locks the
+ * stack row, as every stack write does: the lock serialises the stack's writers.
+ */
 export async function markStackActive(tx: Tx, stackId: string, epoch: number): Promise<void> {
+  const [row] = await tx.$queryRaw<Array<{ headEpoch: number | null }>>`SELECT "headEpoch" FROM "Stack" WHERE id = ${stackId} FOR UPDATE`;
   // The emission accrued so far is settled before lastActiveEpoch moves (economy accrual.ts).
-  await markActive(tx, stackId, epoch);
+  if (row && !headMovedSince(row.headEpoch, epoch)) await markActive(tx, stackId, epoch);
 }
 
 /** Which of these ids are stacks. */
