@@ -3,7 +3,7 @@
 import type { Platform } from '../lib/platform.ts';
 import { hippocampusClient, mergeBranch, openBranches } from '../subgraphs/memory/index.ts';
 import { openResidueNow } from '../subgraphs/residues/index.ts';
-import { completedSagaShards } from '../subgraphs/sleeves/index.ts';
+import { completedSagaShards, type SagaShards } from '../subgraphs/sleeves/index.ts';
 
 /** Most branch ids one residue's evidence lists. */
 const EVIDENCE_BRANCHES = 64;
@@ -59,28 +59,62 @@ export async function reconcileBranches(p: Platform, epoch: number): Promise<Rec
   return { open: branches.length, merged: merged.length, residues };
 }
 
-/** Opens a shard-loss residue for each needlecast shard Hippocampus can no longer serve. */
-export async function detectShardLoss(p: Platform, epoch: number, sagas = 50): Promise<number> {
+/** A shard checked this many epochs ago is due again (at most 1/SHARD_RECHECK_EPOCHS of the known shards a pass). */
+export const SHARD_RECHECK_EPOCHS = 8;
+
+/** When each known shard was last walked, per platform (a process that restarts checks each one again once). */
+const lastChecked = new WeakMap<Platform, Map<string, number>>();
+
+/**
+ * The shards of the newest completed sagas this pass walks: every one not checked yet (a new saga's),
+ * then the least recently checked of those checked SHARD_RECHECK_EPOCHS or more epochs ago, at most
+ * ceil(known / SHARD_RECHECK_EPOCHS) of them. So a pass costs the new shards plus a share, not every
+ * shard every epoch, and each shard is walked again within about SHARD_RECHECK_EPOCHS epochs.
+ */
+export function dueShards(checked: Map<string, number>, known: readonly string[], epoch: number): string[] {
+  const fresh: string[] = [];
+  const due: string[] = [];
+  for (const cid of known) {
+    const at = checked.get(cid);
+    if (at === undefined) fresh.push(cid);
+    else if (epoch - at >= SHARD_RECHECK_EPOCHS || at > epoch) due.push(cid);
+  }
+  due.sort((a, b) => checked.get(a)! - checked.get(b)!);
+  return [...fresh, ...due.slice(0, Math.ceil(known.length / SHARD_RECHECK_EPOCHS))];
+}
+
+/**
+ * Opens a shard-loss residue for each needlecast shard Hippocampus can no longer serve, walking the
+ * shards `dueShards` picks: `opened` residues, `walked` shards.
+ */
+export async function detectShardLoss(p: Platform, epoch: number, sagas = 50): Promise<{ opened: number; walked: number }> {
   const rows = await completedSagaShards(p.db.prisma, sagas);
+  const known = new Map<string, SagaShards>();
+  for (const s of rows) for (const cid of s.shards) if (!known.has(cid)) known.set(cid, s);
+  let checked = lastChecked.get(p);
+  if (!checked) lastChecked.set(p, (checked = new Map()));
+  for (const cid of checked.keys()) if (!known.has(cid)) checked.delete(cid); // only the shards still known
+  const walk = dueShards(checked, [...known.keys()], epoch);
   const hippo = hippocampusClient(p);
   let opened = 0;
-  for (const s of rows) {
-    for (const cid of s.shards) {
-      const walk = await hippo.walk(cid, 1, epoch);
-      const served = walk.nodes.some((n) => n.cid === cid);
-      // A walk may answer from its payload cache: whether the payload is lost is the store's to say.
-      if (served && (await hippo.meta(cid))?.stored) continue;
+  for (const cid of walk) {
+    const s = known.get(cid)!;
+    const result = await hippo.walk(cid, 1, epoch);
+    const served = result.nodes.some((n) => n.cid === cid);
+    // A walk may answer from its payload cache: whether the payload is lost is the store's to say.
+    if (!(served && (await hippo.meta(cid))?.stored)) {
       const { created } = await openResidueNow(p.db.prisma, {
         kind: 'shard-loss',
         trigger: `shard ${cid} of ${s.sagaId} is unreachable on Hippocampus`,
         stackId: s.stackId,
         epoch,
-        evidence: { cid, sagaId: s.sagaId, gated: walk.gated.includes(cid), missing: served || walk.missing.includes(cid) },
+        evidence: { cid, sagaId: s.sagaId, gated: result.gated.includes(cid), missing: served || result.missing.includes(cid) },
         dedupeKey: `shard-loss:${cid}`,
         expiryEpochs: p.config.residueExpiryEpochs,
       });
       if (created) opened++;
     }
+    checked.set(cid, epoch);
   }
-  return opened;
+  return { opened, walked: walk.length };
 }

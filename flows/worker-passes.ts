@@ -89,7 +89,7 @@ export async function residueCollector(p: Platform, epoch: number): Promise<Pass
     }
     if (batch.length < STALE_BATCH) break;
   }
-  const shardLoss = await detectShardLoss(p, epoch);
+  const { opened: shardLoss } = await detectShardLoss(p, epoch);
   const expired = await expireResidues(p, epoch);
   return { stale, shardLoss, expired: expired.length };
 }

@@ -4,7 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql, type Sql } from '../lib/db/index.ts';
 import { epochAnchor, memoryReconciler, residueCollector, STALE_BATCH } from '../flows/worker-passes.ts';
-import { pruneBatchQuery } from '../subgraphs/memory/index.ts';
+import { pruneBatchQuery, type HippocampusClient } from '../subgraphs/memory/index.ts';
+import { detectShardLoss, SHARD_RECHECK_EPOCHS } from '../flows/worker-memory.ts';
 import { listStaleSleeves, staleSleevesQuery, unfreezeSleeve, freezeSleeve } from '../subgraphs/sleeves/index.ts';
 import { EXPIRY_BATCH, expireBatchQuery, expireResidues } from '../subgraphs/residues/index.ts';
 import { ANCHOR_BATCH, enqueueChainTx, pendingAnchorsQuery } from '../subgraphs/chains/index.ts';
@@ -140,6 +141,60 @@ describe('passes on PGlite: each finds only its due rows', () => {
       { epoch: 5 },
       { epoch: 1995 },
     ]);
+  });
+
+  it('shard-loss: a shard is walked when new, then again within SHARD_RECHECK_EPOCHS, a share a pass; a lost one is found', async () => {
+    const db = p.db.prisma;
+    const lost = new Set<string>();
+    const walked: string[] = [];
+    const fake = {
+      walk: async (cid: string) => {
+        walked.push(cid);
+        return lost.has(cid) ? { nodes: [], gated: [], missing: [cid] } : { nodes: [{ cid }], gated: [], missing: [] };
+      },
+      meta: async () => ({ stored: true }),
+    } as unknown as HippocampusClient;
+    const saga = (i: number) => ({
+      id: `saga:${i}`,
+      stackId: 'stack:scale',
+      fromSleeveId: 'sleeve:ai:scale',
+      toKind: 'ai',
+      status: 'completed',
+      steps: [],
+      shape: 'A',
+      shards: Array.from({ length: 8 }, (_, k) => `cog://${(i * 8 + k).toString(16).padStart(64, 'a')}@1`),
+    });
+    const had = p.ports.hippocampus;
+    p.ports.hippocampus = fake;
+    try {
+      await db.saga.createMany({ data: Array.from({ length: 10 }, (_, i) => saga(i)) });
+      const pass = async (e: number) => {
+        walked.length = 0;
+        const r = await detectShardLoss(p, e);
+        expect(r.walked).toBe(walked.length);
+        return r;
+      };
+      expect(await pass(100)).toEqual({ opened: 0, walked: 80 }); // every shard is new
+      for (let e = 101; e < 100 + SHARD_RECHECK_EPOCHS; e++) expect((await pass(e)).walked).toBe(0);
+      expect((await pass(108)).walked).toBe(10); // due again: a share of them
+      await db.saga.create({ data: saga(10) });
+      expect((await pass(109)).walked).toBe(8 + 11); // the new saga's shards, and a share of the 88
+      // A shard lost now is found within two rounds of re-checks.
+      const gone = saga(3).shards[5];
+      lost.add(gone);
+      let foundAt = -1;
+      let walks = 0;
+      for (let e = 110; e <= 110 + 2 * SHARD_RECHECK_EPOCHS && foundAt < 0; e++) {
+        const r = await pass(e);
+        walks += r.walked;
+        if (r.opened) foundAt = e;
+      }
+      expect(foundAt).toBeGreaterThan(0);
+      expect(await db.residue.count({ where: { dedupeKey: `shard-loss:${gone}` } })).toBe(1);
+      expect(walks).toBeLessThanOrEqual((foundAt - 109) * 11);
+    } finally {
+      p.ports.hippocampus = had;
+    }
   });
 });
 
