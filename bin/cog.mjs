@@ -2,7 +2,7 @@
 // Bootstrap for `npm start` and the `cog` CLI, in plain JavaScript so it runs on a fresh clone:
 // installs dependencies when node_modules is missing or older than the lockfile, generates the
 // Prisma client when the schema changed, builds the inspector (ui/dist) when its sources changed,
-// then loads the TypeScript CLI (bin/cog.ts) through tsx.
+// then loads the CLI (bin/cog.ts): precompiled (bin/bundle.mjs), or through tsx.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -50,7 +50,20 @@ async function ensureUi() {
 }
 
 const args = process.argv.slice(2);
-ensureInstalled();
+// `npm ci` / `npm install` run `cog generate` as their postinstall step (package.json), so a fresh
+// clone's first start finds everything built; there the install is under way (no second one),
+// and a failure only warns: the next start builds what is missing.
+const postinstall = process.env.npm_lifecycle_event === 'postinstall';
+if (postinstall) {
+  process.on('uncaughtException', (e) => {
+    say(`generate after the install failed (the next start retries): ${e.message}`);
+    process.exit(0);
+  });
+  process.on('unhandledRejection', (e) => {
+    say(`generate after the install failed (the next start retries): ${e?.message ?? e}`);
+    process.exit(0);
+  });
+} else ensureInstalled();
 ensureGenerated();
 if (args[0] === 'generate' || args[0] === 'start' || (args[0] === 'service' && args[1] === 'gateway') || args[0] === 'up') await ensureUi();
 // Client commands (built on the SDK) load without the platform's own modules: a quick start.
@@ -58,15 +71,14 @@ const CLIENT = new Set(['stack', 'sleeve', 'perceive', 'remember', 'recall', 'ne
 // The platform runs precompiled (bin/bundle.mjs), built now when a source changed; COG_TSX=1, or a
 // build that fails, loads the sources through tsx instead.
 const { ensureBundle, buildBundle } = await import(pathToFileURL(path.join(root, 'bin', 'bundle.mjs')).href);
+let bundle;
 if (args[0] === 'generate') {
   try {
-    await buildBundle();
+    bundle = await buildBundle();
   } catch (e) {
     say(`the platform could not be precompiled (cog start will load its sources through tsx): ${e.message}`);
   }
-  process.exit(0);
-}
-const bundle = CLIENT.has(args[0]) || process.env.COG_TSX === '1' ? undefined : await ensureBundle({ log: say });
+} else bundle = CLIENT.has(args[0]) || process.env.COG_TSX === '1' ? undefined : await ensureBundle({ log: say });
 if (bundle) process.setSourceMapsEnabled(true);
 else {
   const { register } = await import('tsx/esm/api');
@@ -74,6 +86,11 @@ else {
 }
 /** A platform module by its source path: its precompiled entry, or the source through tsx. */
 const platformModule = (rel) => import(pathToFileURL(bundle ? path.join(bundle, `${path.basename(rel, '.ts')}.mjs`) : path.join(root, rel)).href);
+if (args[0] === 'generate') {
+  // What a first start would otherwise make itself: the migrated PGlite template.
+  await (await platformModule('bin/cog.ts')).generate();
+  process.exit(0);
+}
 // Tracing must hook the modules before they load: the ESM hook for pg (imported by Prisma's
 // adapter), then the provider and instrumentations (lib/tracing.ts), then the platform.
 if (process.env.OTEL_EXPORTER_OTLP_ENDPOINT && (args[0] === 'start' || args[0] === 'service')) {

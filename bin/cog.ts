@@ -130,20 +130,46 @@ async function run(names: string[], banner: boolean): Promise<void> {
   process.once('SIGTERM', () => void stop(0));
   const { wirePlatform, wireLocalService } = await import('./assembly.ts');
   wirePlatform(platform);
-  for (const entry of entries) {
+  const order = new Map<RunningService, number>();
+  const startOne = async (entry: (typeof entries)[number]) => {
     try {
       progress?.stage(entry.name, 'starting');
       const start = await entry.load();
       const svc = await start(platform);
+      // Kept in registry order whatever order the starts end in: the stop closes them in reverse.
+      order.set(svc, entries.indexOf(entry));
       running.push(svc);
+      running.sort((a, b) => order.get(a)! - order.get(b)!);
       platform.local.set(entry.name, svc);
       progress?.up(entry.name, svc.url);
       wireLocalService(platform, entry.name, svc);
     } catch (e) {
-      process.stderr.write(`cog: ${entry.name} failed to start: ${(e as Error).message}\n`);
-      await stop(1);
-      return;
+      throw new Error(`${entry.name} failed to start: ${(e as Error).message}`);
     }
+  };
+  // Entries with joinBefore start beside the next ones (bin/services.ts).
+  const beside = new Map<string, Promise<void>>();
+  const join = async (names: string[]) => {
+    for (const n of names) {
+      await beside.get(n);
+      beside.delete(n);
+    }
+  };
+  try {
+    for (const entry of entries) {
+      await join(entries.filter((e) => e.joinBefore === entry.name && beside.has(e.name)).map((e) => e.name));
+      if (entry.joinBefore && names.includes(entry.joinBefore)) {
+        const started = startOne(entry);
+        started.catch(() => {}); // reported when joined
+        beside.set(entry.name, started);
+      } else await startOne(entry);
+    }
+    await join([...beside.keys()]);
+  } catch (e) {
+    process.stderr.write(`cog: ${(e as Error).message}\n`);
+    await join([...beside.keys()]).catch(() => {}); // nothing half-started outlives the stop
+    await stop(1);
+    return;
   }
   if (cfg.opsPort !== undefined) {
     // Services without an HTTP endpoint of their own (worker, sleeve runtime, Cortex) are observed here.
@@ -172,6 +198,16 @@ async function startOps(p: Platform, name: string): Promise<RunningService> {
   mountReadiness(app, p, { name, needs: ['database', 'bus', 'medulla', ...(name.split(',').includes('cortex') ? ['cortex' as const] : [])] });
   const port = await listen(app, `${name} ops`, p.config.host, p.config.opsPort!);
   return { name: 'ops', url: `http://${p.config.host}:${port}`, close: () => app.close() };
+}
+
+/**
+ * `cog generate`'s part that needs the platform's code (bin/cog.mjs calls it after the Prisma
+ * client, the inspector and the precompiled platform): the migrated PGlite template a first start
+ * copies (lib/db/template.ts).
+ */
+export async function generate(): Promise<void> {
+  const { ensureTemplate } = await import('../lib/db/template.ts');
+  await ensureTemplate();
 }
 
 export async function main(args: string[]): Promise<void> {

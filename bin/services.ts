@@ -29,6 +29,12 @@ export interface ServiceEntry {
   distributedOnly?: boolean;
   /** The port it listens on, checked free before anything starts. */
   port?: (c: Config) => number;
+  /**
+   * Starts beside the entries after it (its start is mostly waiting: a child process, a chain);
+   * the launcher waits for it before it starts this entry (or at the end, when that one does not
+   * run in this process).
+   */
+  joinBefore?: string;
   load: () => Promise<ServiceStarter>;
 }
 
@@ -36,6 +42,8 @@ export const SERVICES: ServiceEntry[] = [
   {
     name: 'cortex',
     port: (c) => c.ports.cortex,
+    // Medulla and the Hippocampus do not need it; the Thalamus folds its root from the start.
+    joinBefore: 'thalamus',
     describe: 'Cortex EVM (anvil child, contract deploy, transaction submitter)',
     load: async () => (await import('../subgraphs/chains/index.ts')).services.cortex(),
   },

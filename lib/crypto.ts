@@ -1,9 +1,22 @@
 // The crypto kernel: SHA-256, hex, ed25519 identities, HKDF-SHA512 epoch keys, AES-256-GCM sealing
-// and secret wrapping. node:crypto does the heavy lifting; @noble/ed25519 does signatures.
+// and secret wrapping. node:crypto does the heavy lifting (ed25519 keys and signing included);
+// @noble/ed25519 verifies, with RFC 8032's strict decoding.
 // No function here logs or puts key material into an error message.
 
 import * as ed from '@noble/ed25519';
-import { createCipheriv, createDecipheriv, createHash, hash as oneShotHash, hkdfSync, randomFillSync, timingSafeEqual } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  hash as oneShotHash,
+  hkdfSync,
+  randomFillSync,
+  sign as nodeSign,
+  timingSafeEqual,
+  type KeyObject,
+} from 'node:crypto';
 
 export type Bytes = Uint8Array;
 export type BytesLike = Uint8Array | string;
@@ -89,9 +102,25 @@ function sha512(data: Uint8Array): Uint8Array<ArrayBuffer> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ed25519 (RFC 8032). Synchronous noble API, with native SHA-512 plugged in.
+// ed25519 (RFC 8032). Keys and signatures through node:crypto (OpenSSL): noble's first key
+// derivation builds its base-point tables, about a quarter of a second at start. Signatures are
+// deterministic, so both give the same bytes. Verification stays with noble (synchronous, with
+// native SHA-512 plugged in) for its strict decoding.
 
 ed.hashes.sha512 = sha512;
+
+/** PKCS#8 DER of an ed25519 private key is this prefix and the 32-byte seed. */
+const PKCS8_ED25519 = Buffer.from('302e020100300506032b657004220420', 'hex');
+
+function privateKeyOf(seed: Uint8Array): KeyObject {
+  return createPrivateKey({ key: Buffer.concat([PKCS8_ED25519, seed]), format: 'der', type: 'pkcs8' });
+}
+
+function publicKeyBytes(seed: Uint8Array): Uint8Array {
+  // SPKI DER of an ed25519 key ends with the 32-byte public key.
+  const spki = createPublicKey(privateKeyOf(seed)).export({ format: 'der', type: 'spki' });
+  return asU8(spki.subarray(spki.length - 32));
+}
 
 // RFC 8032 strict decoding (not ZIP-215): rejects non-canonical points and s >= L, so a message has
 // one valid encoding per signature, which matters when signatures end up in logs or as ids.
@@ -106,7 +135,7 @@ export interface Identity {
 
 export function generateIdentity(): Identity {
   const seed = randomSecret(32);
-  return { pubKey: toHex(ed.getPublicKey(seed)), identityPriv: toHex(seed) };
+  return { pubKey: toHex(publicKeyBytes(seed)), identityPriv: toHex(seed) };
 }
 
 function seedBytes(seedHex: string): Uint8Array {
@@ -115,12 +144,12 @@ function seedBytes(seedHex: string): Uint8Array {
 }
 
 export function publicKeyFromSeed(seedHex: string): string {
-  return toHex(ed.getPublicKey(seedBytes(seedHex)));
+  return toHex(publicKeyBytes(seedBytes(seedHex)));
 }
 
 /** Deterministic ed25519 signature (RFC 8032), 128 lowercase hex. */
 export function sign(message: BytesLike, seedHex: string): string {
-  return toHex(ed.sign(bytesOf(message), seedBytes(seedHex)));
+  return toHex(asU8(nodeSign(null, bytesOf(message), privateKeyOf(seedBytes(seedHex)))));
 }
 
 /** Never throws: malformed hex, wrong lengths or invalid points are simply `false`. */

@@ -4,7 +4,6 @@
 import fs from 'node:fs';
 import { ApolloServer, HeaderMap } from '@apollo/server';
 import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
-import { ApolloGateway, RemoteGraphQLDataSource } from '@apollo/gateway';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { execute, getOperationAST, Kind, parse, specifiedRules, validate, type DocumentNode, type GraphQLSchema } from 'graphql';
 import type { Platform } from '../lib/platform.ts';
@@ -17,6 +16,7 @@ import { formatLimitError, limitRules } from './limits.ts';
 import { InProcessDataSource } from './local-source.ts';
 import { CoalescingDataSource, type CoalesceStats } from './coalesce.ts';
 import { graphqlMetricsPlugin, recordOperation } from './metrics-plugin.ts';
+import { deferUnusedGatewayDeps } from './deferred-deps.ts';
 
 // @apollo/gateway reports usage data to Apollo and probes cloud metadata endpoints unless told not
 // to; the platform sends nothing off the machine.
@@ -35,6 +35,9 @@ export interface Gateway {
 }
 
 export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Promise<Gateway> {
+  // Loaded here, after the stand-ins for what it loads and never uses (router/deferred-deps.ts).
+  deferUnusedGatewayDeps();
+  const { ApolloGateway, RemoteGraphQLDataSource } = await import('@apollo/gateway');
   const subgraphs = readSupergraphConfig();
   const local = new Map<string, InProcessDataSource>();
   if (!opts.remote) for (const s of subgraphs) local.set(s.name, new InProcessDataSource(await buildSubgraph(s)));

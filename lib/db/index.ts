@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
 import { migrate, type SqlDriver } from './migrate.ts';
+import { copyTemplate, freshCluster } from './template.ts';
 import { transientTransactionError } from '../errors.ts';
 
 export type { PrismaClient };
@@ -81,6 +82,9 @@ export async function openDatabase(opts: {
   if (!opts.inMemory) {
     dir = path.join(opts.dataDir, 'db');
     fs.mkdirSync(dir, { recursive: true });
+    // A new data dir starts from the migrated template `cog generate` made (lib/db/template.ts),
+    // when there is one for these migrations: no initdb, no migrations to run.
+    if (freshCluster(dir)) copyTemplate(dir);
   }
   const [{ PGlite }, { PrismaPGlite }] = await Promise.all([import('@electric-sql/pglite'), import('pglite-prisma-adapter')]);
   const lite = await PGlite.create(dir);

@@ -60,9 +60,16 @@ export async function suiteLive(provider: JsonRpcProvider, d: Deployment): Promi
 
 /**
  * Deploys the suite unless `file` already describes a live one. Returns the deployment and
- * whether it is new (a fresh chain: the outbox then replays its history onto it).
+ * whether it is new (a fresh chain: the outbox then replays its history onto it). `mine`: the
+ * node is our own anvil, which is asked to mine the deploy transactions at once (evm_mine)
+ * instead of at its next block, up to a block time (4 s) later.
  */
-export async function ensureSuite(provider: JsonRpcProvider, key: string, file: string): Promise<{ deployment: Deployment; fresh: boolean }> {
+export async function ensureSuite(
+  provider: JsonRpcProvider,
+  key: string,
+  file: string,
+  opts: { mine?: boolean } = {},
+): Promise<{ deployment: Deployment; fresh: boolean }> {
   const existing = readDeployment(file);
   if (existing && (await suiteLive(provider, existing))) return { deployment: existing, fresh: false };
   const wallet = new Wallet(key, provider);
@@ -74,8 +81,7 @@ export async function ensureSuite(provider: JsonRpcProvider, key: string, file: 
     ? { maxFeePerGas: fee.maxFeePerGas, maxPriorityFeePerGas: fee.maxPriorityFeePerGas ?? 0n }
     : { gasPrice: fee.gasPrice ?? 1_000_000_000n };
   const addresses = {} as Record<SuiteName, string>;
-  const sent: Promise<unknown>[] = [];
-  const hashes: string[] = [];
+  const sent: { wait(confirms: number, timeout: number): Promise<unknown> }[] = [];
   // Addresses are known from the nonces, so every deploy goes out without waiting for a block.
   for (const [i, name] of SUITE.entries()) {
     reportProgress('cortex', `deploying ${name} (${i + 1}/${SUITE.length})`);
@@ -85,15 +91,14 @@ export async function ensureSuite(provider: JsonRpcProvider, key: string, file: 
     const tx = await new ContractFactory(a.abi, a.bytecode, wallet).getDeployTransaction(...args);
     const gasLimit = ((await provider.estimateGas({ ...tx, from: operator })) * 12n) / 10n;
     addresses[name] = getCreateAddress({ from: operator, nonce });
-    const r = await wallet.sendTransaction({ ...tx, nonce: nonce++, gasLimit, chainId, ...feeFields });
-    hashes.push(r.hash);
-    sent.push(r.wait(1, 120_000));
+    sent.push(await wallet.sendTransaction({ ...tx, nonce: nonce++, gasLimit, chainId, ...feeFields }));
   }
   const bandwidth = new Contract(addresses.BandwidthToken, artifact('BandwidthToken').abi, wallet);
-  const grant = await bandwidth.grantRole(id('MINTER_ROLE'), addresses.ResidueRegistry, { nonce: nonce++, gasLimit: 120_000n, ...feeFields });
-  sent.push(grant.wait(1, 120_000));
+  sent.push(await bandwidth.grantRole(id('MINTER_ROLE'), addresses.ResidueRegistry, { nonce: nonce++, gasLimit: 120_000n, ...feeFields }));
   reportProgress('cortex', `waiting for ${sent.length} deploy transactions to be mined`);
-  const receipts = (await Promise.all(sent)) as ({ status: number; blockNumber: number } | null)[];
+  if (opts.mine) await provider.send('evm_mine', []);
+  // Each wait looks for its receipt at once, then at each new block.
+  const receipts = (await Promise.all(sent.map((r) => r.wait(1, 120_000)))) as ({ status: number; blockNumber: number } | null)[];
   if (receipts.some((r) => r?.status !== 1)) throw new Error('Cortex suite deployment failed: a deploy transaction reverted');
   const tokens = {} as Record<ChainToken, string>;
   const addrs = await Promise.all(CHAIN_TOKENS.map((_, i) => bandwidth.tokenAddress(i) as Promise<string>));

@@ -52,7 +52,7 @@ export async function startCortexWith(
     const chainId = Number((await provider.getNetwork()).chainId);
     const key = await operatorKey(provider, p.config.cortex.operatorKey);
     reportProgress('cortex', 'checking the contract suite');
-    const { deployment: suite, fresh } = await ensureSuite(provider, key, deploymentsFile(p.config.dataDir, chainId));
+    const { deployment: suite, fresh } = await ensureSuite(provider, key, deploymentsFile(p.config.dataDir, chainId), { mine: !!anvil });
     if (suite.inputHash !== artifactsHash())
       p.log.warn(
         { deployed: suite.inputHash, built: artifactsHash() },
@@ -108,7 +108,7 @@ export async function startCortexWith(
         await anvil?.close(); // closed while restarting: no child outlives the service
         return;
       }
-      const { deployment, fresh: again } = await ensureSuite(provider, key, deploymentsFile(p.config.dataDir, chainId));
+      const { deployment, fresh: again } = await ensureSuite(provider, key, deploymentsFile(p.config.dataDir, chainId), { mine: true });
       chain.suite = deployment;
       service.suite = deployment;
       const resent = await rewindToChain(p.db.prisma, provider, again, p.log);
