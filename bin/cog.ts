@@ -104,6 +104,11 @@ async function run(names: string[], banner: boolean): Promise<void> {
   const progress = banner && process.stdout.isTTY ? startProgress(process.stdout, t0) : undefined;
   if (progress) process.stdout.write(`Cognitive Agent Platform v3: starting (data: ${cfg.dataDir})\n`);
   progress?.stage('platform', 'opening the database, bus, cache and object store');
+  // Every service's modules load while the stores open (the database's start is partly off the
+  // main thread), not one service at a time once the others run: a service's loops (outbox
+  // polls, epoch passes, ticks) would share the CPU with each later service's module loading.
+  const loaded = new Map(entries.map((e) => [e.name, e.load()]));
+  for (const l of loaded.values()) l.catch(() => {}); // reported when that service starts
   let platform: Platform;
   try {
     platform = await openPlatform(cfg, { log });
@@ -134,7 +139,7 @@ async function run(names: string[], banner: boolean): Promise<void> {
   const startOne = async (entry: (typeof entries)[number]) => {
     try {
       progress?.stage(entry.name, 'starting');
-      const start = await entry.load();
+      const start = await loaded.get(entry.name)!;
       const svc = await start(platform);
       // Kept in registry order whatever order the starts end in: the stop closes them in reverse.
       order.set(svc, entries.indexOf(entry));

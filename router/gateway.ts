@@ -34,10 +34,18 @@ export interface Gateway {
   coalesced: Map<string, CoalesceStats>;
 }
 
-export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Promise<Gateway> {
-  // Loaded here, after the stand-ins for what it loads and never uses (router/deferred-deps.ts).
+// @apollo/gateway loads after the stand-ins for what it requires and never uses
+// (router/deferred-deps.ts), as soon as this module is (cog start loads every service's modules
+// while the stores open).
+let apolloGateway: Promise<typeof import('@apollo/gateway')> | undefined;
+const loadApolloGateway = () => {
   deferUnusedGatewayDeps();
-  const { ApolloGateway, RemoteGraphQLDataSource } = await import('@apollo/gateway');
+  return (apolloGateway ??= import('@apollo/gateway'));
+};
+loadApolloGateway().catch(() => {}); // a failure is reported by createGateway
+
+export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Promise<Gateway> {
+  const { ApolloGateway, RemoteGraphQLDataSource } = await loadApolloGateway();
   const subgraphs = readSupergraphConfig();
   const local = new Map<string, InProcessDataSource>();
   if (!opts.remote) for (const s of subgraphs) local.set(s.name, new InProcessDataSource(await buildSubgraph(s)));
