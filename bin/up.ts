@@ -1,7 +1,7 @@
 // `cog up --distributed`: every service as its own process (`cog service <name>`) against real
 // infrastructure (DATABASE_URL, NATS_URL, REDIS_URL; S3_ENDPOINT when set), supervised: a process
 // that exits is restarted with backoff. Two Medulla and two Hippocampus nodes peer with each other;
-// the gateway, faucet and worker run twice behind their shared state; every Hippocampus client has
+// the gateway, faucet, worker and sleeve runtime run twice behind their shared state; every Hippocampus client has
 // the other node as fallback (HIPPOCAMPUS_FALLBACK_URLS). deploy/Procfile and
 // deploy/compose.yaml describe the same topology for real hosts.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -49,7 +49,18 @@ export function topology(cfg: Config): ProcessSpec[] {
     { name: 'faucet-1', service: 'faucet', env: {} },
     { name: 'faucet-2', service: 'faucet', env: { FAUCET_PORT: String(p.faucet + 100) } },
     { name: 'needlecast', service: 'needlecast', env: { ...via1 } },
-    { name: 'sleeve-runtime', service: 'sleeve-runtime', env: { COG_OPS_PORT: String(ops['sleeve-runtime']), ...via1 } },
+    // Two sleeve runtimes share the alive sleeves by leases (docs/scale.md); each serves the identity
+    // of the sleeves it runs on a free port (the sleeve row names it).
+    {
+      name: 'sleeve-runtime-1',
+      service: 'sleeve-runtime',
+      env: { COG_SLEEVE_RUNTIME_ID: 'sleeve-runtime-1', COG_OPS_PORT: String(ops['sleeve-runtime-1']), ...via1 },
+    },
+    {
+      name: 'sleeve-runtime-2',
+      service: 'sleeve-runtime',
+      env: { COG_SLEEVE_RUNTIME_ID: 'sleeve-runtime-2', COG_OPS_PORT: String(ops['sleeve-runtime-2']), ...via2 },
+    },
     { name: 'worker-1', service: 'worker', env: { COG_RUNNER_ID: 'worker-1', COG_OPS_PORT: String(ops['worker-1']), ...via1 } },
     { name: 'worker-2', service: 'worker', env: { COG_RUNNER_ID: 'worker-2', COG_OPS_PORT: String(ops['worker-2']), ...via2 } },
     ...['stacks', 'sleeves', 'memory', 'chains', 'economy', 'residues'].map((sg) => ({
@@ -67,11 +78,11 @@ export function topology(cfg: Config): ProcessSpec[] {
 
 /**
  * The ops ports (COG_OPS_PORT: /healthz, /readyz, /metrics) of the processes that serve no HTTP of
- * their own: the gateway's port + 20 onwards (7090-7093 unshifted).
+ * their own: the gateway's port + 20 onwards (7090-7094 unshifted).
  */
-export function opsPorts(cfg: Config): Record<'cortex' | 'sleeve-runtime' | 'worker-1' | 'worker-2', number> {
+export function opsPorts(cfg: Config): Record<'cortex' | 'sleeve-runtime-1' | 'worker-1' | 'worker-2' | 'sleeve-runtime-2', number> {
   const g = cfg.ports.gateway;
-  return { cortex: g + 20, 'sleeve-runtime': g + 21, 'worker-1': g + 22, 'worker-2': g + 23 };
+  return { cortex: g + 20, 'sleeve-runtime-1': g + 21, 'worker-1': g + 22, 'worker-2': g + 23, 'sleeve-runtime-2': g + 24 };
 }
 
 /** Connections per process (DATABASE_POOL_SIZE); an operator's DATABASE_POOL_SIZE overrides them all. */

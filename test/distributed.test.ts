@@ -2,7 +2,8 @@
 // PostgreSQL (a fresh database), NATS JetStream (a unique stream) and Redis (a unique prefix), on
 // ports shifted by +21000. The REST smoke flow through both gateways, GraphQL through both, two
 // Medulla nodes (one mining) on one chain, two Hippocampus nodes replicating pinned nodes and
-// fetching from each other, and a known CID no node can serve opening a shard-loss residue. Then
+// fetching from each other, a known CID no node can serve opening a shard-loss residue, and two
+// sleeve runtimes sharing the sleeves, one killed with -9 and its sleeves served by the other. Then
 // the black-box end-to-end suite (test/e2e/suite.ts) against the same cluster, through both gateways.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import fs from 'node:fs';
@@ -45,7 +46,8 @@ describe('cog up --distributed', () => {
       'faucet-2',
       'worker-1',
       'worker-2',
-      'sleeve-runtime',
+      'sleeve-runtime-1',
+      'sleeve-runtime-2',
       'subgraph-memory',
     ]) {
       expect(c.pidOf(name), name).toBeGreaterThan(0);
@@ -182,6 +184,53 @@ describe('cog up --distributed', () => {
       )
       .toBe(true);
   });
+
+  it('two sleeve runtimes share the sleeves; one killed with -9 has its sleeves served by the others within two epochs', async () => {
+    for (let i = 0; i < 6; i++) expect((await post(c.gateway, `/v1/sleeves/${encodeURIComponent(stackId)}`, { kind: 'ai', tickRate: 500 })).status).toBe(201);
+    type Listed = { id: string; identityUrl: string | null };
+    const alive = async () => (await get(c.gateway, '/v1/sleeves')).body as Listed[];
+    const answers = async (s: Listed) =>
+      !!s.identityUrl &&
+      (await fetch(s.identityUrl, { signal: AbortSignal.timeout(2000) })
+        .then(async (r) => r.ok && ((await r.json()) as { sleeveId: string }).sleeveId === s.id)
+        .catch(() => false));
+    // Both runtimes hold some: two identity listeners, every sleeve answering on its holder's.
+    const portOf = (u: string) => new URL(u).port;
+    await expect
+      .poll(
+        async () => {
+          const all = await alive();
+          return (await Promise.all(all.map(answers))).every(Boolean) && new Set(all.map((s) => portOf(s.identityUrl!))).size;
+        },
+        { timeout: 20_000, interval: 300 },
+      )
+      .toBe(2);
+    const before = new Map((await alive()).map((s) => [s.id, s.identityUrl!]));
+    process.kill(c.pidOf('sleeve-runtime-1')!, 'SIGKILL');
+    const t0 = Date.now();
+    let down: string[] = [];
+    // When each of the killed runtime's sleeves first answered again (the restarted process may
+    // then take some back from the other: that later rebalance is not the handover measured).
+    const back = new Map<string, number>();
+    await expect
+      .poll(
+        async () => {
+          const all = await alive();
+          const ok = await Promise.all(all.map(answers));
+          if (!down.length) down = all.filter((_, i) => !ok[i]).map((s) => s.id); // what the killed one held
+          all.forEach((s, i) => ok[i] && down.includes(s.id) && !back.has(s.id) && back.set(s.id, Date.now() - t0));
+          return back.size === down.length && ok.every(Boolean);
+        },
+        { timeout: 20_000, interval: 200 },
+      )
+      .toBe(true);
+    const took = Math.max(...back.values());
+    console.log(`sleeve-runtime-1 killed with -9: its ${down.length} sleeves answered elsewhere after ${took} ms`);
+    expect(down.length).toBeGreaterThan(0);
+    const now = new Map((await alive()).map((s) => [s.id, s.identityUrl!]));
+    for (const id of down) expect(now.get(id), id).not.toBe(before.get(id));
+    expect(took).toBeLessThanOrEqual(2 * 4000); // two epochs of COG_EPOCH_INTERVAL_MS
+  }, 60_000);
 });
 
 registerE2eSuite(() => c, 'distributed');
