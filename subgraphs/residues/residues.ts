@@ -124,12 +124,13 @@ export const EXPIRY_BATCH = 500;
 
 /**
  * Expires at most `take` open residues due at `epoch`, found on the partial index
- * "Residue_open_expiresAtEpoch_idx" (status = 'open', by expiresAtEpoch); the outer status check
- * holds against a proof that won the row meanwhile.
+ * "Residue_open_expiresAtEpoch_idx" (status = 'open', by expiresAtEpoch) and updated by primary key
+ * (an array, so the plan is index probes, not a join over every open residue); the outer status
+ * check holds against a proof that won the row meanwhile.
  */
 export function expireBatchQuery(epoch: number, take: number): Sql {
-  return sql`UPDATE "Residue" SET status = 'expired' WHERE id IN (
-      SELECT id FROM "Residue" WHERE status = 'open' AND "expiresAtEpoch" <= ${epoch} ORDER BY "expiresAtEpoch" LIMIT ${take})
+  return sql`UPDATE "Residue" SET status = 'expired' WHERE id = ANY(ARRAY(
+      SELECT id FROM "Residue" WHERE status = 'open' AND "expiresAtEpoch" <= ${epoch} ORDER BY "expiresAtEpoch" LIMIT ${take}))
     AND status = 'open' RETURNING id`;
 }
 

@@ -359,16 +359,17 @@ export async function writeEpochsOf(db: Db | Tx, stackIds: readonly string[], pe
 }
 
 /**
- * One batch of the unpinned nodes older than `before`, found on the (pinned, epoch) index (pinned
- * nodes, kept forever, are never walked) and deleted by primary key (an array, so the plan is
- * index probes, not a join over the table). Index first (RETURNING only what was really deleted,
- * so a node pinned meanwhile keeps its payload): a node without payload reads as missing, never as
- * a half-node.
+ * One batch of the unpinned nodes older than `before`, the oldest first, in the order of the partial
+ * index "MemoryNode_unpinned_epoch_idx" (pinned nodes, kept forever, are not in it; the ORDER BY
+ * makes a scan of the table cost all of it, so the planner keeps to the index), deleted by primary
+ * key (an array, so the plan is index probes, not a join over the table). Index first (RETURNING
+ * only what was really deleted, so a node pinned meanwhile keeps its payload): a node without
+ * payload reads as missing, never as a half-node.
  */
 export function pruneBatchQuery(before: number, take: number): Sql {
   return sql`DELETE FROM "MemoryNode" WHERE cid = ANY(ARRAY(
-      SELECT cid FROM "MemoryNode" WHERE pinned = false AND epoch < ${before} LIMIT ${take}))
-    AND pinned = false RETURNING cid`;
+      SELECT cid FROM "MemoryNode" WHERE NOT pinned AND epoch < ${before} ORDER BY epoch LIMIT ${take}))
+    AND NOT pinned RETURNING cid`;
 }
 
 /**
