@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
 import { migrate, type SqlDriver } from './migrate.ts';
-import { copyTemplate, freshCluster } from './template.ts';
+import { copyTemplate, ensureTemplate, freshCluster } from './template.ts';
 import { transientTransactionError } from '../errors.ts';
 
 export type { PrismaClient };
@@ -82,9 +82,18 @@ export async function openDatabase(opts: {
   if (!opts.inMemory) {
     dir = path.join(opts.dataDir, 'db');
     fs.mkdirSync(dir, { recursive: true });
-    // A new data dir starts from the migrated template `cog generate` made (lib/db/template.ts),
-    // when there is one for these migrations: no initdb, no migrations to run.
-    if (freshCluster(dir)) copyTemplate(dir);
+    // A new data dir starts from a copy of the migrated template (lib/db/template.ts): no initdb,
+    // no migrations to run. `cog generate` makes it; when the migrations changed since, it is made
+    // now (what initdb and the migrations would cost here anyway), so the next new data dir is
+    // quick too. When it cannot be made (a read-only checkout), PGlite creates the cluster here.
+    if (freshCluster(dir) && !copyTemplate(dir)) {
+      try {
+        await ensureTemplate();
+        copyTemplate(dir);
+      } catch {
+        // initdb and the migrations below, as without a template
+      }
+    }
   }
   const [{ PGlite }, { PrismaPGlite }] = await Promise.all([import('@electric-sql/pglite'), import('pglite-prisma-adapter')]);
   const lite = await PGlite.create(dir);

@@ -39,7 +39,14 @@ export function freshCluster(dir: string): boolean {
 export function copyTemplate(dir: string): boolean {
   const t = templatePath();
   if (!fs.existsSync(path.join(t, 'PG_VERSION'))) return false;
-  fs.cpSync(t, dir, { recursive: true });
+  try {
+    fs.cpSync(t, dir, { recursive: true });
+  } catch (e) {
+    // Half a copy is no cluster: PGlite then creates one in the emptied folder.
+    for (const name of fs.readdirSync(dir)) fs.rmSync(path.join(dir, name), { recursive: true, force: true });
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false; // the template was pruned meanwhile
+    throw e;
+  }
   return true;
 }
 
