@@ -18,15 +18,19 @@ export function platformSources(p: Platform, opts: { sourceTimeoutMs?: number } 
   const nodes = 1 + p.config.hippocampusFallbacks.length;
   const perNode = opts.sourceTimeoutMs ? Math.max(200, Math.floor(opts.sourceTimeoutMs / nodes) - 50) : undefined;
   const cortex = cortexTxSource(p);
+  const sleeves = incrementalSleevesRoot<bigint>({
+    read: async (since) => {
+      const { rows, xmin } = await sleeveLeafChanges(p.db.prisma, since);
+      return { rows, cursor: xmin };
+    },
+  });
+  // The full read of a start begins now, so the first fold (bounded by the source timeout) reads
+  // only what changed since; a failed read is retried by that fold.
+  void sleeves.sleevesRoot().catch(() => {});
   return {
     evm: { txHashesForEpoch: (epoch) => cortex.txHashesForEpoch(epoch) },
     // Chosen per call: in embedded mode the Hippocampus may start after the Thalamus's sources.
     dag: { cidsForEpoch: (epoch) => hippocampusClient(p, { timeoutMs: perNode }).epochWrites(epoch) },
-    sleeves: incrementalSleevesRoot<bigint>({
-      read: async (since) => {
-        const { rows, xmin } = await sleeveLeafChanges(p.db.prisma, since);
-        return { rows, cursor: xmin };
-      },
-    }),
+    sleeves,
   };
 }
