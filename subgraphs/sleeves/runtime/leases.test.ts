@@ -8,7 +8,7 @@ import { testPlatform, type TestPlatform } from '../../../test/helpers/platform.
 import { freshDatabase } from '../../../test/helpers/postgres.ts';
 import { createStack } from '../../stacks/stacks.ts';
 import { decommissionSleeve, getSleeveView, spawnSleeve } from '../sleeves.ts';
-import { fairShare } from './leases.ts';
+import { fairShare, fencedTicks } from './leases.ts';
 import { startRuntime, type SleeveRuntime } from './runtime.ts';
 import { DueHeap } from './wheel.ts';
 
@@ -168,4 +168,32 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
     await until(() => !holders([b!, c!]).has(gone) && covered([b!, c!], [5, 5]));
     expect(overlaps).toEqual([]);
   }, 30_000);
+
+  it.runIf(engine === 'postgresql')(
+    'a batch of ticks skips a row another transaction holds, and only ticks what the runtime leases',
+    async () => {
+      const [b, c] = rts;
+      const [busy, free] = b!.running();
+      let release!: () => void;
+      const held = new Promise<void>((r) => {
+        release = r;
+      });
+      const tx = p.db.prisma.$transaction(
+        async (t) => {
+          await t.$executeRaw`SELECT 1 FROM "Sleeve" WHERE id = ${busy!} FOR UPDATE`;
+          await held;
+        },
+        { timeout: 10_000 },
+      );
+      await new Promise((r) => setTimeout(r, 200));
+      try {
+        expect(await fencedTicks(p.db.prisma, b!.id, [busy!, free!, c!.running()[0]!], new Date())).toEqual([free]);
+      } finally {
+        release();
+        await tx;
+      }
+      expect(await fencedTicks(p.db.prisma, b!.id, [busy!], new Date())).toEqual([busy]);
+    },
+    30_000,
+  );
 });

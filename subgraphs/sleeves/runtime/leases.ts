@@ -85,3 +85,19 @@ export async function fencedTick(db: Db, runtime: string, sleeveId: string, at: 
     WHERE s.id = ${sleeveId} AND s.alive AND NOT s.frozen AND l."sleeveId" = s.id AND l.runtime = ${runtime} AND l."expiresAt" > now()`;
   return n > 0;
 }
+
+/**
+ * The same write for a batch of due sleeves in one statement: the rows this runtime holds an
+ * unexpired lease on and no other transaction has locked (FOR UPDATE SKIP LOCKED: a perceive or a
+ * needlecast step holding one is not waited for, nor locked out of order). Returns the sleeves it
+ * moved; the caller ticks the others one by one.
+ */
+export async function fencedTicks(db: Db, runtime: string, sleeveIds: string[], at: Date): Promise<string[]> {
+  if (!sleeveIds.length) return [];
+  const rows = await db.$queryRaw<{ id: string }[]>`WITH c AS (
+      SELECT s.id FROM "Sleeve" s JOIN "SleeveLease" l ON l."sleeveId" = s.id
+      WHERE s.id = ANY(${sleeveIds}) AND s.alive AND NOT s.frozen AND l.runtime = ${runtime} AND l."expiresAt" > now()
+      FOR UPDATE OF s SKIP LOCKED)
+    UPDATE "Sleeve" s SET "lastTickAt" = ${at} FROM c WHERE s.id = c.id RETURNING s.id`;
+  return rows.map((r) => r.id);
+}

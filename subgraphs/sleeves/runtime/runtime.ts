@@ -21,7 +21,7 @@ import type { Platform } from '../../../lib/platform.ts';
 import type { Subscription } from '../../../lib/bus/port.ts';
 import type { SleeveRow } from '../view.ts';
 import { sleeveMemory } from '../memory-port.ts';
-import { beat, claim, claimOne, counts, endBeat, fairShare, fencedTick, release, renew } from './leases.ts';
+import { beat, claim, claimOne, counts, endBeat, fairShare, fencedTick, fencedTicks, release, renew } from './leases.ts';
 import { timerWheel, type Due } from './wheel.ts';
 
 /** Kind-specific upkeep a host may register (journaling, inference...); runs inside the tick. */
@@ -52,7 +52,21 @@ export interface SleeveRuntime {
   /** One lease round (heartbeat, renew, claim or release to the fair share), then a re-read of its sleeves' rows. */
   reconcile(): Promise<void>;
   onTick(kind: string, handler: TickHandler): void;
-  stats(): { ticks: number; failures: number; share: number; runtimes: number; maxLateMs: number };
+  /** Tick counts, the fair share and live runtimes of its last round, and the wheel's lateness (how long after its due time a timer tick started; p99 over the last 4096). */
+  stats(): {
+    ticks: number;
+    failures: number;
+    /** Ticks the lease refused (the runtime no longer held it), and timer ticks skipped because the last was still running. */
+    fenced: number;
+    busy: number;
+    /** Lease rounds run, and their total time. */
+    rounds: number;
+    roundMs: number;
+    share: number;
+    runtimes: number;
+    maxLateMs: number;
+    lateP99Ms: number;
+  };
   /** Stops renewing, heartbeating and ticking without handing anything back (what kill -9 leaves; tests). */
   abandon(): Promise<void>;
   /** Stops, handing its leases back so the others take them at their next round. */
@@ -77,7 +91,9 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
   const leaseMs = opts.leaseMs ?? p.config.epochIntervalMs;
   const instances = new Map<string, Instance>();
   const handlers = new Map<string, TickHandler[]>();
-  const counters = { ticks: 0, failures: 0, maxLateMs: 0 };
+  const counters = { ticks: 0, failures: 0, fenced: 0, busy: 0, maxLateMs: 0, rounds: 0, roundMs: 0 };
+  const late = new Float64Array(4096);
+  let lateN = 0;
   const pending = new Map<string, Promise<void>>();
   const view = { share: 0, runtimes: [] as string[], sleeves: 0 };
   let closed = false;
@@ -85,12 +101,9 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
 
   const wheel = timerWheel({
     current: (d) => instances.get(d.id)?.gen === d.gen,
-    fire: (d, lateMs) => {
-      counters.maxLateMs = Math.max(counters.maxLateMs, lateMs);
-      const inst = instances.get(d.id)!;
-      void tick(d.id).finally(() => {
-        if (instances.get(d.id) === inst && inst.gen === d.gen) schedule(inst);
-      });
+    fire: (d) => {
+      due.push(d);
+      if (!draining) setImmediate(drain);
     },
   });
 
@@ -99,41 +112,122 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     for (const h of handlers.get(row.embodimentType) ?? []) await h(row, p);
   }
 
-  async function tick(id: string): Promise<boolean> {
-    const inst = instances.get(id);
-    if (!inst || inst.row.frozen || !inst.row.alive || inst.ticking || closed) return false;
-    inst.ticking = true;
+  /** What follows a tick's heartbeat write: the kind's upkeep and the `cog.sleeve.tick` event. */
+  async function afterTick(inst: Instance, now: Date): Promise<boolean> {
     try {
-      const now = new Date();
-      if (!(await fencedTick(p.db.prisma, me, id, now))) return false;
       await upkeep(inst.row);
       counters.ticks++;
       await p.bus.publish('cog.sleeve.tick', {
         type: 'sleeve.tick',
         ts: now.getTime(),
         ok: true,
-        sleeveId: id,
+        sleeveId: inst.row.id,
         stackId: inst.row.stackId,
         kind: inst.row.embodimentType,
       });
       return true;
     } catch (e) {
-      counters.failures++;
-      p.log.warn({ sleeveId: id, err: (e as Error).message }, 'sleeve tick failed; the loop continues');
-      await p.bus
-        .publish('cog.sleeve.tick', {
-          type: 'sleeve.tick',
-          ts: Date.now(),
-          ok: false,
-          sleeveId: id,
-          stackId: inst.row.stackId,
-          kind: inst.row.embodimentType,
-          error: (e as Error).message,
-        })
-        .catch(() => {});
+      await failed(inst, e as Error);
+      return false;
+    }
+  }
+
+  async function failed(inst: Instance, e: Error): Promise<void> {
+    counters.failures++;
+    p.log.warn({ sleeveId: inst.row.id, err: e.message }, 'sleeve tick failed; the loop continues');
+    await p.bus
+      .publish('cog.sleeve.tick', {
+        type: 'sleeve.tick',
+        ts: Date.now(),
+        ok: false,
+        sleeveId: inst.row.id,
+        stackId: inst.row.stackId,
+        kind: inst.row.embodimentType,
+        error: e.message,
+      })
+      .catch(() => {});
+  }
+
+  const tickable = (inst: Instance | undefined): inst is Instance => !!inst && !inst.row.frozen && inst.row.alive && !inst.ticking && !closed;
+
+  async function tick(id: string): Promise<boolean> {
+    const inst = instances.get(id);
+    if (inst?.ticking) counters.busy++;
+    if (!tickable(inst)) return false;
+    inst.ticking = true;
+    try {
+      const now = new Date();
+      if (!(await fencedTick(p.db.prisma, me, id, now))) {
+        counters.fenced++;
+        return false;
+      }
+      return await afterTick(inst, now);
+    } catch (e) {
+      await failed(inst, e as Error);
       return false;
     } finally {
       inst.ticking = false;
+    }
+  }
+
+  /**
+   * The wheel's due sleeves, ticked in batches: one heartbeat statement per 500 (fencedTicks), then
+   * each one's upkeep and event; a sleeve the batch skipped (its row locked) is ticked on its own.
+   * Batches run one after another, so ticks never take more than one connection, and a slower
+   * database makes bigger batches rather than a longer queue of small ones.
+   */
+  const due: Due[] = [];
+  let flushing: Promise<void> = Promise.resolve();
+  let draining = false;
+  /** Ticks what is due, up to 500 a statement, until nothing is left: what comes due while a batch runs joins the next one. */
+  function drain(): void {
+    if (draining) return;
+    draining = true;
+    flushing = (async () => {
+      try {
+        while (due.length) await tickBatch(due.splice(0, 500));
+      } catch (e) {
+        p.log.warn({ err: (e as Error).message }, 'sleeve runtime: tick batch failed');
+      } finally {
+        draining = false;
+      }
+    })();
+  }
+  async function tickBatch(batch: Due[]): Promise<void> {
+    const insts = new Map<string, Instance>();
+    const started = Date.now();
+    for (const d of batch) {
+      // Lateness: how long after its due time the sleeve's tick starts.
+      counters.maxLateMs = Math.max(counters.maxLateMs, started - d.at);
+      late[lateN++ % late.length] = started - d.at;
+      const inst = instances.get(d.id);
+      if (inst?.gen !== d.gen) continue;
+      if (inst.ticking) counters.busy++;
+      if (tickable(inst)) insts.set(d.id, inst);
+    }
+    for (const inst of insts.values()) inst.ticking = true;
+    try {
+      const now = new Date();
+      let moved: Set<string>;
+      try {
+        moved = new Set(await fencedTicks(p.db.prisma, me, [...insts.keys()], now));
+      } catch (e) {
+        await Promise.all([...insts.values()].map((inst) => failed(inst, e as Error)));
+        return;
+      }
+      await Promise.all(
+        [...insts.values()].map(async (inst) => {
+          if (moved.has(inst.row.id)) return afterTick(inst, now);
+          inst.ticking = false;
+          return tick(inst.row.id);
+        }),
+      );
+    } finally {
+      for (const inst of insts.values()) inst.ticking = false;
+      for (const d of batch) {
+        const inst = instances.get(d.id);
+        if (inst && inst.gen === d.gen) schedule(inst);
+      }
     }
   }
 
@@ -153,6 +247,21 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     const next = from !== undefined || inst.dueAt === undefined ? (from ?? now) + tickRate : inst.dueAt + tickRate;
     inst.dueAt = Math.max(next, now);
     wheel.add({ at: inst.dueAt, id: inst.row.id, gen: inst.gen } satisfies Due);
+  }
+
+  /**
+   * Where a sleeve this runtime just took starts its cadence: a sleeve that ticked before (on another
+   * runtime, or before a restart) keeps its phase, the next tick one period after the last due one;
+   * one that never ticked starts at a random point of its first period, so sleeves claimed together
+   * do not all come due in the same instant.
+   */
+  function firstFrom(row: SleeveRow): number {
+    const now = Date.now();
+    const rate = row.tickRate;
+    if (rate <= 0) return now;
+    if (!row.lastTickAt) return now - rate + Math.random() * rate;
+    const last = row.lastTickAt.getTime();
+    return last + Math.max(0, Math.ceil((now - last) / rate) - 1) * rate;
   }
 
   const server: FastifyInstance = createHttp({ name: 'sleeve-runtime', log: p.log, metrics: false });
@@ -184,7 +293,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
         if (closed || instances.has(row.id)) continue;
         const inst: Instance = { row, gen: 0, ticking: false };
         instances.set(row.id, inst);
-        schedule(inst);
+        schedule(inst, firstFrom(row));
       }
     }
   }
@@ -249,8 +358,11 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
   async function rebalance(): Promise<void> {
     // One round at a time; a caller during one waits for it and runs its own.
     while (round) await round.catch(() => {});
+    const t0 = performance.now();
     round = leaseRound().finally(() => {
       round = undefined;
+      counters.rounds++;
+      counters.roundMs += performance.now() - t0;
     });
     return round;
   }
@@ -308,6 +420,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     await Promise.all(subs.map((s) => s.close().catch(() => {})));
     await Promise.all([...pending.values()]);
     await round?.catch(() => {});
+    await flushing.catch(() => {});
     await server.close().catch(() => {});
     return [...instances.keys()];
   }
@@ -321,7 +434,22 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     onTick(kind, handler) {
       handlers.set(kind, [...(handlers.get(kind) ?? []), handler]);
     },
-    stats: () => ({ ticks: counters.ticks, failures: counters.failures, share: view.share, runtimes: view.runtimes.length, maxLateMs: counters.maxLateMs }),
+    stats: () => {
+      const xs = Array.from(late.subarray(0, Math.min(lateN, late.length))).sort((a, b) => a - b);
+      const lateP99Ms = xs.length ? xs[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))]! : 0;
+      return {
+        ticks: counters.ticks,
+        failures: counters.failures,
+        fenced: counters.fenced,
+        busy: counters.busy,
+        rounds: counters.rounds,
+        roundMs: counters.roundMs,
+        share: view.share,
+        runtimes: view.runtimes.length,
+        maxLateMs: counters.maxLateMs,
+        lateP99Ms,
+      };
+    },
     async abandon() {
       await halt();
       instances.clear();
