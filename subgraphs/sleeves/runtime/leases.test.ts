@@ -174,6 +174,7 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
     async () => {
       const [b, c] = rts;
       const [busy, free] = b!.running();
+      const other = c!.running()[0]!;
       let release!: () => void;
       const held = new Promise<void>((r) => {
         release = r;
@@ -186,13 +187,31 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
         { timeout: 10_000 },
       );
       await new Promise((r) => setTimeout(r, 200));
+      // The leases are 800 ms and the runtimes keep rebalancing: on a loaded machine b's lease on a
+      // row may lapse or move between two statements. A row b leases throughout must tick; one it
+      // leases at neither end must not (the fence); a row whose lease changed meanwhile may go
+      // either way.
+      const leasedByB = async (id: string) =>
+        (await p.db.prisma.sleeveLease.count({ where: { sleeveId: id, runtime: b!.id, expiresAt: { gt: new Date() } } })) > 0;
+      const ticks = async (ids: string[]) => {
+        const before = await Promise.all(ids.map(leasedByB));
+        const ticked = await fencedTicks(p.db.prisma, b!.id, ids, new Date());
+        const after = await Promise.all(ids.map(leasedByB));
+        return { ticked, held: ids.filter((_, i) => before[i] && after[i]), unheld: ids.filter((_, i) => !before[i] && !after[i]) };
+      };
       try {
-        expect(await fencedTicks(p.db.prisma, b!.id, [busy!, free!, c!.running()[0]!], new Date())).toEqual([free]);
+        const r = await ticks([busy!, free!, other]);
+        expect(r.ticked).not.toContain(busy); // locked by the open transaction: skipped
+        expect(r.ticked).not.toContain(other); // c's sleeve: not b's to tick
+        for (const id of r.held) if (id === free) expect(r.ticked).toContain(free);
+        for (const id of r.unheld) expect(r.ticked).not.toContain(id);
       } finally {
         release();
         await tx;
       }
-      expect(await fencedTicks(p.db.prisma, b!.id, [busy!], new Date())).toEqual([busy]);
+      const r = await ticks([busy!]);
+      if (r.held.length) expect(r.ticked).toEqual([busy]);
+      if (r.unheld.length) expect(r.ticked).toEqual([]);
     },
     30_000,
   );
