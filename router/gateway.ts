@@ -123,6 +123,14 @@ function clientStatus(status: number, body: string): number {
  */
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/** A GET's query string without its empty operationName. */
+function withoutEmptyName(search: string): string {
+  const params = new URLSearchParams(search);
+  if (params.get('operationName') === '') params.delete('operationName');
+  const rest = params.toString();
+  return rest ? `?${rest}` : '';
+}
+
 function routerOperation(
   req: FastifyRequest,
   maxTokens: number,
@@ -171,6 +179,10 @@ export function mountGraphql(
 ): void {
   const rules = [...specifiedRules, ...limitRules(p.config.graphqlLimits)];
   const handler = async (req: FastifyRequest, reply: FastifyReply) => {
+    // An empty operationName names no operation: read as absent. Apollo resolved none for it and
+    // answered a 500 ("did not resolve an operation but execute did not return errors").
+    let emptyName = false;
+    for (const src of [req.body, req.query]) if (isRecord(src) && src.operationName === '') emptyName = delete src.operationName;
     const own = router && routerOperation(req, p.config.graphqlLimits.maxTokens);
     if (own?.kind === 'subscription') {
       const error = {
@@ -201,7 +213,12 @@ export function mountGraphql(
     for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
     const q = req.url.indexOf('?');
     const res = await server.executeHTTPGraphQLRequest({
-      httpGraphQLRequest: { method: req.method.toUpperCase(), headers, search: q >= 0 ? req.url.slice(q) : '', body: req.body },
+      httpGraphQLRequest: {
+        method: req.method.toUpperCase(),
+        headers,
+        search: q < 0 ? '' : emptyName && req.method === 'GET' ? withoutEmptyName(req.url.slice(q)) : req.url.slice(q),
+        body: req.body,
+      },
       context: async () => newContext(p),
     });
     for (const [k, v] of res.headers) reply.header(k, v);

@@ -456,6 +456,25 @@ describe('fuzz: GraphQL', () => {
     );
   }, 90_000);
 
+  it('an empty operationName is read as absent (Apollo answered it with a 500)', async () => {
+    for (const query of ['{ __schema { types { name } } }', '{ stacks(first: 1) { id } }']) {
+      for (const [method, init] of [
+        [
+          'POST',
+          { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query, operationName: '', variables: { '': null } }) },
+        ],
+        ['GET', { method: 'GET', headers: { 'apollo-require-preflight': 'true' } }],
+      ] as const) {
+        const search = method === 'GET' ? `?${new URLSearchParams({ query, operationName: '' })}` : '';
+        const r = await fetch(`${g.url}/graphql${search}`, init);
+        const body = (await r.json()) as { data?: Record<string, unknown>; errors?: unknown[] };
+        expect(r.status, `${method} ${query}: ${JSON.stringify(body).slice(0, 300)}`).toBe(200);
+        expect(body.errors).toBeUndefined();
+        expect(Object.keys(body.data ?? {})).toHaveLength(1);
+      }
+    }
+  });
+
   it('the gateway is still healthy and an accepted write still moves the snapshot', async () => {
     expect((await call(g.url, 'GET', '/healthz')).status).toBe(200);
     const before = await snapshot(g.p);
