@@ -5,8 +5,7 @@
 // scale 1: 200,000 sleeves, 100,000 residues, 100,000 folded epochs, 200,000 memory nodes.
 // DATABASE_URL names an empty database to use; otherwise one is made (and dropped) on
 // TEST_DATABASE_URL's server.
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
+import { freshDatabase } from '../test/helpers/postgres.ts';
 import { openDatabase, sql, type Sql } from '../lib/db/index.ts';
 import { pendingAnchorsQuery } from '../subgraphs/chains/index.ts';
 import { pruneBatchQuery } from '../subgraphs/memory/index.ts';
@@ -14,27 +13,12 @@ import { expireBatchQuery } from '../subgraphs/residues/index.ts';
 import { staleSleevesQuery } from '../subgraphs/sleeves/index.ts';
 
 const k = Number(process.argv[2] ?? 1);
-const admin = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 
 async function main() {
-  let url = process.env.DATABASE_URL;
-  let drop: (() => Promise<void>) | undefined;
-  if (!url) {
-    const name = `cog_bench_${randomBytes(4).toString('hex')}`;
-    const c = new pg.Client({ connectionString: admin });
-    await c.connect();
-    await c.query(`CREATE DATABASE ${name}`);
-    await c.end();
-    const u = new URL(admin);
-    u.pathname = `/${name}`;
-    url = u.toString();
-    drop = async () => {
-      const d = new pg.Client({ connectionString: admin });
-      await d.connect();
-      await d.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await d.end();
-    };
-  }
+  // An empty database of our own unless DATABASE_URL names one (then nothing is dropped).
+  const fresh = process.env.DATABASE_URL ? undefined : await freshDatabase();
+  const url = process.env.DATABASE_URL ?? fresh!.url;
+  const drop = fresh?.drop;
   const db = await openDatabase({ databaseUrl: url, dataDir: '/tmp', poolSize: 2 });
   const x = (s: string) => db.prisma.$executeRawUnsafe(s);
   try {

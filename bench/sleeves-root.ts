@@ -6,7 +6,7 @@
 // DATABASE_URL names an empty database to use; otherwise one is made (and dropped) on
 // TEST_DATABASE_URL's server.
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
+import { freshDatabase } from '../test/helpers/postgres.ts';
 import { openDatabase } from '../lib/db/index.ts';
 import { incrementalSleevesRoot } from '../subgraphs/chains/index.ts';
 import { sleevesRootOf } from '../subgraphs/chains/thalamus/coherence.ts';
@@ -14,27 +14,12 @@ import { listAliveSleeves, sleeveLeafChanges } from '../subgraphs/sleeves/index.
 
 const V = Number(process.argv[2] ?? 100_000);
 const K = Number(process.argv[3] ?? 10);
-const admin = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 
 async function main() {
-  let url = process.env.DATABASE_URL;
-  let drop: (() => Promise<void>) | undefined;
-  if (!url) {
-    const name = `cog_bench_${randomBytes(4).toString('hex')}`;
-    const c = new pg.Client({ connectionString: admin });
-    await c.connect();
-    await c.query(`CREATE DATABASE ${name}`);
-    await c.end();
-    const u = new URL(admin);
-    u.pathname = `/${name}`;
-    url = u.toString();
-    drop = async () => {
-      const d = new pg.Client({ connectionString: admin });
-      await d.connect();
-      await d.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await d.end();
-    };
-  }
+  // An empty database of our own unless DATABASE_URL names one (then nothing is dropped).
+  const fresh = process.env.DATABASE_URL ? undefined : await freshDatabase();
+  const url = process.env.DATABASE_URL ?? fresh!.url;
+  const drop = fresh?.drop;
   const db = await openDatabase({ databaseUrl: url, dataDir: '/tmp', poolSize: 4 });
   try {
     const prisma = db.prisma;
