@@ -1,8 +1,13 @@
 // The memory read path, above the contexts it spans. Recall walks from the head (memory), then
 // pays for it (sleeves, through the economy's ledger) and opens the low-fidelity residue (residues)
-// in one transaction.
+// in one transaction. Its hot path is three statements through the driver: the stack with its
+// payer (one read composed of the stacks' and sleeves' SELECTs), the walk (memory's index query;
+// payloads come from the walk cache) and the spend with the read's drift (sleeves' spendForRead);
+// the interactive transaction is kept for what that statement leaves to it (the first spend of a
+// stack in an epoch, a refusal to report, a residue to open).
+import { sql } from '../lib/db/index.ts';
 import type { Platform } from '../lib/platform.ts';
-import { badRequest } from '../lib/errors.ts';
+import { badRequest, notFound } from '../lib/errors.ts';
 import { balanceOf, sleeveAccount } from '../subgraphs/economy/index.ts';
 import { checkDepth, reconstruct, RECALL_DRIFT_MILLI, RECALL_LEVEL_COST_MILLI, type ReconstructResult } from '../subgraphs/memory/index.ts';
 import { openResidue } from '../subgraphs/residues/index.ts';
@@ -11,11 +16,38 @@ import {
   requireActiveSleeve,
   requireKeyLease,
   requireSleeveOfStack,
-  richestMemoryPayer,
+  richestPayerSql,
+  spendForRead,
   spendFromSleeve,
   type SleeveRow,
 } from '../subgraphs/sleeves/index.ts';
-import { getStackRow } from '../subgraphs/stacks/index.ts';
+import { stackReadSql, type StackReadRow } from '../subgraphs/stacks/index.ts';
+
+type Payer = Pick<SleeveRow, 'id' | 'stackId'>;
+
+/**
+ * The stack (404 when unknown) and, without `sleeveId`, its richest payer with that balance (units),
+ * in one statement through the driver.
+ */
+async function readStackAndPayer(
+  p: Platform,
+  stackId: string,
+  withPayer: boolean,
+): Promise<{ stack: StackReadRow; payer: { sleeve: Payer; memory: number } | null }> {
+  if (typeof stackId !== 'string' || !stackId) throw notFound('Stack', String(stackId));
+  const q = withPayer
+    ? sql`SELECT st.id, st."episodicHead", st."masterSecret", pay.id AS "payerId", pay."stackId" AS "payerStackId", pay."memoryMilli"
+        FROM (${stackReadSql(stackId)}) st LEFT JOIN LATERAL (${richestPayerSql(sql`st.id`)}) pay ON true`
+    : stackReadSql(stackId);
+  const [row] = await p.db.driver.query<StackReadRow & { payerId?: string | null; payerStackId?: string | null; memoryMilli?: string | null }>(
+    q.text,
+    q.values,
+  );
+  if (!row) throw notFound('Stack', stackId);
+  const stack = { id: row.id, episodicHead: row.episodicHead, masterSecret: row.masterSecret };
+  const payer = row.payerId ? { sleeve: { id: row.payerId, stackId: row.payerStackId! }, memory: Number(row.memoryMilli) / 1000 } : null;
+  return { stack, payer };
+}
 
 const TX = { maxWait: 30_000, timeout: 30_000 } as const;
 
@@ -43,20 +75,25 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
   if (input.memoryToken !== undefined && (typeof input.memoryToken !== 'number' || !Number.isFinite(input.memoryToken) || input.memoryToken < 0)) {
     throw badRequest('memoryToken must be a non-negative number', [{ path: 'memoryToken', message: 'is invalid' }]);
   }
-  // The stack and the payer are read at once (the payer's reads do not need the stack row); an
-  // unknown stack is the 404 whatever the payer's reads found.
-  const stackRead = getStackRow(p.db.prisma, input.stackId);
-  const payerRead = (async (): Promise<{ sleeve: SleeveRow; memory: number } | null> => {
-    if (input.sleeveId === undefined) return richestMemoryPayer(p.db.prisma, input.stackId);
-    const sleeve = await requireActiveSleeve(p.db.prisma, input.sleeveId);
-    const [, balance] = await Promise.all([requireKeyLease(p.db.prisma, sleeve.id), balanceOf(p.db.prisma, sleeveAccount(sleeve.id))]);
-    return { sleeve, memory: balance.memory };
-  })();
-  payerRead.catch(() => {}); // awaited below, after the stack
-  const stack = await stackRead;
-  const read = await payerRead;
-  if (read && input.sleeveId !== undefined) requireSleeveOfStack(read.sleeve, stack.id);
-  const payer: SleeveRow | null = read?.sleeve ?? null;
+  // Without a sleeve, the stack and its payer are one read; with one, the sleeve's reads (404 / 409
+  // for the sleeve, 409 without a key lease) run beside the stack's, and an unknown stack is the
+  // 404 whatever they found.
+  const bySleeve = input.sleeveId;
+  const stackRead = readStackAndPayer(p, input.stackId, bySleeve === undefined);
+  const sleeveRead =
+    bySleeve === undefined
+      ? null
+      : (async (): Promise<{ sleeve: SleeveRow; memory: number }> => {
+          const sleeve = await requireActiveSleeve(p.db.prisma, bySleeve);
+          const [, balance] = await Promise.all([requireKeyLease(p.db.prisma, sleeve.id), balanceOf(p.db.prisma, sleeveAccount(sleeve.id))]);
+          return { sleeve, memory: balance.memory };
+        })();
+  sleeveRead?.catch(() => {}); // awaited below, after the stack
+  const { stack, payer: richest } = await stackRead;
+  const ofSleeve = sleeveRead ? await sleeveRead : null;
+  if (ofSleeve) requireSleeveOfStack(ofSleeve.sleeve, stack.id);
+  const read = ofSleeve ?? richest;
+  const payer: Payer | null = read?.sleeve ?? null;
   const memory = read?.memory ?? 0;
   const epoch = p.epochs.current();
   const empty = {
@@ -77,6 +114,21 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
   const result = effectiveDepth > 0 ? await reconstruct(p, stack, effectiveDepth, epoch) : { ...empty };
   const payerId = payer.id;
   const reader = payer;
+  const done = { ...result, stackId: stack.id, sleeveId: payerId, effectiveDepth, cost: { memory: result.levels }, residueId: null };
+  // The hot path: the spend and the drift in one statement (nothing written when it declines).
+  if (
+    result.levels > 0 &&
+    result.fidelity >= p.config.fidelityMin &&
+    (await spendForRead(
+      p.db,
+      reader,
+      { token: 'memory', milli: BigInt(result.levels) * RECALL_LEVEL_COST_MILLI },
+      { head: result.head, driftMilli: RECALL_DRIFT_MILLI },
+      { reason: 'recall', ref: payerId, epoch },
+    ))
+  ) {
+    return done;
+  }
   const residueId = await p.db.prisma.$transaction(async (tx) => {
     // Rows are locked in the writers' order (stack, balance, sleeve). A sleeve decommissioned
     // meanwhile has no tokens left (409 from the spend); recordSleeveRead is conditional on the
@@ -102,5 +154,5 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
     });
     return residue.id;
   }, TX);
-  return { ...result, stackId: stack.id, sleeveId: payerId, effectiveDepth, cost: { memory: result.levels }, residueId };
+  return { ...done, residueId };
 }

@@ -3,7 +3,7 @@
 // confirms and re-sends them, so a 4 s block never stalls a request. A ledger mint or burn is one
 // row here too, but it is not sent alone: the submitter settles the ledger rows of each ended
 // epoch as their net per stack and token (cortex/settlement.ts).
-import type { Tx } from '../../lib/db/index.ts';
+import { sql, type Sql, type Tx } from '../../lib/db/index.ts';
 import { markPending } from './cortex/records.ts';
 
 export type ChainTxKind =
@@ -27,6 +27,17 @@ export type ChainTxKind =
 export async function enqueueChainTx(tx: Tx, intent: { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number }): Promise<void> {
   await tx.chainOutbox.create({ data: { kind: intent.kind, ref: intent.ref, payload: intent.payload as never, epoch: intent.epoch } });
   await markPending(tx, intent.kind, intent.payload);
+}
+
+/**
+ * enqueueChainTx as the SELECT of an INSERT in a statement the caller composes (one row for each row
+ * of `source`, a CTE of that statement): the same row, for a kind without a mirrored record (a
+ * ledger mint or burn: markPending writes nothing for them). A read's spend uses it (recall: one
+ * statement through the driver, sleeves' spendForRead).
+ */
+export function chainIntentInsert(source: Sql, intent: { kind: 'mint' | 'burn'; ref: string; payload: Record<string, unknown>; epoch: number }): Sql {
+  return sql`INSERT INTO "ChainOutbox" (kind, ref, payload, epoch, "updatedAt")
+    SELECT ${intent.kind}, ${intent.ref}, ${JSON.stringify(intent.payload)}::jsonb, ${intent.epoch}::int, now() FROM ${source}`;
 }
 
 /**

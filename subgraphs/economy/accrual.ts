@@ -13,7 +13,7 @@
 // The inputs of the formula are the economy's own (EmissionAccrual): the stack's CPV and binding,
 // copied when the row is opened at stack creation (neither changes after it), and L itself, which
 // the economy owns and markActive moves. The SQL fragments below read them from a row aliased `s`.
-import type { Db, Tx } from '../../lib/db/index.ts';
+import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 
 /** Units of each core token emitted per stack per epoch before scaling (spec: Limits). */
 export const EMISSION_PER_EPOCH = 100;
@@ -159,6 +159,14 @@ const MARK_ACTIVE_SQL = `WITH s AS (
 export async function markActive(tx: Tx, stackId: string, epoch: number): Promise<boolean> {
   return (await tx.$executeRawUnsafe(MARK_ACTIVE_SQL, stackId, epoch)) > 0;
 }
+
+/**
+ * Whether markActive(stackId, epoch) would be a no-op (no accrual row of the stack before `epoch`),
+ * as an SQL expression over a stack id expression: a statement the caller composes may skip the
+ * activity mark then (sleeves' spendForRead), and takes the transaction that marks it otherwise.
+ */
+export const activeInSql = (stackId: Sql, epoch: number): Sql =>
+  sql`NOT EXISTS (SELECT 1 FROM "EmissionAccrual" a WHERE a."stackId" = ${stackId} AND a."lastActiveEpoch" < ${epoch}::int)`;
 
 /**
  * Settles a stack's accrual through `epoch` and empties it: returns what it held (milli), which the

@@ -4,9 +4,9 @@
 // same transaction (sum of entries, checked by tests); debits are a conditional UPDATE, so two
 // concurrent spends can never take a balance below zero.
 import { randomUUID } from 'node:crypto';
-import type { Db, Tx } from '../../lib/db/index.ts';
+import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { insufficientTokens } from '../../lib/errors.ts';
-import { enqueueChainTx } from '../chains/index.ts';
+import { chainIntentInsert, enqueueChainTx } from '../chains/index.ts';
 
 export const TOKENS = ['compute', 'memory', 'sync', 'routing', 'residue'] as const;
 export type Token = (typeof TOKENS)[number];
@@ -184,6 +184,47 @@ export async function burnMany(tx: Tx, burns: readonly BurnInput[]): Promise<str
     if (amounts.length) await enqueueChainTx(tx, { kind: 'burn', ref: `ledger:${txIds[i]}`, payload: { stackId: b.stackId, amounts }, epoch: b.epoch });
   }
   return txIds;
+}
+
+/** A (non-system) account's balance of a token in milli-units, as an SQL expression (0 without a row); `account` is an SQL expression. */
+export const balanceMilliSql = (account: Sql, token: Token): Sql =>
+  sql`COALESCE((SELECT b.milli FROM "Balance" b WHERE b.account = ${account} AND b.token = ${token}), 0)`;
+
+/** sleeveAccount as an SQL expression over a sleeve id expression. */
+export const sleeveAccountSql = (sleeveId: Sql): Sql => sql`('sleeve:' || ${sleeveId})`;
+
+/**
+ * `burn` of one token as common table expressions of a statement the caller composes (a read's
+ * spend: recall's, through sleeves' spendForRead, one statement through the driver). The same rows
+ * as burn writes: the conditional debit of `from` (never below zero), the posting's two ledger
+ * entries in post's order (the debit, then the burn account's credit) under one txId, and the
+ * BandwidthToken burn intent. Nothing is written unless `gate` (a boolean SQL expression) holds and
+ * the debit finds the balance. `debited`: the name of the CTE holding one row when the burn was
+ * written, for the caller's other parts to depend on. The CTEs are named burn_*.
+ */
+export function burnCtes(
+  gate: Sql,
+  from: string,
+  move: Move,
+  meta: { reason: string; ref?: string; epoch: number; stackId: string },
+): { ctes: Sql; debited: Sql } {
+  if (isSystem(from) || move.milli <= 0n) throw new Error(`burnCtes: ${from} ${move.milli}`);
+  const txId = randomUUID();
+  const m = move.milli.toString();
+  const ref = meta.ref ?? null;
+  const debited = sql`burn_debit`;
+  const ctes = sql`burn_debit AS (
+      UPDATE "Balance" SET milli = milli - ${m}::bigint
+      WHERE account = ${from} AND token = ${move.token} AND milli >= ${m}::bigint AND ${gate} RETURNING 1
+    ), burn_ledger AS (
+      INSERT INTO "LedgerEntry" ("txId", account, token, milli, reason, ref, epoch)
+      SELECT ${txId}, l.account, ${move.token}, l.milli, ${meta.reason}, ${ref}::text, ${meta.epoch}::int
+      FROM burn_debit CROSS JOIN (VALUES (1, ${from}::text, -${m}::bigint), (2, ${SYSTEM.burn}::text, ${m}::bigint)) AS l(n, account, milli)
+      ORDER BY l.n
+    ), burn_intent AS (
+      ${chainIntentInsert(debited, { kind: 'burn', ref: `ledger:${txId}`, payload: { stackId: meta.stackId, amounts: [{ token: move.token, milli: m }] }, epoch: meta.epoch })}
+    )`;
+  return { ctes, debited };
 }
 
 /** A system account's balance (units): the sum of its ledger entries. */

@@ -14,7 +14,7 @@ import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { epochKey, fromUtf8, open, seal, DecryptError } from '../../lib/crypto.ts';
 import { recordEvent } from '../../lib/events.ts';
 import { withTimeout } from '../../lib/timeout.ts';
-import { lockStack, stackMasterSecret, type StackRow } from '../stacks/index.ts';
+import { lockStack, stackMasterSecret, type StackReadRow, type StackRow } from '../stacks/index.ts';
 import { computeCid } from './hippocampus/cid.ts';
 import { hippocampusClient } from './hippocampus/client.ts';
 import { MAX_WALK_DEPTH, type DagNode } from './hippocampus/store.ts';
@@ -112,7 +112,7 @@ export interface ReconstructResult {
 export const fidelityOf = (ok: number, broken: number) => (broken === 0 ? 1 : ok / (ok + broken));
 
 /** The recall walk (shared by recall and the DHF): breadth-first from the head, decrypt per epoch. */
-export async function reconstruct(p: Platform, stack: StackRow, depth: number, readerEpoch = p.epochs.current()): Promise<ReconstructResult> {
+export async function reconstruct(p: Platform, stack: StackReadRow, depth: number, readerEpoch = p.epochs.current()): Promise<ReconstructResult> {
   const head = stack.episodicHead;
   if (!head || depth < 1) return { head, fragments: [], broken: [], fidelity: 1, levels: 0 };
   const walk = await hippocampusClient(p).walk(head, depth, readerEpoch);

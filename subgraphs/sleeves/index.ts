@@ -27,6 +27,8 @@ export {
   desyncedSleeves,
   richestMemorySleeve,
   richestMemoryPayer,
+  richestPayerSql,
+  spendForRead,
   flagSleeve,
   sleeveChainRecords,
   defaultTickRate,

@@ -2,20 +2,24 @@
 // Tokens are ledger balances of the account `sleeve:<id>`; a sleeve's key lease (KeyLease) is what
 // lets it derive its stack's per-epoch keys, and decommission ends it.
 import { randomBytes } from 'node:crypto';
-import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
+import { sql, type Database, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
 import { enqueueChainTx, type MirroredTable } from '../chains/index.ts';
 import {
+  activeInSql,
   addAmounts,
+  balanceMilliSql,
   balanceOf,
   balancesOf,
   burn,
+  burnCtes,
   mint,
   poolAccount,
   sleeveAccount,
+  sleeveAccountSql,
   sweep,
   toMilli,
   zeroAmounts,
@@ -23,7 +27,7 @@ import {
   type Token,
   type TokenAmounts,
 } from '../economy/index.ts';
-import { getStackRow, markStackActive } from '../stacks/index.ts';
+import { getStackRow, markStackActive, spendLockSql } from '../stacks/index.ts';
 import { sleeveView, type SleeveRow, type SleeveView } from './view.ts';
 
 export { sleeveView, type SleeveRow, type SleeveView };
@@ -345,6 +349,50 @@ export async function richestMemoryPayer(tx: Db | Tx, stackId: string): Promise<
   let best = rows[0]!;
   for (const r of rows) if (b.get(sleeveAccount(r.id))!.memory > b.get(sleeveAccount(best.id))!.memory) best = r;
   return { sleeve: best, memory: b.get(sleeveAccount(best.id))!.memory };
+}
+
+/**
+ * richestMemoryPayer as a SELECT over a stack id expression, for a statement the caller composes
+ * (recall's read, one statement through the driver): at most one row (id, stackId, memoryMilli as
+ * text), the alive, unfrozen sleeve with the most memory, the first spawned of equals.
+ */
+export const richestPayerSql = (stackId: Sql): Sql =>
+  sql`SELECT s.id, s."stackId", m.milli::text AS "memoryMilli" FROM "Sleeve" s
+    CROSS JOIN LATERAL (SELECT ${balanceMilliSql(sleeveAccountSql(sql`s.id`), 'memory')} AS milli) m
+    WHERE s."stackId" = ${stackId} AND s.alive AND NOT s.frozen ORDER BY m.milli DESC, s.seq ASC LIMIT 1`;
+
+/**
+ * A read the sleeve pays for, in one statement through the driver (no interactive transaction):
+ * spendFromSleeve of one token then recordSleeveRead, the same rows in the same lock order (stack,
+ * balance, sleeve). It applies only when every part does: the stack is already active in `epoch`
+ * (else spendFromSleeve would mark it: the caller's transaction does), the balance holds the cost
+ * and the sleeve is alive and unfrozen. False, nothing written, otherwise: the caller runs
+ * spendFromSleeve and recordSleeveRead in a transaction, which writes the mark or throws the
+ * precise 402 / 404 / 409. A concurrent change between the parts (PostgreSQL, READ COMMITTED) that
+ * leaves the debit without the drift aborts the whole statement (a division by zero, read as false).
+ */
+export async function spendForRead(
+  db: Database,
+  sleeve: Pick<SleeveRow, 'id' | 'stackId'>,
+  cost: Move,
+  read: { head: string | null; driftMilli: number },
+  meta: { reason: string; ref?: string; epoch: number },
+): Promise<boolean> {
+  const gate = sql`EXISTS (SELECT 1 FROM spend_lock l WHERE l."headActive" OR ${activeInSql(sql`l.id`, meta.epoch)})`;
+  const burned = burnCtes(gate, sleeveAccount(sleeve.id), cost, { ...meta, stackId: sleeve.stackId });
+  const q = sql`WITH spend_lock AS (${spendLockSql(sleeve.stackId, meta.epoch)}), ${burned.ctes}, spend_read AS (
+      UPDATE "Sleeve" SET "driftMilli" = "driftMilli" + ${Math.round(read.driftMilli)}::int, "seenHead" = COALESCE(${read.head}::text, "seenHead")
+      WHERE id = ${sleeve.id} AND alive = true AND frozen = false AND EXISTS (SELECT 1 FROM ${burned.debited}) RETURNING 1
+    )
+    SELECT 1 / (CASE WHEN d.n = r.n THEN 1 ELSE 0 END) * d.n AS applied
+    FROM (SELECT count(*)::int AS n FROM ${burned.debited}) d, (SELECT count(*)::int AS n FROM spend_read) r`;
+  try {
+    const [row] = await db.driver.query<{ applied: number }>(q.text, q.values);
+    return Number(row?.applied) === 1;
+  } catch (e) {
+    if ((e as { code?: string }).code === '22012') return false; // division_by_zero: the parts disagreed, nothing written
+    throw e;
+  }
 }
 
 /** drift-checker: flags an alive sleeve above the drift maximum (sync clears it); true when newly flagged. */

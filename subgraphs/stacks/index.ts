@@ -6,6 +6,8 @@ export {
   getStackRow,
   lockStack,
   markStackActive,
+  spendLockSql,
+  stackReadSql,
   stackCore,
   stackCores,
   lastActiveEpochsOf,
@@ -25,6 +27,7 @@ export {
   type StackCore,
   type CreatedStack,
   type StackRow,
+  type StackReadRow,
 } from './stacks.ts';
 
 export const loadResolvers = async () => (await import('./resolvers.ts')).resolvers;

@@ -5,7 +5,7 @@
 // The master secret (root of per-epoch keys) is random, stored only wrapped under p.masterKey.
 import { randomBytes } from 'node:crypto';
 import * as ed from '@noble/ed25519';
-import type { Db, Tx } from '../../lib/db/index.ts';
+import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { badRequest, conflict, notFound } from '../../lib/errors.ts';
@@ -318,6 +318,18 @@ export async function markStackActive(tx: Tx, stackId: string, epoch: number): P
   // The emission accrued so far is settled before lastActiveEpoch moves (economy accrual.ts).
   if (row && !headMovedSince(row.headEpoch, epoch)) await markActive(tx, stackId, epoch);
 }
+
+/**
+ * markStackActive's lock as a SELECT in a statement the caller composes (a read's spend, sleeves'
+ * spendForRead): the stack row locked (first, as every stack write locks it), its id, and
+ * `headActive`: a head move in `epoch` or later already marked the stack active (headMovedSince).
+ */
+export const spendLockSql = (stackId: string, epoch: number): Sql =>
+  sql`SELECT id, ("headEpoch" IS NOT NULL AND "headEpoch" >= ${epoch}::int) AS "headActive" FROM "Stack" WHERE id = ${stackId} FOR UPDATE`;
+
+/** What a memory read needs of a stack (id, head, wrapped secret), as a SELECT of one row or none. */
+export type StackReadRow = Pick<StackRow, 'id' | 'episodicHead' | 'masterSecret'>;
+export const stackReadSql = (stackId: string): Sql => sql`SELECT id, "episodicHead", "masterSecret" FROM "Stack" WHERE id = ${stackId}`;
 
 /** Which of these ids are stacks. */
 export async function existingStackIds(db: Db | Tx, ids: readonly string[]): Promise<string[]> {

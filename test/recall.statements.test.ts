@@ -1,0 +1,110 @@
+// Recall's hot path (flows/recall.ts): the stack with its payer, the walk and the spend with the
+// read's drift are three statements through the driver and none through Prisma; the spend writes
+// what the transactional path writes (balance, the posting's two ledger entries, the burn intent,
+// drift and seen head), and declines, writing nothing, when the transaction has something to do
+// the one statement does not: the stack's first spend in an epoch (the activity mark), a frozen or
+// short sleeve (the precise 409 / 402). On PGlite and on PostgreSQL.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { memoryTestApp, type MemoryTestApp } from './helpers/memory-app.ts';
+import { freshDatabase } from './helpers/postgres.ts';
+import { createStack } from '../subgraphs/stacks/stacks.ts';
+import { freezeSleeve, spawnSleeve, spendForRead } from '../subgraphs/sleeves/sleeves.ts';
+import { balanceOf, sleeveAccount } from '../subgraphs/economy/ledger.ts';
+import { lastActiveEpochs } from '../subgraphs/economy/accrual.ts';
+import { perceive } from '../flows/memory.ts';
+import { recall } from '../flows/recall.ts';
+
+for (const db of ['pglite', 'postgres'] as const) {
+  describe(`recall statements on ${db}`, () => {
+    let t: MemoryTestApp;
+    let drop: (() => Promise<void>) | undefined;
+    beforeAll(async () => {
+      if (db === 'postgres') {
+        const fresh = await freshDatabase();
+        drop = fresh.drop;
+        t = await memoryTestApp({ DATABASE_URL: fresh.url });
+      } else t = await memoryTestApp();
+      t.p.setEpoch(1);
+    });
+    afterAll(async () => {
+      await t?.close();
+      await drop?.();
+    });
+
+    /** Statements through Prisma and through the driver while `fn` runs. */
+    async function counted<T>(fn: () => Promise<T>): Promise<{ value: T; prisma: number; driver: number }> {
+      const driver = t.p.db.driver;
+      const query = driver.query.bind(driver);
+      let n = 0;
+      driver.query = ((sql: string, params?: unknown[]) => (n++, query(sql, params))) as typeof driver.query;
+      const before = t.p.db.queryCount();
+      try {
+        const value = await fn();
+        return { value, prisma: t.p.db.queryCount() - before, driver: n };
+      } finally {
+        driver.query = query;
+      }
+    }
+
+    const sleeveRow = (id: string) => t.p.db.prisma.sleeve.findUniqueOrThrow({ where: { id } });
+
+    it('three driver statements, no Prisma; the rows the transactional spend writes; the first spend of an epoch takes the transaction', async () => {
+      const stack = await createStack(t.p, { name: 'recall-statements' });
+      const sleeve = await spawnSleeve(t.p, { stackId: stack.id, kind: 'memory', shape: 'B' }); // 1000 memory
+      await perceive(t.p, { sleeveId: sleeve.id, text: 'one' });
+      await perceive(t.p, { sleeveId: sleeve.id, text: 'two' });
+      const before = await sleeveRow(sleeve.id);
+      const r = await counted(() => recall(t.p, { stackId: stack.id, depth: 5 }));
+      expect(r.value).toMatchObject({ sleeveId: sleeve.id, levels: 2, cost: { memory: 2 }, fidelity: 1, residueId: null });
+      expect(r.value.fragments.map((f) => f.text)).toEqual(['two', 'one']);
+      expect({ prisma: r.prisma, driver: r.driver }).toEqual({ prisma: 0, driver: 3 });
+      expect((await balanceOf(t.p.db.prisma, sleeveAccount(sleeve.id))).memory).toBe(998);
+      const after = await sleeveRow(sleeve.id);
+      expect(after.driftMilli - before.driftMilli).toBe(100);
+      expect(after.seenHead).toBe(r.value.head);
+      const entries = await t.p.db.prisma.ledgerEntry.findMany({ where: { reason: 'recall', ref: sleeve.id }, orderBy: { id: 'asc' } });
+      expect(entries.map((e) => [e.account, e.token, e.milli, e.epoch])).toEqual([
+        [sleeveAccount(sleeve.id), 'memory', -2000n, 1],
+        ['burn', 'memory', 2000n, 1],
+      ]);
+      expect(entries[0]!.txId).toBe(entries[1]!.txId);
+      const intent = await t.p.db.prisma.chainOutbox.findFirstOrThrow({ where: { kind: 'burn', ref: `ledger:${entries[0]!.txId}` } });
+      expect(intent).toMatchObject({ status: 'pending', epoch: 1, attempts: 0, payload: { stackId: stack.id, amounts: [{ token: 'memory', milli: '2000' }] } });
+
+      // Epoch 2: the stack has not been active in it, the transaction marks it; the next recall is the one statement again.
+      t.p.setEpoch(2);
+      const first = await counted(() => recall(t.p, { stackId: stack.id, depth: 5 }));
+      expect(first.prisma).toBeGreaterThan(0);
+      expect((await lastActiveEpochs(t.p.db.prisma, [stack.id])).get(stack.id)).toBe(2);
+      const next = await counted(() => recall(t.p, { stackId: stack.id, depth: 5 }));
+      expect({ prisma: next.prisma, driver: next.driver }).toEqual({ prisma: 0, driver: 3 });
+      expect((await balanceOf(t.p.db.prisma, sleeveAccount(sleeve.id))).memory).toBe(994);
+      expect(await t.p.db.prisma.ledgerEntry.count({ where: { reason: 'recall', ref: sleeve.id } })).toBe(6);
+    });
+
+    it('declines, writing nothing, for a frozen sleeve or a short balance; the recall then answers as the transaction does', async () => {
+      const stack = await createStack(t.p, { name: 'recall-declines' });
+      const sleeve = await spawnSleeve(t.p, { stackId: stack.id, kind: 'memory', shape: 'B' });
+      await perceive(t.p, { sleeveId: sleeve.id, text: 'one' });
+      const epoch = t.p.epochs.current();
+      const read = { head: null, driftMilli: 100 };
+      const meta = { reason: 'recall', ref: sleeve.id, epoch };
+      const entries = () => t.p.db.prisma.ledgerEntry.count({ where: { reason: 'recall', ref: sleeve.id } });
+      const held = await balanceOf(t.p.db.prisma, sleeveAccount(sleeve.id));
+      const drift = (await sleeveRow(sleeve.id)).driftMilli;
+      const short = await spendForRead(t.p.db, sleeve, { token: 'memory', milli: 10_000_000n }, read, meta);
+      expect(short).toBe(false);
+      await t.p.db.prisma.$transaction((tx) => freezeSleeve(tx, sleeve.id));
+      const frozen = await spendForRead(t.p.db, sleeve, { token: 'memory', milli: 1000n }, read, meta);
+      expect(frozen).toBe(false);
+      expect(await balanceOf(t.p.db.prisma, sleeveAccount(sleeve.id))).toEqual(held);
+      expect(await entries()).toBe(0);
+      expect((await sleeveRow(sleeve.id)).driftMilli).toBe(drift);
+      // A frozen sleeve is no stack-level payer, and named it is the 409.
+      expect(await recall(t.p, { stackId: stack.id, depth: 2 })).toMatchObject({ sleeveId: null, levels: 0, cost: { memory: 0 } });
+      await expect(recall(t.p, { stackId: stack.id, sleeveId: sleeve.id, depth: 2 })).rejects.toMatchObject({ status: 409, code: 'SLEEVE_FROZEN' });
+      await expect(recall(t.p, { stackId: 'stack:nope', depth: 2 })).rejects.toMatchObject({ status: 404 });
+      await expect(recall(t.p, { stackId: '', depth: 2 })).rejects.toMatchObject({ status: 404 });
+    });
+  });
+}
