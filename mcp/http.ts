@@ -8,13 +8,29 @@
 // create_stack work. Signed writes: run `cog mcp` (stdio) with the stack's key beside the agent.
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Platform } from '../lib/platform.ts';
 import { isLoopback, sendProblem } from '../lib/http.ts';
 import { Problem } from '../lib/errors.ts';
-import { injectGateway } from './gateway.ts';
-import { createCogMcpServer, type CogMcpServer } from './server.ts';
+import type { CogMcpServer } from './server.ts';
+
+// The MCP SDK (and zod under it), the tools and the SDK client behind them load at the first
+// /mcp request, not with the gateway: they were a sixth of its modules' load at start (issue 13).
+let loading: ReturnType<typeof loadMcp> | undefined;
+async function loadMcp() {
+  const [{ StreamableHTTPServerTransport }, { isInitializeRequest }, { injectGateway }, { createCogMcpServer }] = await Promise.all([
+    import('@modelcontextprotocol/sdk/server/streamableHttp.js'),
+    import('@modelcontextprotocol/sdk/types.js'),
+    import('./gateway.ts'),
+    import('./server.ts'),
+  ]);
+  return { StreamableHTTPServerTransport, isInitializeRequest, injectGateway, createCogMcpServer };
+}
+const mcpModules = () => {
+  loading ??= loadMcp();
+  loading.catch(() => (loading = undefined)); // a failed load is tried again by the next request
+  return loading;
+};
 
 export const MCP_PATH = '/mcp';
 /** Open sessions at most; a new one past this is a 503 until one closes or idles out. */
@@ -65,6 +81,7 @@ export function mountMcp(app: FastifyInstance, p: Platform, opts: { innerHeaders
     const session = typeof sid === 'string' ? sessions.get(sid) : undefined;
     if (typeof sid === 'string' && !session) return sendProblem(reply, sessionGone());
     if (!session) {
+      const { StreamableHTTPServerTransport, isInitializeRequest, injectGateway, createCogMcpServer } = await mcpModules();
       if (req.method !== 'POST' || !isInitializeRequest(req.body)) return sendProblem(reply, noSession());
       if (sessions.size >= MAX_SESSIONS) {
         return sendProblem(
