@@ -8,7 +8,8 @@
 // generated), round by round in turn with this one, so both see the same machine load.
 // --profile runs the platform under `node --cpu-prof --cpu-prof-dir=DIR` (written at its exit, so
 // stopped right after it is healthy: the profile is the start); summarise each file with
-// `npx tsx bench/profile-summary.ts <file>` (--inclusive for the project's functions by total time).
+// `npx tsx bench/profile-summary.ts <file>` (self time by area and function), or
+// `npx tsx bench/cpuprofile.ts <file>` for the project's functions by inclusive time too.
 // Targets (issue 13): first start at most 10 s, restart at most 3 s, on this 2-core machine.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';

@@ -13,7 +13,7 @@ import { createLogger } from '../lib/log.ts';
 import { openPlatform, closePlatform, type Platform } from '../lib/platform.ts';
 import { startEventRelay } from '../lib/events.ts';
 import { stopTracing } from '../lib/tracing.ts';
-import type { RunningService } from '../lib/service.ts';
+import { holdStart, type RunningService } from '../lib/service.ts';
 import { SERVICES } from './services.ts';
 import { createHttp, listen } from '../lib/http.ts';
 import { startProgress } from './progress.ts';
@@ -115,6 +115,8 @@ async function run(names: string[], banner: boolean): Promise<void> {
   } catch (e) {
     fail(`could not open the platform's stores: ${(e as Error).message}`);
   }
+  // The loops that can wait (lib/service.ts started) begin once every service is up.
+  const releaseStart = holdStart(platform);
   const relay = startEventRelay(platform);
   const running: RunningService[] = [];
   let stopping = false;
@@ -176,6 +178,7 @@ async function run(names: string[], banner: boolean): Promise<void> {
     await stop(1);
     return;
   }
+  releaseStart();
   if (cfg.opsPort !== undefined) {
     // Services without an HTTP endpoint of their own (worker, sleeve runtime, Cortex) are observed here.
     try {

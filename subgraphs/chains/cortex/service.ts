@@ -4,7 +4,7 @@ import path from 'node:path';
 import { Wallet } from 'ethers';
 import type { Platform } from '../../../lib/platform.ts';
 import { openDatabase, type Database } from '../../../lib/db/index.ts';
-import type { ServiceStarter } from '../../../lib/service.ts';
+import { started, type ServiceStarter } from '../../../lib/service.ts';
 import { rpc, startAnvil, waitForRpc, type Anvil, type AnvilOptions } from './anvil.ts';
 import { CORTEX_CHAIN_ID, deploymentsFile, ensureSuite, operatorKey, providerFor, type Deployment } from './deploy.ts';
 import { rewindToChain, startSubmitter, type CortexChain, type Submitter, type SubmitterOptions } from './submitter.ts';
@@ -68,7 +68,11 @@ export async function startCortexWith(
         ? await openDatabase({ databaseUrl: p.config.databaseUrl, dataDir: p.config.dataDir, poolSize: 2, migrated: true })
         : undefined;
     // Ledger rows are settled once their epoch has ended (one settlement per epoch under load).
-    const submitter = startSubmitter(own?.prisma ?? p.db.prisma, chain, p.log, { currentEpoch: () => p.epochs.current(), ...opts.submitter });
+    const submitter = startSubmitter(own?.prisma ?? p.db.prisma, chain, p.log, {
+      currentEpoch: () => p.epochs.current(),
+      firstRound: started(p),
+      ...opts.submitter,
+    });
     p.log.info({ rpcUrl, chainId, operator: chain.wallet.address, fresh }, 'cortex: suite ready, submitter running');
     // Periodic drift check: warns, never repairs.
     const timer = setInterval(() => {

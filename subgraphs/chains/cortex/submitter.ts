@@ -26,6 +26,8 @@ export interface CortexChain {
 export interface SubmitterOptions {
   /** Idle poll for new intents (ms). */
   pollMs?: number;
+  /** The first round waits for this (the process's start: lib/service.ts started); later ones follow the poll timer and kicks. */
+  firstRound?: Promise<unknown>;
   /** Rows signed and sent per round. */
   batchSize?: number;
   /** Submitted-but-unconfirmed rows allowed at once. */
@@ -466,10 +468,17 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   });
   const run = (): Promise<void> => loop.run();
 
-  void run();
+  // Kicks before the first round are left to it (a round reads every open row).
+  let holding = !!opts.firstRound;
+  if (opts.firstRound)
+    void opts.firstRound.then(() => {
+      holding = false;
+      return run();
+    });
+  else void run();
   return {
     tick: run,
-    kick: () => void run(),
+    kick: () => void (holding || run()),
     async idle(timeoutMs = 60_000) {
       const until = Date.now() + timeoutMs;
       for (;;) {
