@@ -121,6 +121,13 @@ export const passDuration = new client.Histogram({
   buckets: seconds,
   registers: [registry],
 });
+/** Sleeve runtime (subgraphs/sleeves/runtime): how long after its due time a timer tick starts. */
+export const sleeveTickLateness = new client.Histogram({
+  name: 'cog_sleeve_tick_lateness_seconds',
+  help: "Sleeve runtime timer ticks: how long after its due time each started (the tick period is the sleeve's tickRate)",
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32],
+  registers: [registry],
+});
 export const hippocampusFailovers = new client.Counter({
   name: 'cog_hippocampus_failovers_total',
   help: 'Hippocampus calls answered by a node after another failed (HIPPOCAMPUS_FALLBACK_URLS)',

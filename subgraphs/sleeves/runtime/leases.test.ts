@@ -8,7 +8,8 @@ import { testPlatform, type TestPlatform } from '../../../test/helpers/platform.
 import { freshDatabase } from '../../../test/helpers/postgres.ts';
 import { createStack } from '../../stacks/stacks.ts';
 import { decommissionSleeve, getSleeveView, spawnSleeve } from '../sleeves.ts';
-import { fairShare, fencedTicks } from './leases.ts';
+import { sql } from '../../../lib/db/index.ts';
+import { fairShare, fencedTicks, fencedTicksQuery } from './leases.ts';
 import { startRuntime, type SleeveRuntime } from './runtime.ts';
 import { DueHeap } from './wheel.ts';
 
@@ -215,4 +216,36 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
     },
     30_000,
   );
+});
+
+describe('the batch tick on PostgreSQL with statistics from before the runtime held anything', () => {
+  let p: TestPlatform;
+  let drop: (() => Promise<void>) | undefined;
+  beforeAll(async () => {
+    const db = await freshDatabase();
+    drop = db.drop;
+    p = await testPlatform({ DATABASE_URL: db.url });
+  }, 60_000);
+  afterAll(async () => {
+    await p?.cleanup();
+    await drop?.();
+  });
+
+  it("reads each sleeve's lease by its key, never every lease of the runtime (a new runtime id is not in the statistics)", async () => {
+    const x = (q: string) => p.db.prisma.$executeRawUnsafe(q);
+    await x(`INSERT INTO "Sleeve" (id, "stackId", "embodimentType", shape, "tickRate")
+      SELECT 'sleeve:human:' || g || ':plan', 'stack:plan', 'human', 'A', 8000 FROM generate_series(1, 4000) g`);
+    // ANALYZE while every lease is unheld, then one runtime takes half: its id is unknown to the planner.
+    await x('ANALYZE "Sleeve"; ANALYZE "SleeveLease"');
+    await x(`UPDATE "SleeveLease" SET runtime = 'rt-new:123', "expiresAt" = now() + interval '1 hour' WHERE split_part("sleeveId", ':', 3)::int <= 2000`);
+    const ids = Array.from({ length: 300 }, (_, i) => `sleeve:human:${i * 5 + 1}:plan`);
+    const plan = (await p.db.prisma.$queryRaw<{ 'QUERY PLAN': string }[]>(sql`EXPLAIN (ANALYZE, COSTS OFF) ${fencedTicksQuery('rt-new:123', ids, new Date())}`))
+      .map((r) => r['QUERY PLAN'])
+      .join('\n');
+    expect(plan).toContain('SleeveLease_pkey');
+    expect(plan).not.toContain('SleeveLease_runtime_idx');
+    expect(plan).not.toMatch(/Seq Scan on "SleeveLease"/);
+    // The first 2,000 are held by it: 300 of those asked, every fifth.
+    expect(await fencedTicks(p.db.prisma, 'rt-new:123', ids, new Date())).toHaveLength(ids.filter((id) => Number(id.split(':')[2]) <= 2000).length);
+  }, 60_000);
 });

@@ -17,6 +17,7 @@ import os from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { createHttp, listen } from '../../../lib/http.ts';
 import { notFound } from '../../../lib/errors.ts';
+import { sleeveTickLateness } from '../../../lib/metrics.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { Subscription } from '../../../lib/bus/port.ts';
 import type { SleeveRow } from '../view.ts';
@@ -200,6 +201,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
       // Lateness: how long after its due time the sleeve's tick starts.
       counters.maxLateMs = Math.max(counters.maxLateMs, started - d.at);
       late[lateN++ % late.length] = started - d.at;
+      sleeveTickLateness.observe(Math.max(0, started - d.at) / 1000);
       const inst = instances.get(d.id);
       if (inst?.gen !== d.gen) continue;
       if (inst.ticking) counters.busy++;
