@@ -1,52 +1,58 @@
 // The memory write path, above the contexts it spans. A write (perceive, remember) is one
-// transaction over four contexts: the stack's head (stacks), the sleeve's spend and drift (sleeves,
+// statement over four contexts: the stack's head (stacks), the sleeve's spend and drift (sleeves,
 // through the economy's ledger), the sealed node and its shadow branch (memory), and the events; so
-// the burn, the node, the head move and the drift commit together or not at all. The read path
-// (recall) is in flows/recall.ts.
+// the burn, the node, the head move and the drift commit together or not at all.
+//
+// Each context contributes the part of the statement that writes its own tables (lib/db/statement.ts:
+// data-modifying CTEs and the checks of its rules); this flow composes them, and the database runs
+// them as one statement in one round trip. The read before it is one statement too (each context's
+// read part). The read path (recall) is in flows/recall.ts.
 //
 // Group commit: writes to one stack are queued (lib/group-commit.ts); the writes queued while a
-// batch commits form the next batch, committed in one transaction with one head move, every node
+// batch commits form the next batch, committed in one statement with one head move, every node
 // linked to the one before it in arrival order, each caller answered with its own CID or refusal.
 // A batch reads the stack, its sleeves and their balances, decides which writes go through (the
-// refusals are the same as one write's: 404, 409, 403, 402), seals and chains the nodes, stores
-// their payloads (over HTTP in distributed mode: no network call while the stack row is locked),
-// then commits burn, index rows, head move, drift and events together or not at all. The head move
-// is conditional on the head the batch chained onto; when another writer (another process) moved it,
-// or a sleeve was decommissioned or a balance spent meanwhile, the transaction rolls back and the
-// batch is planned again from a fresh read. A refused write leaves no index row (its payload, if
-// stored, is referenced by nothing).
+// refusals are the same as one write's: 404, 409, 403, 402), seals and chains the nodes (the epoch's
+// key derived once), stores their payloads (over HTTP in distributed mode: no network call while
+// the stack row is locked), then commits burn, index rows, head move, drift and events together or
+// not at all. The head move is conditional on the head the batch chained onto; when another writer
+// (another process) moved it, or a sleeve was decommissioned or a balance spent meanwhile, a check
+// fails, the statement is undone and the batch is planned again from a fresh read. A refused write
+// leaves no index row (its payload, if stored, is referenced by nothing).
 
 import type { Platform } from '../lib/platform.ts';
+import { epochKey } from '../lib/crypto.ts';
+import { readStatement, runStatement, type StatementPart } from '../lib/db/statement.ts';
 import { badRequest, conflict, insufficientTokens, notFound, unavailable } from '../lib/errors.ts';
-import { recordEvents, type EventRecord } from '../lib/events.ts';
+import { eventsPart, type EventRecord } from '../lib/events.ts';
 import { groupCommitter, type GroupCommitter, type Outcome } from '../lib/group-commit.ts';
-import { BalancesShort, balancesOf, burnMany, fromMilli, sleeveAccount, type Move } from '../subgraphs/economy/index.ts';
+import { BalancesShort, balancesMilliRead, burnManyPart, fromMilli, sleeveAccount, type Move, type Token } from '../subgraphs/economy/index.ts';
 import {
   checkText,
   hippocampusClient,
-  indexNodes,
+  indexNodesPart,
   isShadowWrite,
   newBranchId,
-  recordShadowBranches,
-  sealNode,
+  sealNodeWith,
+  shadowBranchesPart,
   writeEpoch,
   PERCEIVE_COST_MILLI,
   PERCEIVE_DRIFT_MILLI,
   PIN_COST_MILLI,
 } from '../subgraphs/memory/index.ts';
 import {
-  recordSleeveWrites,
   requireActiveSleeve,
   requireSleeveOfStack,
   richestMemorySleeve,
   SleevesNotActive,
-  sleevesByIds,
+  sleeveWritesPart,
   spendFromSleeve,
   stackOfSleeve,
   writeRefusal,
-  type SleeveRow,
+  writeSleevesRead,
+  type WriteSleeve,
 } from '../subgraphs/sleeves/index.ts';
-import { getStackRow, HeadMoved, moveHeadForWrite } from '../subgraphs/stacks/index.ts';
+import { getStackRow, HeadMoved, headMovePart, stackMasterSecret, writeStackRead, type WriteStack } from '../subgraphs/stacks/index.ts';
 
 /** Writes hold the stack lock; under load they queue, so allow a generous wait. */
 const TX = { maxWait: 30_000, timeout: 30_000 } as const;
@@ -83,7 +89,7 @@ async function writeMemory(p: Platform, input: WriteInput): Promise<WriteResult>
 interface Planned {
   at: number;
   input: WriteInput;
-  sleeve: SleeveRow;
+  sleeve: WriteSleeve;
   cid: string;
   data: string;
   links: string[];
@@ -100,29 +106,26 @@ async function commitWrites(p: Platform, stackId: string, items: WriteInput[]): 
     const epoch = await writeEpoch(p);
     const outcomes: Outcome<WriteResult>[] = new Array(items.length);
     const refuse = (at: number, error: unknown) => void (outcomes[at] = { ok: false, error });
-    // 1. Reads, outside any lock: the stack, the writers' sleeves and their balances.
-    // (In parallel: on PostgreSQL three connections, on PGlite one after the other.)
+    // 1. One read statement, outside any lock: the stack, the writers' sleeves and their balances.
     const ids = [...new Set(items.map((w) => w.sleeveId))];
-    const [stackRead, sleeves, held] = await Promise.all([
-      getStackRow(p.db.prisma, stackId).then(
-        (row) => ({ row }),
-        (error: unknown) => ({ error }),
-      ),
-      sleevesByIds(p.db.prisma, ids),
-      balancesOf(p.db.prisma, ids.map(sleeveAccount)),
-    ]);
-    if ('error' in stackRead) return items.map(() => ({ ok: false, error: stackRead.error }));
-    const stack = stackRead.row;
+    let read: { stack: WriteStack; sleeves: Map<string, WriteSleeve>; held: Map<string, Record<Token, bigint>> };
+    try {
+      read = await readStatement(p.db, { stack: writeStackRead(stackId), sleeves: writeSleevesRead(ids), held: balancesMilliRead(ids.map(sleeveAccount)) });
+    } catch (error) {
+      return items.map(() => ({ ok: false, error }));
+    }
+    const { stack, sleeves, held } = read;
     const left = new Map<string, bigint>();
-    const leftOf = (sleeveId: string, token: Move['token']) => {
+    const leftOf = (sleeveId: string, token: Token) => {
       const k = `${sleeveId}/${token}`;
-      if (!left.has(k)) left.set(k, BigInt(Math.round((held.get(sleeveAccount(sleeveId))?.[token] ?? 0) * 1000)));
+      if (!left.has(k)) left.set(k, held.get(sleeveAccount(sleeveId))?.[token] ?? 0n);
       return left.get(k)!;
     };
     // 2. The plan, in arrival order: who writes, each node chained onto the one before.
     let head = { episodicHead: stack.episodicHead, headSleeveId: stack.headSleeveId, headEpoch: stack.headEpoch };
     const seen = new Map<string, string | null>();
     const planned: Planned[] = [];
+    const key = epochKey(stackMasterSecret(p, stack), stack.id, epoch);
     items.forEach((input, at) => {
       const sleeve = sleeves.get(input.sleeveId);
       if (!sleeve) return refuse(at, notFound('Sleeve', String(input.sleeveId)));
@@ -139,7 +142,7 @@ async function commitWrites(p: Platform, stackId: string, items: WriteInput[]): 
         if (have < c.milli) return refuse(at, insufficientTokens(c.token, fromMilli(c.milli), fromMilli(have)));
       }
       for (const c of costs) left.set(`${sleeve.id}/${c.token}`, leftOf(sleeve.id, c.token) - c.milli);
-      const node = sealNode(p, stack, epoch, input.text, head.episodicHead);
+      const node = sealNodeWith(key, stack.id, epoch, input.text, head.episodicHead);
       const writer = { sleeveId: sleeve.id, seenHead: seen.has(sleeve.id) ? seen.get(sleeve.id)! : sleeve.seenHead };
       const branch = isShadowWrite(head, writer, epoch) ? { id: newBranchId(), baseCid: writer.seenHead } : null;
       planned.push({ at, input, sleeve, ...node, costs, branch });
@@ -158,30 +161,24 @@ async function commitWrites(p: Platform, stackId: string, items: WriteInput[]): 
       sleeveId: w.sleeve.id,
     }));
     try {
-      // 3. Payloads first, outside the transaction (over HTTP in distributed mode).
+      // 3. Payloads first, outside the statement (over HTTP in distributed mode).
       await Promise.all(puts.map((n) => hippo.putPayload(n)));
-      // 4. Burn, index rows, head move, drift and events: together or not at all.
+      // 4. Head move, burn, index rows, branches, drift and events: one statement, together or not
+      // at all. The head move comes first: its stack row lock orders the stack's writers.
       const last = planned[planned.length - 1]!;
-      await p.db.prisma.$transaction(async (tx) => {
-        await moveHeadForWrite(tx, stackId, { from: stack.episodicHead, to: last.cid, sleeveId: last.sleeve.id, epoch });
-        await burnMany(
-          tx,
-          planned.map((w) => ({ from: sleeveAccount(w.sleeve.id), moves: w.costs, reason: w.input.kind, ref: w.sleeve.id, epoch, stackId })),
-        );
-        await indexNodes(tx, puts);
-        await recordShadowBranches(
-          tx,
-          planned.flatMap((w) => (w.branch ? [{ id: w.branch.id, stackId, sleeveId: w.sleeve.id, baseCid: w.branch.baseCid, headCid: w.cid }] : [])),
-        );
-        await recordSleeveWrites(
-          tx,
-          planned.map((w) => ({ sleeveId: w.sleeve.id, head: w.cid, driftMilli: PERCEIVE_DRIFT_MILLI })),
-        );
-        await recordEvents(
-          tx,
-          planned.map((w) => writeEvent(w, stackId, epoch)),
-        );
-      }, TX);
+      await runStatement(
+        p.db,
+        [
+          headMovePart(stack, { from: stack.episodicHead, to: last.cid, sleeveId: last.sleeve.id, epoch }),
+          burnManyPart(planned.map((w) => ({ from: sleeveAccount(w.sleeve.id), moves: w.costs, reason: w.input.kind, ref: w.sleeve.id, epoch, stackId }))),
+          sleeveWritesPart(planned.map((w) => ({ sleeveId: w.sleeve.id, head: w.cid, driftMilli: PERCEIVE_DRIFT_MILLI }))),
+          indexNodesPart(puts),
+          shadowBranchesPart(
+            planned.flatMap((w) => (w.branch ? [{ id: w.branch.id, stackId, sleeveId: w.sleeve.id, baseCid: w.branch.baseCid, headCid: w.cid }] : [])),
+          ),
+          eventsPart(planned.map((w) => writeEvent(w, stackId, epoch))),
+        ].filter((x): x is StatementPart => !!x),
+      );
     } catch (e) {
       if (retryable(e) && attempt < BATCH_ATTEMPTS) continue; // someone else moved first: plan again from a fresh read
       const error = retryable(e) ? unavailable(`stack ${stackId}: writes kept meeting concurrent changes; retry`) : e;

@@ -3,7 +3,8 @@
 // (JetStream de-duplicates a re-publish after a crash) and deletes the row. If the bus is down the
 // rows wait and flow when it returns.
 import { randomUUID } from 'node:crypto';
-import type { Tx } from './db/index.ts';
+import { sql, type Tx } from './db/index.ts';
+import type { StatementPart } from './db/statement.ts';
 import { subjectKind } from './bus/port.ts';
 import type { Platform } from './platform.ts';
 import { singleFlight } from './single-flight.ts';
@@ -30,16 +31,23 @@ export async function recordEvent(tx: Tx, ev: EventRecord): Promise<void> {
   relayNudge?.();
 }
 
-/** Writes several events in the caller's transaction, in order, in one statement (a group commit's). */
-export async function recordEvents(tx: Tx, evs: readonly EventRecord[]): Promise<void> {
-  if (!evs.length) return;
+/** Several events, in order, as part of a composed statement (lib/db/statement.ts): they commit with the change they announce. */
+export function eventsPart(evs: readonly EventRecord[]): StatementPart | null {
+  if (!evs.length) return null;
   const rows = evs.map(outboxRow);
-  await tx.$executeRaw`INSERT INTO "EventOutbox" (subject, "msgId", data, traceparent)
-    SELECT r.subject, r."msgId", r.data, r.traceparent
-    FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS (subject text, "msgId" text, data jsonb, traceparent text))
-      WITH ORDINALITY AS r(subject, "msgId", data, traceparent, n)
-    ORDER BY r.n`;
-  relayNudge?.();
+  return {
+    ctes: [
+      {
+        name: 'event_outbox',
+        body: sql`INSERT INTO "EventOutbox" (subject, "msgId", data, traceparent)
+          SELECT r.subject, r."msgId", r.data, r.traceparent
+          FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS (subject text, "msgId" text, data jsonb, traceparent text))
+            WITH ORDINALITY AS r(subject, "msgId", data, traceparent, n)
+          ORDER BY r.n`,
+      },
+    ],
+    committed: () => relayNudge?.(),
+  };
 }
 
 /**

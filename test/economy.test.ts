@@ -2,7 +2,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { generateIdentity } from '../lib/crypto.ts';
-import { createStack, lastActiveEpochsOf, markStackActive, moveHeadForWrite } from '../subgraphs/stacks/stacks.ts';
+import { createStack, HeadMoved, headMovePart, lastActiveEpochsOf, markStackActive } from '../subgraphs/stacks/stacks.ts';
+import { runStatement } from '../lib/db/statement.ts';
 import { markActive } from '../subgraphs/economy/accrual.ts';
 import type { Tx } from '../lib/db/index.ts';
 import { decommissionSleeve, spawnSleeve, spendFromSleeve, syncSleeve } from '../subgraphs/sleeves/sleeves.ts';
@@ -209,16 +210,21 @@ describe('treasury emission', () => {
     expect((await p.db.prisma.emissionAccrual.findUniqueOrThrow({ where: { stackId: stack.id } })).lastActiveEpoch).toBe(85);
     // A spend: the stack row lock (the stacks context's) and the mark.
     expect((await statements((tx) => markStackActive(tx, stack.id, 86))).n).toBe(2);
-    // The first head move of an epoch marks the stack active; the next ones in the epoch skip it
-    // (the same statements for the head and its NFT mirror, one fewer).
+    // A head move is one statement with its activity mark and its NFT mirror, the epoch's first or not.
     const cid = (n: number) => `cog://${String(n).repeat(64)}@${n < 3 ? 87 : 88}`;
+    const row = await p.db.prisma.stack.findUniqueOrThrow({ where: { id: stack.id } });
     const move = (from: number | null, to: number, epoch: number) =>
-      statements((tx) => moveHeadForWrite(tx, stack.id, { from: from === null ? null : cid(from), to: cid(to), sleeveId: 'sleeve:x', epoch }));
-    await move(null, 1, 87);
-    const first = await move(1, 3, 88);
+      statements((tx) => runStatement(tx, [headMovePart(row, { from: from === null ? null : cid(from), to: cid(to), sleeveId: 'sleeve:x', epoch })]));
+    expect((await move(null, 1, 87)).n).toBe(1);
+    expect((await move(1, 3, 88)).n).toBe(1);
     expect((await lastActiveEpochsOf(p.db.prisma, [stack.id])).get(stack.id)).toBe(88);
-    const again = await move(3, 4, 88);
-    expect(again.n).toBe(first.n - 1);
+    expect((await move(3, 4, 88)).n).toBe(1);
+    // A move from a head that is no longer the head is refused whole: no mirror intent, no head change.
+    const intents = await p.db.prisma.chainOutbox.count({ where: { kind: 'updateStack', ref: stack.id } });
+    await expect(move(3, 5, 89)).rejects.toBeInstanceOf(HeadMoved);
+    expect(await p.db.prisma.chainOutbox.count({ where: { kind: 'updateStack', ref: stack.id } })).toBe(intents);
+    expect((await p.db.prisma.stack.findUniqueOrThrow({ where: { id: stack.id } })).episodicHead).toBe(cid(4));
+    expect((await lastActiveEpochsOf(p.db.prisma, [stack.id])).get(stack.id)).toBe(88);
     expect((await statements((tx) => markStackActive(tx, stack.id, 88))).n).toBe(1); // the lock only: the head moved in 88
     expect(Object.fromEntries(await lastActiveEpochsOf(p.db.prisma, [stack.id, 'stack:none']))).toEqual({ [stack.id]: 88, 'stack:none': 0 });
     expect((await stackBalancesB(p, stack.id)).lastActiveEpoch).toBe(88);

@@ -1,6 +1,7 @@
 // The database: Prisma 7 over a driver adapter. PGlite (embedded PostgreSQL in WASM) under the
 // data dir by default; PostgreSQL through @prisma/adapter-pg when a URL is given. Each driver is
 // loaded only when chosen: an embedded start does not load pg, one on PostgreSQL not PGlite.
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
@@ -14,6 +15,11 @@ export type { PrismaClient };
  * EXPLAINs (db.$queryRaw(sql\`EXPLAIN ${q}\`)) so the statement it checks is the one that runs.
  */
 export const sql = Prisma.sql;
+/** A CTE or column name spliced into a `sql` fragment (checked: letters, digits, underscores). */
+export function sqlIdent(name: string): Sql {
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`sqlIdent: ${JSON.stringify(name)} is not a plain identifier`);
+  return Prisma.raw(name);
+}
 export type Sql = Prisma.Sql;
 export type Db = PrismaClient;
 /** The client handed to a transaction callback. */
@@ -50,7 +56,8 @@ export async function openDatabase(opts: {
     pool.on('error', () => {}); // an idle client lost its server: the pool replaces it
     const driver: SqlDriver = {
       exec: async (sql) => void (await pool.query(sql)),
-      query: async (sql, params) => (await pool.query(sql, params as unknown[])).rows,
+      query: async (sql, params, opts) =>
+        (await (opts?.prepare ? pool.query({ name: preparedName(sql), text: sql, values: params as unknown[] }) : pool.query(sql, params as unknown[]))).rows,
     };
     // Migrate on one connection so BEGIN/COMMIT and the advisory lock share a session.
     if (!opts.migrated) {
@@ -114,6 +121,17 @@ export async function openDatabase(opts: {
       await lite.close();
     },
   };
+}
+
+const preparedNames = new Map<string, string>();
+/** The name a prepared statement goes by on every connection: a digest of its text (the same text, the same name). */
+function preparedName(text: string): string {
+  let name = preparedNames.get(text);
+  if (!name) {
+    if (preparedNames.size >= 1_000) preparedNames.clear();
+    preparedNames.set(text, (name = `cog_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`));
+  }
+  return name;
 }
 
 /** Attempts of an interactive transaction that keeps failing transiently (see transientTransactionError). */

@@ -12,7 +12,12 @@ export const migrationsDir = path.resolve(path.dirname(fileURLToPath(import.meta
 /** The minimum a driver must offer: run a multi-statement script, and a parameterised query. */
 export interface SqlDriver {
   exec(sql: string): Promise<void>;
-  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
+  /**
+   * `prepare`: the statement is one the process sends again and again (the hot path's composed
+   * statements): PostgreSQL keeps it prepared per connection, parsed and planned once, not on every
+   * call. PGlite runs it as it is.
+   */
+  query<T = Record<string, unknown>>(sql: string, params?: unknown[], opts?: { prepare?: boolean }): Promise<T[]>;
 }
 
 export interface Migration {

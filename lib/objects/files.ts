@@ -30,17 +30,32 @@ export class FileObjectStore implements ObjectStore {
     return file;
   }
 
+  /**
+   * Folders known to exist (made or seen by a put), so a put is one write and one rename, not a
+   * mkdir each time. delete forgets the folders it removes; one removed behind the store's back
+   * makes the write fail with ENOENT, and the put makes it again and retries once.
+   */
+  private readonly dirs = new Set<string>();
+
   async put(key: string, body: Uint8Array): Promise<void> {
     const file = this.file(key);
-    await fs.mkdir(path.dirname(file), { recursive: true });
+    const dir = path.dirname(file);
+    const mkdir = async () => {
+      await fs.mkdir(dir, { recursive: true });
+      if (this.dirs.size >= 100_000) this.dirs.clear();
+      this.dirs.add(dir);
+    };
+    if (!this.dirs.has(dir)) await mkdir();
     const tmp = `${file}~${randomBytes(6).toString('hex')}.tmp`;
+    // flush: fsynced before the promise settles, so the rename publishes durable bytes.
+    const write = () => fs.writeFile(tmp, body, { flag: 'wx', flush: true });
     try {
-      const fh = await fs.open(tmp, 'wx');
       try {
-        await fh.writeFile(body);
-        await fh.sync();
-      } finally {
-        await fh.close();
+        await write();
+      } catch (err) {
+        if (!isCode(err, 'ENOENT')) throw err;
+        await mkdir();
+        await write();
       }
       await fs.rename(tmp, file);
     } catch (err) {
@@ -85,6 +100,7 @@ export class FileObjectStore implements ObjectStore {
     for (let dir = path.dirname(file); dir !== this.root && dir.startsWith(this.root); dir = path.dirname(dir)) {
       try {
         await fs.rmdir(dir);
+        this.dirs.delete(dir);
       } catch {
         break; // not empty (or already gone)
       }

@@ -14,6 +14,7 @@
 // copied when the row is opened at stack creation (neither changes after it), and L itself, which
 // the economy owns and markActive moves. The SQL fragments below read them from a row aliased `s`.
 import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
+import { numberedSql, runStatement, type StatementPart } from '../../lib/db/statement.ts';
 
 /** Units of each core token emitted per stack per epoch before scaling (spec: Limits). */
 export const EMISSION_PER_EPOCH = 100;
@@ -128,36 +129,54 @@ const SETTLE = ACCRUAL_TOKENS.map(
 ).join(', ');
 
 /**
- * One statement: the stack spent or wrote in `epoch`, which becomes its lastActiveEpoch. Keyed on
- * `"lastActiveEpoch" < epoch`, it locks the accrual row, settles the epochs up to `epoch` (whose
- * emission was made as each began, with the old value) into it, records them as a closed run (and
- * drops runs past the history kept), and moves lastActiveEpoch, so later epochs are computed from
- * the new value. `s` is the row as locked (a concurrent settlement or claim is waited for and
- * re-read: the READ COMMITTED re-check of FOR UPDATE), and every value written is computed from it.
+ * The stack spent or wrote in `epoch`, which becomes its lastActiveEpoch (part of a statement, or
+ * markActive's own). Keyed on `"lastActiveEpoch" < epoch`, it locks the accrual row, settles the
+ * epochs up to `epoch` (whose emission was made as each began, with the old value) into it, records
+ * them as a closed run (and drops runs past the history kept), and moves lastActiveEpoch, so later
+ * epochs are computed from the new value. `acc_s` is the row as locked (a concurrent settlement or
+ * claim is waited for and re-read: the READ COMMITTED re-check of FOR UPDATE), and every value
+ * written is computed from it. A no-op, touching no row, when the stack was already active in
+ * `epoch` or later (one index probe), or has no accrual row. The caller holds the stack row lock
+ * (the stacks context's, which serialises a stack's writers: a write's part comes after its head
+ * move); a claim and a settlement serialise on the accrual row.
  */
-const MARK_ACTIVE_SQL = `WITH s AS (
-    SELECT * FROM "EmissionAccrual" WHERE "stackId" = $1 AND "lastActiveEpoch" < $2::int FOR UPDATE
-  ), run AS (
-    INSERT INTO "EmissionRun" ("stackId", "fromEpoch", "toEpoch", "lastActiveEpoch")
-    SELECT s."stackId", GREATEST(s."lastActiveEpoch" + 1, s."sinceEpoch"), $2::int, s."lastActiveEpoch" FROM s
-    WHERE GREATEST(s."lastActiveEpoch" + 1, s."sinceEpoch") <= $2::int
-    ON CONFLICT ("stackId", "toEpoch") DO NOTHING
-  ), pruned AS (
-    DELETE FROM "EmissionRun" r USING s WHERE r."stackId" = s."stackId" AND r."toEpoch" < $2::int - ${RUN_HISTORY_EPOCHS}
-  )
-  UPDATE "EmissionAccrual" a SET ${SETTLE}, "settledEpoch" = GREATEST(s."settledEpoch", $2::int),
-    "floorEpoch" = $2::int + 1 + ${tailSql}, "lastActiveEpoch" = $2::int
-  FROM s WHERE a."stackId" = s."stackId"`;
+export function markActivePart(stackId: string, epoch: number): StatementPart {
+  const p = [stackId, epoch];
+  return {
+    ctes: [
+      { name: 'acc_s', body: numberedSql(`SELECT * FROM "EmissionAccrual" WHERE "stackId" = $1 AND "lastActiveEpoch" < $2::int FOR UPDATE`, p) },
+      {
+        name: 'acc_run',
+        body: numberedSql(
+          `INSERT INTO "EmissionRun" ("stackId", "fromEpoch", "toEpoch", "lastActiveEpoch")
+           SELECT s."stackId", GREATEST(s."lastActiveEpoch" + 1, s."sinceEpoch"), $2::int, s."lastActiveEpoch" FROM acc_s s
+           WHERE GREATEST(s."lastActiveEpoch" + 1, s."sinceEpoch") <= $2::int
+           ON CONFLICT ("stackId", "toEpoch") DO NOTHING`,
+          p,
+        ),
+      },
+      {
+        name: 'acc_pruned',
+        body: numberedSql(`DELETE FROM "EmissionRun" r USING acc_s s WHERE r."stackId" = s."stackId" AND r."toEpoch" < $2::int - ${RUN_HISTORY_EPOCHS}`, p),
+      },
+      {
+        name: 'acc_mark',
+        body: numberedSql(
+          `UPDATE "EmissionAccrual" a SET ${SETTLE}, "settledEpoch" = GREATEST(s."settledEpoch", $2::int),
+             "floorEpoch" = $2::int + 1 + ${tailSql}, "lastActiveEpoch" = $2::int
+           FROM acc_s s WHERE a."stackId" = s."stackId" RETURNING 1`,
+          p,
+        ),
+      },
+    ],
+  };
+}
 
-/**
- * The stack spent or wrote in `epoch`: settles what accrued and moves its lastActiveEpoch (one
- * statement, above). Once per stack and epoch: a no-op, touching no row, when the stack was
- * already active in `epoch` or later, or has no accrual row. True when it moved. The caller holds
- * the stack row lock (the stacks context's, which serialises a stack's writers); a claim and a
- * settlement serialise on the accrual row.
- */
+/** markActivePart as its own statement, in the caller's transaction. True when the stack became active in `epoch`. */
 export async function markActive(tx: Tx, stackId: string, epoch: number): Promise<boolean> {
-  return (await tx.$executeRawUnsafe(MARK_ACTIVE_SQL, stackId, epoch)) > 0;
+  const part = markActivePart(stackId, epoch);
+  const out = await runStatement(tx, [part, { outputs: [{ name: 'moved', expr: sql`(SELECT count(*) FROM acc_mark) > 0` }] }]);
+  return out.moved === true;
 }
 
 /**

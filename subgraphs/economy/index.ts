@@ -16,10 +16,11 @@ export {
   transfer,
   mint,
   burn,
-  burnMany,
   burnCtes,
   balanceMilliSql,
   sleeveAccountSql,
+  burnManyPart,
+  balancesMilliRead,
   BalancesShort,
   sweep,
   balanceOf,
@@ -46,7 +47,7 @@ export {
   type CoreAmounts,
 } from './treasury.ts';
 export { balanceHistoryOf } from './history.ts';
-export { markActive, activeInSql, openAccrual, lastActiveEpochs, NEVER_ACTIVE, tailSql, type AccrualTerms } from './accrual.ts';
+export { markActive, markActivePart, activeInSql, openAccrual, lastActiveEpochs, NEVER_ACTIVE, tailSql, type AccrualTerms } from './accrual.ts';
 export { watchEmissions, type EmissionWatchHandle } from './watch.ts';
 export { drip, DRIP_UNITS, type FaucetGrant } from './faucet.ts';
 export type { StackHolders, StackTerms } from './holders.ts';

@@ -5,8 +5,9 @@
 // concurrent spends can never take a balance below zero.
 import { randomUUID } from 'node:crypto';
 import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
+import { joinParts, jsonValue, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 import { insufficientTokens } from '../../lib/errors.ts';
-import { chainIntentInsert, enqueueChainTx } from '../chains/index.ts';
+import { chainIntentInsert, chainIntentsPart, enqueueChainTx } from '../chains/index.ts';
 
 export const TOKENS = ['compute', 'memory', 'sync', 'routing', 'residue'] as const;
 export type Token = (typeof TOKENS)[number];
@@ -116,7 +117,7 @@ export async function burn(tx: Tx, from: string, moves: Move[], meta: { reason: 
   return txId;
 }
 
-/** One burn of a group (burnMany): `moves` from `from`, its own posting. */
+/** One burn of a group (burnManyPart): `moves` from `from`, its own posting. */
 export interface BurnInput {
   from: string;
   moves: Move[];
@@ -134,20 +135,20 @@ export class BalancesShort extends Error {
 }
 
 /**
- * Many burns in one statement (a group commit's): each is its own balanced posting (its own txId and
- * ledger entries, in order) and its own BandwidthToken burn intent, exactly as `burn` writes it; the
- * debits of each (non-system) account are summed into one conditional UPDATE. Throws BalancesShort
- * when any account holds less than its burns need: the caller checked the balances it read, so this
- * means a concurrent spend came first, and it retries. Returns the txIds in order.
+ * Many burns (a group commit's) as part of the write's one statement (lib/db/statement.ts): each is
+ * its own balanced posting (its own txId and ledger entries, in order) and its own BandwidthToken
+ * burn intent, exactly as `burn` writes it; the debits of each (non-system) account are summed into
+ * one conditional UPDATE. When any account holds less than its burns need, the statement is undone
+ * with BalancesShort: the caller checked the balances it read, so this means a concurrent spend came
+ * first, and it retries.
  */
-export async function burnMany(tx: Tx, burns: readonly BurnInput[]): Promise<string[]> {
+export function burnManyPart(burns: readonly BurnInput[]): StatementPart | null {
   const need = new Map<string, bigint>();
   const entries: Array<{ txId: string; account: string; token: Token; milli: string; reason: string; ref: string | null; epoch: number }> = [];
-  const txIds: string[] = [];
+  const intents: Array<{ kind: 'burn'; ref: string; payload: Record<string, unknown>; epoch: number }> = [];
   for (const b of burns) {
-    if (isSystem(b.from)) throw new Error(`burnMany: ${b.from} is a system account`);
+    if (isSystem(b.from)) throw new Error(`burnManyPart: ${b.from} is a system account`);
     const txId = randomUUID();
-    txIds.push(txId);
     for (const m of b.moves) {
       if (m.milli <= 0n) continue;
       const k = `${b.from}\u001f${m.token}`;
@@ -156,34 +157,39 @@ export async function burnMany(tx: Tx, burns: readonly BurnInput[]): Promise<str
       entries.push({ txId, account: b.from, token: m.token, milli: (-m.milli).toString(), reason: b.reason, ref: b.ref ?? null, epoch: b.epoch });
       entries.push({ txId, account: SYSTEM.burn, token: m.token, milli: m.milli.toString(), reason: b.reason, ref: b.ref ?? null, epoch: b.epoch });
     }
-  }
-  if (!need.size) return txIds;
-  const keys = [...need.keys()].sort();
-  const accounts = keys.map((k) => k.split('\u001f')[0]!);
-  const tokens = keys.map((k) => k.split('\u001f')[1]!);
-  const amounts = keys.map((k) => need.get(k)!.toString());
-  const [r] = await tx.$queryRaw<Array<{ debited: string[] | null }>>`
-    WITH debit AS (
-      UPDATE "Balance" b SET milli = b.milli - v.need FROM unnest(${accounts}::text[], ${tokens}::text[], ${amounts}::bigint[]) AS v(account, token, need)
-      WHERE b.account = v.account AND b.token = v.token AND b.milli >= v.need RETURNING b.account, b.token
-    ), ledger AS (
-      INSERT INTO "LedgerEntry" ("txId", account, token, milli, reason, ref, epoch)
-      SELECT e."txId", e.account, e.token, e.milli, e.reason, e.ref, e.epoch
-      FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(entries)}::jsonb) AS ("txId" text, account text, token text, milli bigint, reason text, ref text, epoch int))
-        WITH ORDINALITY AS e("txId", account, token, milli, reason, ref, epoch, n)
-      ORDER BY e.n
-      RETURNING 1
-    )
-    SELECT (SELECT array_agg(account || chr(31) || token) FROM debit) AS debited, (SELECT count(*) FROM ledger) AS entries`;
-  const debited = new Set(r?.debited ?? []);
-  const short = keys.filter((k) => !debited.has(k));
-  if (short.length) throw new BalancesShort([...new Set(short.map((k) => k.split('\u001f')[0]!))]);
-  for (let i = 0; i < burns.length; i++) {
-    const b = burns[i]!;
     const amounts = b.moves.filter((m) => m.milli > 0n).map((m) => ({ token: m.token, milli: m.milli.toString() }));
-    if (amounts.length) await enqueueChainTx(tx, { kind: 'burn', ref: `ledger:${txIds[i]}`, payload: { stackId: b.stackId, amounts }, epoch: b.epoch });
+    if (amounts.length) intents.push({ kind: 'burn', ref: `ledger:${txId}`, payload: { stackId: b.stackId, amounts }, epoch: b.epoch });
   }
-  return txIds;
+  if (!need.size) return null;
+  const keys = [...need.keys()].sort();
+  const debits = keys.map((k) => ({ account: k.split('\u001f')[0]!, token: k.split('\u001f')[1]!, need: need.get(k)!.toString() }));
+  return joinParts(
+    {
+      ctes: [
+        {
+          name: 'ledger_debit',
+          body: sql`UPDATE "Balance" b SET milli = b.milli - v.need
+            FROM jsonb_to_recordset(${JSON.stringify(debits)}::jsonb) AS v(account text, token text, need bigint)
+            WHERE b.account = v.account AND b.token = v.token AND b.milli >= v.need RETURNING 1`,
+        },
+        {
+          name: 'ledger_entries',
+          body: sql`INSERT INTO "LedgerEntry" ("txId", account, token, milli, reason, ref, epoch)
+            SELECT e."txId", e.account, e.token, e.milli, e.reason, e.ref, e.epoch
+            FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(entries)}::jsonb) AS ("txId" text, account text, token text, milli bigint, reason text, ref text, epoch int))
+              WITH ORDINALITY AS e("txId", account, token, milli, reason, ref, epoch, n)
+            ORDER BY e.n`,
+        },
+      ],
+      checks: [
+        {
+          holds: sql`(SELECT count(*) FROM ledger_debit) = ${keys.length}::int`,
+          fail: () => new BalancesShort([...new Set(debits.map((d) => d.account))]),
+        },
+      ],
+    },
+    chainIntentsPart(intents, 'ledger_intents'),
+  );
 }
 
 /** A (non-system) account's balance of a token in milli-units, as an SQL expression (0 without a row); `account` is an SQL expression. */
@@ -234,6 +240,21 @@ export async function systemBalance(db: Db | Tx, account: (typeof SYSTEM)[keyof 
   const out = zeroAmounts();
   for (const r of rows) if ((TOKENS as readonly string[]).includes(r.token)) out[r.token as Token] = fromMilli(r.milli);
   return out;
+}
+
+/** Balances in milli-units of several (non-system) accounts (every token, zero when absent), as one read of a read statement. */
+export function balancesMilliRead(accounts: readonly string[]): ReadPart<Map<string, Record<Token, bigint>>> {
+  return {
+    expr: sql`SELECT json_agg(json_build_object('a', account, 't', token, 'm', milli::text)) FROM "Balance" WHERE account = ANY(${[...accounts]}::text[])`,
+    parse: (v) => {
+      const out = new Map<string, Record<Token, bigint>>(accounts.map((a) => [a, Object.fromEntries(TOKENS.map((t) => [t, 0n])) as Record<Token, bigint>]));
+      for (const r of (jsonValue(v) as Array<{ a: string; t: string; m: string }> | null) ?? []) {
+        const a = out.get(r.a);
+        if (a && (TOKENS as readonly string[]).includes(r.t)) a[r.t as Token] = BigInt(r.m);
+      }
+      return out;
+    },
+  };
 }
 
 /** Balances (units) of several (non-system) accounts in one query. */

@@ -8,7 +8,8 @@
 // writer last saw); the node still links to the current head so everything stays reachable, and
 // the memory-reconciler pass merges the branch (mergeBranch) and opens the residue.
 import { randomBytes } from 'node:crypto';
-import type { Db, Tx } from '../../lib/db/index.ts';
+import { sql, type Db, type Tx } from '../../lib/db/index.ts';
+import type { StatementPart } from '../../lib/db/statement.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { epochKey, fromUtf8, open, seal, DecryptError } from '../../lib/crypto.ts';
@@ -60,10 +61,14 @@ export interface SealedNode {
 
 /** The node a write adds: the text sealed under the stack's key of the epoch, linked to the head it replaces. */
 export function sealNode(p: Platform, stack: Pick<StackRow, 'id' | 'masterSecret'>, epoch: number, text: string, head: string | null): SealedNode {
-  const key = epochKey(stackMasterSecret(p, stack), stack.id, epoch);
+  return sealNodeWith(epochKey(stackMasterSecret(p, stack), stack.id, epoch), stack.id, epoch, text, head);
+}
+
+/** sealNode with the epoch's key already derived (a batch of writes derives it once). */
+export function sealNodeWith(key: Uint8Array, stackId: string, epoch: number, text: string, head: string | null): SealedNode {
   const data = JSON.stringify(seal(key, text));
   const links = head ? [head] : [];
-  return { cid: computeCid({ data, links, epoch, stackId: stack.id }), data, links };
+  return { cid: computeCid({ data, links, epoch, stackId }), data, links };
 }
 
 /**
@@ -87,12 +92,21 @@ export function isShadowWrite(
 
 export const newBranchId = () => `branch:${randomBytes(8).toString('hex')}`;
 
-/** The branches of a group commit's shadow writes (ids from newBranchId), in one statement. */
-export async function recordShadowBranches(
-  tx: Tx,
+/** The branches of a group commit's shadow writes (ids from newBranchId), as part of the write's one statement (lib/db/statement.ts). */
+export function shadowBranchesPart(
   branches: ReadonlyArray<{ id: string; stackId: string; sleeveId: string; baseCid: string | null; headCid: string }>,
-): Promise<void> {
-  if (branches.length) await tx.memoryBranch.createMany({ data: branches.map((b) => ({ ...b })) });
+): StatementPart | null {
+  if (!branches.length) return null;
+  return {
+    ctes: [
+      {
+        name: 'memory_branches',
+        body: sql`INSERT INTO "MemoryBranch" (id, "stackId", "sleeveId", "baseCid", "headCid")
+          SELECT b.id, b."stackId", b."sleeveId", b."baseCid", b."headCid"
+          FROM jsonb_to_recordset(${JSON.stringify(branches)}::jsonb) AS b(id text, "stackId" text, "sleeveId" text, "baseCid" text, "headCid" text)`,
+      },
+    ],
+  };
 }
 
 export interface Fragment {

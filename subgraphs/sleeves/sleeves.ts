@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { sql, type Database, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
+import { jsonValue, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
@@ -251,7 +252,7 @@ export async function requireActiveSleeve(tx: Db | Tx, id: string): Promise<Slee
 }
 
 /** 403 unless the sleeve belongs to the stack: a sleeve may act only for its own stack. */
-export function requireSleeveOfStack(sleeve: SleeveRow, stackId: string): void {
+export function requireSleeveOfStack(sleeve: Pick<SleeveRow, 'id' | 'stackId'>, stackId: string): void {
   if (sleeve.stackId !== stackId) {
     throw new Problem(403, 'SLEEVE_NOT_OF_STACK', 'Forbidden', `sleeve ${sleeve.id} does not belong to stack ${stackId}`);
   }
@@ -457,13 +458,6 @@ export async function stackOfSleeve(db: Db | Tx, sleeveId: string): Promise<stri
   return row.stackId;
 }
 
-/** The sleeves of these ids that exist, in one query. */
-export async function sleevesByIds(db: Db | Tx, ids: readonly string[]): Promise<Map<string, SleeveRow>> {
-  const unique = [...new Set(ids)].filter((id) => typeof id === 'string' && id);
-  if (!unique.length) return new Map();
-  return new Map((await db.sleeve.findMany({ where: { id: { in: unique } } })).map((s) => [s.id, s]));
-}
-
 /** Why a sleeve may not write now (the refusals requireActiveSleeve throws), or null. */
 export function writeRefusal(sleeve: Pick<SleeveRow, 'id' | 'alive' | 'frozen'>): Problem | null {
   if (!sleeve.alive) return conflict(`sleeve ${sleeve.id} is decommissioned`, 'SLEEVE_DECOMMISSIONED');
@@ -479,25 +473,43 @@ export class SleevesNotActive extends Error {
 }
 
 /**
- * recordSleeveWrite for a group commit, in one statement: each sleeve's drift grows by the sum of
- * its writes and it has seen its last one. Throws SleevesNotActive (the caller's transaction rolls
- * back) when any of them is no longer alive and unfrozen.
+ * recordSleeveWrite for a group commit, as part of the write's one statement (lib/db/statement.ts):
+ * each sleeve's drift grows by the sum of its writes and it has seen its last one. When any of them
+ * is no longer alive and unfrozen the statement is undone with SleevesNotActive.
  */
-export async function recordSleeveWrites(tx: Tx, writes: ReadonlyArray<{ sleeveId: string; head: string; driftMilli: number }>): Promise<void> {
+export function sleeveWritesPart(writes: ReadonlyArray<{ sleeveId: string; head: string; driftMilli: number }>): StatementPart | null {
   const per = new Map<string, { drift: number; head: string }>();
   for (const w of writes) {
     const cur = per.get(w.sleeveId);
     per.set(w.sleeveId, { drift: (cur?.drift ?? 0) + Math.round(w.driftMilli), head: w.head });
   }
-  if (!per.size) return;
+  if (!per.size) return null;
   const ids = [...per.keys()];
-  const moved = await tx.$queryRaw<Array<{ id: string }>>`UPDATE "Sleeve" s SET "driftMilli" = s."driftMilli" + v.d, "seenHead" = v.h
-    FROM unnest(${ids}::text[], ${ids.map((id) => per.get(id)!.drift)}::int[], ${ids.map((id) => per.get(id)!.head)}::text[]) AS v(id, d, h)
-    WHERE s.id = v.id AND s.alive = true AND s.frozen = false RETURNING s.id`;
-  if (moved.length !== ids.length) {
-    const ok = new Set(moved.map((r) => r.id));
-    throw new SleevesNotActive(ids.filter((id) => !ok.has(id)));
-  }
+  const rows = ids.map((id) => ({ id, d: per.get(id)!.drift, h: per.get(id)!.head }));
+  return {
+    ctes: [
+      {
+        name: 'sleeve_writes',
+        body: sql`UPDATE "Sleeve" s SET "driftMilli" = s."driftMilli" + v.d, "seenHead" = v.h
+          FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(id text, d int, h text)
+          WHERE s.id = v.id AND s.alive = true AND s.frozen = false RETURNING 1`,
+      },
+    ],
+    checks: [{ holds: sql`(SELECT count(*) FROM sleeve_writes) = ${ids.length}::int`, fail: () => new SleevesNotActive(ids) }],
+  };
+}
+
+/** What a write reads of its sleeves (writeSleevesRead). */
+export type WriteSleeve = Pick<SleeveRow, 'id' | 'stackId' | 'embodimentType' | 'alive' | 'frozen' | 'seenHead'>;
+
+/** The sleeves of these ids that exist, as one read of a read statement (lib/db/statement.ts readStatement). */
+export function writeSleevesRead(ids: readonly string[]): ReadPart<Map<string, WriteSleeve>> {
+  const unique = [...new Set(ids)].filter((id) => typeof id === 'string' && id);
+  return {
+    expr: sql`SELECT json_agg(json_build_object('id', id, 'stackId', "stackId", 'embodimentType', "embodimentType", 'alive', alive,
+        'frozen', frozen, 'seenHead', "seenHead")) FROM "Sleeve" WHERE id = ANY(${unique}::text[])`,
+    parse: (v) => new Map(((jsonValue(v) as WriteSleeve[] | null) ?? []).map((r) => [r.id, r])),
+  };
 }
 
 /**

@@ -6,14 +6,15 @@
 import { randomBytes } from 'node:crypto';
 import * as ed from '@noble/ed25519';
 import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
+import { joinParts, jsonValue, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { generateIdentity, randomSecret, unwrapSecret, wrapSecret } from '../../lib/crypto.ts';
 import { stackAddress } from '../../lib/address.ts';
 import { recordEvent } from '../../lib/events.ts';
-import { enqueueChainTx, enqueueCoalescedChainTx, type MirroredTable, type StackAnchor } from '../chains/index.ts';
-import { lastActiveEpochs, markActive, NEVER_ACTIVE, openAccrual, type TokenAmounts } from '../economy/index.ts';
+import { coalescedChainIntentPart, enqueueChainTx, enqueueCoalescedChainTx, type MirroredTable, type StackAnchor } from '../chains/index.ts';
+import { lastActiveEpochs, markActive, markActivePart, NEVER_ACTIVE, openAccrual, type TokenAmounts } from '../economy/index.ts';
 import type { Stack as StackRow } from '../../generated/prisma/client.ts';
 
 export type { StackRow };
@@ -275,35 +276,55 @@ export class HeadMoved extends Error {
 
 /**
  * A group commit's head move (setEpisodicHead for writes whose nodes were chained onto `from`
- * before the transaction): one conditional UPDATE that locks the stack row, checks the head is
- * still `from` (else HeadMoved: the caller's transaction rolls back and it retries from a fresh
- * read) and moves it to `to`. The stack row stays locked to the end of the caller's transaction,
- * so the rest of the write commits against this head. Marks the stack active in `epoch` and
- * mirrors the head on the identity NFT, as setEpisodicHead does; the mark costs nothing when the
- * head already moved in `epoch` (see headMovedSince).
+ * before the statement), as the first part of the write's one statement (lib/db/statement.ts): a
+ * conditional UPDATE that locks the stack row, checks the head is still `from` (else HeadMoved: the
+ * statement is undone and the caller retries from a fresh read) and moves it to `to`. The row stays
+ * locked to the end of the statement, so the rest of the write commits against this head. Marks the
+ * stack active in `epoch` (the economy's part: one index probe when it already was) and mirrors the
+ * head on the identity NFT, as setEpisodicHead does; the new or rewritten intent makes the stack's
+ * chain record pending, set here in the same UPDATE (a statement changes a row once).
  */
-export async function moveHeadForWrite(tx: Tx, stackId: string, move: { from: string | null; to: string; sleeveId: string; epoch: number }): Promise<void> {
-  // `o` is the row before this statement: its headEpoch is the epoch of the head move before this one.
-  const rows = await tx.$queryRaw<Array<{ tokenId: number; epoch: number; prevHeadEpoch: number | null }>>`
-    UPDATE "Stack" s SET "episodicHead" = ${move.to}, epoch = ${move.epoch}, "headEpoch" = ${move.epoch}, "headSleeveId" = ${move.sleeveId}
-    FROM "Stack" o
-    WHERE s.id = ${stackId} AND o.id = ${stackId} AND s."episodicHead" IS NOT DISTINCT FROM ${move.from}
-    RETURNING s."tokenId", s.epoch, o."headEpoch" AS "prevHeadEpoch"`;
-  const row = rows[0];
-  if (!row) {
-    if (!(await tx.stack.findUnique({ where: { id: stackId }, select: { id: true } }))) throw notFound('Stack', stackId);
-    throw new HeadMoved(stackId);
-  }
-  // A write is activity: the emission accrued so far is settled before lastActiveEpoch moves.
-  if (!headMovedSince(row.prevHeadEpoch, move.epoch)) await markActive(tx, stackId, move.epoch);
-  const payload = { stackId, tokenId: row.tokenId, epoch: row.epoch, episodicHead: move.to };
-  await enqueueCoalescedChainTx(tx, { kind: 'updateStack', ref: stackId, payload, epoch: move.epoch });
+export function headMovePart(
+  stack: Pick<StackRow, 'id' | 'tokenId'>,
+  move: { from: string | null; to: string; sleeveId: string; epoch: number },
+): StatementPart {
+  const payload = { stackId: stack.id, tokenId: stack.tokenId, epoch: move.epoch, episodicHead: move.to };
+  return joinParts(
+    {
+      ctes: [
+        {
+          name: 'stack_head',
+          body: sql`UPDATE "Stack" SET "episodicHead" = ${move.to}, epoch = ${move.epoch}::int, "headEpoch" = ${move.epoch}::int,
+              "headSleeveId" = ${move.sleeveId}, "chainStatus" = 'pending'
+            WHERE id = ${stack.id} AND "episodicHead" IS NOT DISTINCT FROM ${move.from}::text RETURNING id`,
+        },
+      ],
+      checks: [{ holds: sql`(SELECT count(*) FROM stack_head) = 1`, fail: () => new HeadMoved(stack.id) }],
+    },
+    markActivePart(stack.id, move.epoch),
+    coalescedChainIntentPart({ kind: 'updateStack', ref: stack.id, payload, epoch: move.epoch }, 'stack_mirror'),
+  );
+}
+
+/** What a write reads of its stack (writeStackRead). */
+export type WriteStack = Pick<StackRow, 'id' | 'tokenId' | 'masterSecret' | 'episodicHead' | 'headSleeveId' | 'headEpoch'>;
+
+/** The stack a write plans against, as one read of a read statement (lib/db/statement.ts readStatement); a 404 Problem when there is none. */
+export function writeStackRead(id: string): ReadPart<WriteStack> {
+  return {
+    expr: sql`SELECT json_build_object('id', id, 'tokenId', "tokenId", 'masterSecret', "masterSecret", 'episodicHead', "episodicHead",
+        'headSleeveId', "headSleeveId", 'headEpoch', "headEpoch") FROM "Stack" WHERE id = ${String(id)}`,
+    parse: (v) => {
+      if (!v || typeof id !== 'string' || !id) throw notFound('Stack', String(id));
+      return jsonValue(v) as WriteStack;
+    },
+  };
 }
 
 /**
  * Whether a head move in `epoch` or later already marked the stack active in `epoch`: every head
  * move stamped with an epoch marks the stack active in that epoch in its own transaction
- * (setEpisodicHead, moveHeadForWrite), and the economy's lastActiveEpoch never goes back, so it is
+ * (setEpisodicHead, headMovePart), and the economy's lastActiveEpoch never goes back, so it is
  * at least the headEpoch of any committed version of the row. Then markActive would be a no-op,
  * and the stacks context skips it using its own column, without asking the economy.
  */

@@ -15,7 +15,7 @@ import { dagStats, dagWritesInEpoch, nodeMeta, pinStored, putNode, storePayload,
 
 export interface HippocampusClient {
   put(node: PutNodeInput, tx?: Tx): Promise<void>;
-  /** The payload only (storePayload): the writer adds the index row in its own transaction (indexNodes). */
+  /** The payload only (storePayload): the writer adds the index row in its own statement (indexNodesPart). */
   putPayload(node: PutNodeInput): Promise<void>;
   pin(cid: string, tx?: Tx): Promise<void>;
   walk(root: string, depth: number, epoch: number): Promise<WalkResult>;

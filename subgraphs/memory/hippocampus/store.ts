@@ -2,6 +2,7 @@
 // `dag/<sha256>`, the index (links, epoch, pin, write order) in MemoryNode. It only ever holds
 // ciphertext: no key, no plaintext passes through here.
 import { sql, type Database, type Db, type Sql, type Tx } from '../../../lib/db/index.ts';
+import type { StatementPart } from '../../../lib/db/statement.ts';
 import type { ObjectStore } from '../../../lib/objects/port.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { Problem, badRequest, notFound } from '../../../lib/errors.ts';
@@ -126,9 +127,13 @@ export async function storePayload(objects: ObjectStore, n: PutNodeInput, curren
   await objects.put(payloadKey(hash), new TextEncoder().encode(n.data));
 }
 
-/** The index rows of nodes whose payloads are stored (storePayload), in order (their write order), in one statement. */
-export async function indexNodes(tx: Db | Tx, nodes: readonly PutNodeInput[]): Promise<void> {
-  if (!nodes.length) return;
+/**
+ * The index rows of nodes whose payloads are stored (storePayload), in order (their write order),
+ * as part of a composed statement (lib/db/statement.ts): the write's own, so a refused write leaves
+ * no index row.
+ */
+export function indexNodesPart(nodes: readonly PutNodeInput[]): StatementPart | null {
+  if (!nodes.length) return null;
   const rows = nodes.map((n) => ({
     cid: n.cid,
     stackId: n.stackId,
@@ -139,13 +144,20 @@ export async function indexNodes(tx: Db | Tx, nodes: readonly PutNodeInput[]): P
     sleeveId: n.sleeveId ?? null,
     size: Buffer.byteLength(n.data),
   }));
-  await tx.$executeRaw`INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, kind, pinned, "sleeveId", size)
-    SELECT r.cid, r."stackId", r.epoch, r.links, r.kind, r.pinned, r."sleeveId", r.size
-    FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-      AS (cid text, "stackId" text, epoch int, links text[], kind text, pinned boolean, "sleeveId" text, size int))
-      WITH ORDINALITY AS r(cid, "stackId", epoch, links, kind, pinned, "sleeveId", size, n)
-    ORDER BY r.n
-    ON CONFLICT (cid) DO UPDATE SET pinned = "MemoryNode".pinned OR EXCLUDED.pinned`;
+  return {
+    ctes: [
+      {
+        name: 'memory_nodes',
+        body: sql`INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, kind, pinned, "sleeveId", size)
+          SELECT r.cid, r."stackId", r.epoch, r.links, r.kind, r.pinned, r."sleeveId", r.size
+          FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+            AS (cid text, "stackId" text, epoch int, links text[], kind text, pinned boolean, "sleeveId" text, size int))
+            WITH ORDINALITY AS r(cid, "stackId", epoch, links, kind, pinned, "sleeveId", size, n)
+          ORDER BY r.n
+          ON CONFLICT (cid) DO UPDATE SET pinned = "MemoryNode".pinned OR EXCLUDED.pinned`,
+      },
+    ],
+  };
 }
 
 type Payload = { ciphertext: Sealed | null; data: string };

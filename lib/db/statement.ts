@@ -1,0 +1,170 @@
+// One statement for a change that spans contexts. Each context contributes the part that touches
+// its own tables (data-modifying CTEs, and the conditions its rules need); the flow that spans them
+// composes the parts into one statement, which the database runs atomically in one round trip:
+//
+//   WITH <the CTEs of every part, in order>
+//   SELECT cog_require(<check 0>, 'cog_check:0'), …, <outputs>
+//
+// A write on the hot path then costs one statement instead of an interactive transaction of a
+// dozen (each a round trip and a pass through Prisma), and the contexts still own their tables:
+// the SQL of a table is written only in its owner's module.
+//
+// Order and locks: the checks are evaluated in order, each running the CTEs it reads (a CTE runs
+// when it is first read); the CTEs no check reads run after the checks. So the order of the parts
+// is the order their rows are locked in (a write locks its stack row first, as every stack writer
+// does). The first false check raises (cog_require, a migration's function) and the whole statement,
+// every CTE of every part, is undone; runStatement then throws that check's error. Every CTE sees the
+// snapshot the statement started with; one that must see another's effect reads its RETURNING.
+import { Prisma } from '../../generated/prisma/client.ts';
+import { transientTransactionError } from '../errors.ts';
+import type { Database, Sql, Tx } from './index.ts';
+
+export interface Cte {
+  /** Unique in the statement (a part names its CTEs after its table: `stack_head`, `ledger_debit`). */
+  name: string;
+  body: Sql;
+}
+
+export interface Check {
+  /** A boolean expression over the CTEs (`(SELECT count(*) FROM stack_head) = 1`). */
+  holds: Sql;
+  /** The error the caller gets when it does not hold (the statement changed nothing). */
+  fail: () => Error;
+}
+
+export interface StatementPart {
+  ctes?: readonly Cte[];
+  checks?: readonly Check[];
+  /** Named values the statement returns (`SELECT … AS name`). */
+  outputs?: ReadonlyArray<{ name: string; expr: Sql }>;
+  /** Run once the statement committed (a relay nudge). */
+  committed?: () => void;
+}
+
+const CHECK = 'cog_check:';
+const NAME = /^[a-z_][a-z0-9_]*$/;
+
+/** Several parts as one (a context's part made of its own and a lower context's). */
+export function joinParts(...parts: ReadonlyArray<StatementPart | null | undefined>): StatementPart {
+  const ps = parts.filter((p): p is StatementPart => !!p);
+  return {
+    ctes: ps.flatMap((p) => p.ctes ?? []),
+    checks: ps.flatMap((p) => p.checks ?? []),
+    outputs: ps.flatMap((p) => p.outputs ?? []),
+    committed: () => {
+      for (const p of ps) p.committed?.();
+    },
+  };
+}
+
+/** The composed statement (exported for EXPLAIN in tests). */
+export function composeStatement(parts: readonly StatementPart[]): { sql: Sql; checks: Check[] } {
+  const names = new Set<string>();
+  const ctes: Sql[] = [];
+  const checks: Check[] = [];
+  const selects: Sql[] = [];
+  for (const p of parts) {
+    for (const c of p.ctes ?? []) {
+      if (!NAME.test(c.name) || names.has(c.name)) throw new Error(`statement: CTE name ${JSON.stringify(c.name)} is invalid or used twice`);
+      names.add(c.name);
+      ctes.push(Prisma.sql`${Prisma.raw(c.name)} AS (${c.body})`);
+    }
+    for (const c of p.checks ?? []) {
+      selects.push(Prisma.sql`cog_require(${c.holds}, ${Prisma.raw(`'${CHECK}${checks.length}'`)}) AS ${Prisma.raw(`c${checks.length}`)}`);
+      checks.push(c);
+    }
+    for (const o of p.outputs ?? []) {
+      if (!NAME.test(o.name) || names.has(o.name)) throw new Error(`statement: output name ${JSON.stringify(o.name)} is invalid or used twice`);
+      names.add(o.name);
+      selects.push(Prisma.sql`${o.expr} AS ${Prisma.raw(`"${o.name}"`)}`);
+    }
+  }
+  const select = selects.length ? Prisma.join(selects) : Prisma.raw('1 AS one');
+  return { sql: ctes.length ? Prisma.sql`WITH ${Prisma.join(ctes)} SELECT ${select}` : Prisma.sql`SELECT ${select}`, checks };
+}
+
+/** The index of the check a database error says failed (cog_require's message), if it is one. */
+function failedCheck(e: unknown): number | undefined {
+  const seen = new Set<unknown>();
+  for (let x: unknown = e; x && typeof x === 'object' && !seen.has(x); x = (x as { cause?: unknown }).cause) {
+    seen.add(x);
+    for (const m of [(x as { message?: unknown }).message, JSON.stringify((x as { meta?: unknown }).meta ?? null)]) {
+      const hit = typeof m === 'string' ? new RegExp(`${CHECK}(\\d+)`).exec(m) : null;
+      if (hit) return Number(hit[1]);
+    }
+  }
+  return undefined;
+}
+
+/** Attempts of a statement that keeps meeting a deadlock or a serialization failure (as TX_ATTEMPTS). */
+const ATTEMPTS = 4;
+
+/**
+ * Runs the parts as one statement: on the database's own driver (autocommit: the statement is its
+ * own transaction, retried on a deadlock), or inside a Prisma transaction `tx`. Throws the error of
+ * the first check that does not hold; returns the outputs.
+ */
+export async function runStatement(on: Database | Tx, parts: readonly StatementPart[]): Promise<Record<string, unknown>> {
+  const { sql, checks } = composeStatement(parts);
+  const run = async (): Promise<Record<string, unknown>> => {
+    if ('driver' in on) return (await on.driver.query<Record<string, unknown>>(sql.text, sql.values, { prepare: true }))[0] ?? {};
+    return (await on.$queryRawUnsafe<Record<string, unknown>[]>(sql.text, ...sql.values))[0] ?? {};
+  };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const out = await run();
+      for (const p of parts) p.committed?.();
+      return out;
+    } catch (e) {
+      const failed = failedCheck(e);
+      if (failed !== undefined && checks[failed]) throw checks[failed]!.fail();
+      if (!('driver' in on) || attempt >= ATTEMPTS || !transientTransactionError(e)) throw e;
+      await new Promise((r) => setTimeout(r, 10 * attempt + Math.random() * 40 * attempt));
+    }
+  }
+}
+
+/** A value read by one statement of several reads (readStatement): its SQL expression and how to parse what it returns. */
+export interface ReadPart<T> {
+  expr: Sql;
+  parse: (value: unknown) => T;
+}
+
+/** Several reads (each a scalar subquery, typically json) in one statement through the driver: one round trip. */
+export async function readStatement<R extends Record<string, ReadPart<unknown>>>(
+  db: Database,
+  reads: R,
+): Promise<{ [K in keyof R]: R[K] extends ReadPart<infer T> ? T : never }> {
+  const keys = Object.keys(reads);
+  const q = Prisma.sql`SELECT ${Prisma.join(keys.map((k, i) => Prisma.sql`(${reads[k]!.expr}) AS ${Prisma.raw(`r${i}`)}`))}`;
+  const [row] = await db.driver.query<Record<string, unknown>>(q.text, q.values, { prepare: true });
+  const out: Record<string, unknown> = {};
+  keys.forEach((k, i) => {
+    out[k] = reads[k]!.parse(row?.[`r${i}`] ?? null);
+  });
+  return out as never;
+}
+
+/**
+ * A `$n`-numbered SQL text with its parameters, as a fragment that composes (a context's statement
+ * text reused as a CTE body: its numbers are renumbered in the whole statement).
+ */
+export function numberedSql(text: string, params: readonly unknown[]): Sql {
+  const strings: string[] = [];
+  const values: unknown[] = [];
+  let last = 0;
+  for (const m of text.matchAll(/\$(\d+)/g)) {
+    const n = Number(m[1]);
+    if (!(n >= 1 && n <= params.length)) throw new Error(`numberedSql: $${n} has no parameter`);
+    strings.push(text.slice(last, m.index));
+    values.push(params[n - 1]);
+    last = m.index + m[0].length;
+  }
+  strings.push(text.slice(last));
+  return new Prisma.Sql(strings, values);
+}
+
+/** A json value as the drivers return it (PGlite parses json, node-postgres too; a text column is parsed here). */
+export function jsonValue(v: unknown): unknown {
+  return typeof v === 'string' ? JSON.parse(v) : v;
+}
