@@ -214,3 +214,17 @@ describe('coherence root', () => {
     expect(verify(sig, tupleMessage({ ...t, epoch: 6 }), id.pubKey)).toBe(false);
   });
 });
+
+describe('Cortex operator address', () => {
+  it("addressOf (OpenSSL) gives ethers' Wallet address, for the dev key and random keys", async () => {
+    const { randomBytes } = await import('node:crypto');
+    const { Wallet } = await import('ethers');
+    const { addressOf } = await import('../subgraphs/chains/cortex/service.ts');
+    const { ANVIL_DEV_KEY } = await import('../subgraphs/chains/cortex/deploy.ts');
+    expect(addressOf(ANVIL_DEV_KEY)).toBe('0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266');
+    for (let i = 0; i < 20; i++) {
+      const key = `0x${randomBytes(32).toString('hex')}`;
+      expect(addressOf(key)).toBe(new Wallet(key).address);
+    }
+  });
+});

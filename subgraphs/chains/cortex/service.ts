@@ -1,7 +1,8 @@
 // The Cortex service: the chain (an anvil child on :8545 in embedded mode, or CORTEX_RPC_URL),
 // the suite deployed once per chain, and the outbox submitter. Registered in p.local as 'cortex'.
 import path from 'node:path';
-import { Wallet } from 'ethers';
+import { createECDH } from 'node:crypto';
+import { Wallet, computeAddress } from 'ethers';
 import type { Platform } from '../../../lib/platform.ts';
 import { openDatabase, type Database } from '../../../lib/db/index.ts';
 import { started, type ServiceStarter } from '../../../lib/service.ts';
@@ -23,6 +24,13 @@ export interface CortexService {
   submitter: Submitter;
   /** Outbox rows sent again at start because the chain no longer had them (fresh chain or lost blocks). */
   rewound: number;
+}
+
+/** The address of a secp256k1 private key (hex), as ethers' Wallet gives it, without noble's precomputed tables. */
+export function addressOf(key: string): string {
+  const ecdh = createECDH('secp256k1');
+  ecdh.setPrivateKey(Buffer.from(key.replace(/^0x/, ''), 'hex'));
+  return computeAddress(`0x${ecdh.getPublicKey('hex')}`);
 }
 
 export async function startCortexWith(
@@ -59,7 +67,18 @@ export async function startCortexWith(
         'cortex: the deployed suite was built from other contract sources than contracts/build',
       );
     const rewound = await rewindToChain(p.db.prisma, provider, fresh, p.log);
-    const chain: CortexChain = { provider, wallet: new Wallet(key, provider), suite, chainId };
+    // The wallet's secp256k1 tables (noble's, about 75 ms) are built at its first signature, not
+    // in the start: the address comes from OpenSSL (issue 13).
+    let wallet: Wallet | undefined;
+    const chain: CortexChain = {
+      provider,
+      get wallet() {
+        return (wallet ??= new Wallet(key, provider));
+      },
+      address: addressOf(key),
+      suite,
+      chainId,
+    };
     // On PostgreSQL the submitter has connections of its own: in one process with the request
     // traffic (cog start), each of its queries waited in the pool's queue behind the perceives (10
     // connections, 32 clients) and a round took tens of seconds. PGlite has one connection anyway.
@@ -73,7 +92,7 @@ export async function startCortexWith(
       firstRound: started(p),
       ...opts.submitter,
     });
-    p.log.info({ rpcUrl, chainId, operator: chain.wallet.address, fresh }, 'cortex: suite ready, submitter running');
+    p.log.info({ rpcUrl, chainId, operator: chain.address, fresh }, 'cortex: suite ready, submitter running');
     // Periodic drift check: warns, never repairs.
     const timer = setInterval(() => {
       reconcileChain(p.db.prisma, chain)

@@ -19,6 +19,8 @@ import { singleFlight } from '../../../lib/single-flight.ts';
 export interface CortexChain {
   provider: JsonRpcProvider;
   wallet: Wallet;
+  /** The operator's address, when it is known without the wallet (whose keys are built on first use). */
+  address?: string;
   suite: Deployment;
   chainId: number;
 }
@@ -102,8 +104,8 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   // How long a stack's ledger rows may wait for in-flight transactions before they fail: past the
   // drop timeout (rows written while the chain was down are already that old when it returns).
   const maxWaitMs = droppedAfterMs * 10;
-  const { provider, wallet } = chain;
-  const from = wallet.address;
+  const { provider } = chain;
+  const from = chain.address ?? chain.wallet.address;
   const tokenIdOf = tokenIdResolver(db);
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
@@ -419,7 +421,15 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       const out: { id: bigint; nonce: number; txHash: string; rawTx: string }[] = [];
       for (const { b, gasLimit } of ready) {
         if (current.get(b.row.id) !== canonicalJson(b.row.payload)) continue;
-        const rawTx = await wallet.signTransaction({ to: b.call.to, data: b.call.data, nonce, gasLimit, chainId: chain.chainId, value: 0n, ...feeFields });
+        const rawTx = await chain.wallet.signTransaction({
+          to: b.call.to,
+          data: b.call.data,
+          nonce,
+          gasLimit,
+          chainId: chain.chainId,
+          value: 0n,
+          ...feeFields,
+        });
         out.push({ id: b.row.id, nonce, txHash: strip0x(keccak256(rawTx)), rawTx });
         nonce++;
       }
