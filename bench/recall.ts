@@ -11,10 +11,13 @@
 //   npx tsx bench/recall.ts [--profile=DIR]
 // ratio = recall p50 / raw decrypt p50: what the walk (index reads, payload reads, ledger, drift,
 // HTTP, JSON) costs over decryption alone. --profile runs the platform under `node --cpu-prof`
-// and writes its .cpuprofile into DIR when the platform stops (summarise it with
-// `npx tsx bench/cpuprofile.ts DIR/*.cpuprofile`).
+// and writes its .cpuprofile into DIR when the platform stops, and beside it the time windows of
+// the timed recalls of each depth (recall-windows-<depth>.json): summarise the recalls only, not
+// the writes, the sleeve spawns or the stop, with `npx tsx bench/profile-summary.ts
+// DIR/CPU.*.cpuprofile 25 --windows=DIR/recall-windows-1000.json`.
 // The memory is written through the platform too: pinned remembers (pinned, so the epoch-gating
 // window does not hide old nodes from the walk), spread over the epochs the writes take.
+import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
@@ -132,6 +135,8 @@ export async function runRecallBench(
     const tRecall = Date.now();
     const secret = randomBytes(32);
     for (const [i, depth] of depths.entries()) {
+      // The timed recalls' windows on the monotonic clock (the profile's), for profile-summary --windows.
+      const windows: Array<[number, number]> = [];
       await sleevesFor(depth * (1 + shapes.length * (runs[i]! + 1)));
       // The baseline's nodes: the texts and epochs of the walk, sealed as perceive seals them.
       const fragments = await shapeB(depth);
@@ -155,7 +160,9 @@ export async function runRecallBench(
         const rec: number[] = [];
         const raw: number[] = [];
         for (let r = 0; r < runs[i]!; r++) {
+          const start = process.hrtime.bigint() / 1000n;
           rec.push(...(await timeRuns(1, async () => void (await calls.get(shape)!(depth)))));
+          windows.push([Number(start), Number(process.hrtime.bigint() / 1000n)]);
           raw.push(...(await timeRuns(1, decrypt)));
         }
         rec.sort((a, b) => a - b);
@@ -173,6 +180,7 @@ export async function runRecallBench(
         });
         log(`depth ${depth} ${shape}: p50 ${r2(p50)} ms (raw ${r2(rawP50)} ms, ${byEpoch.size} epochs)`);
       }
+      if (opts.profileDir) fs.writeFileSync(path.join(opts.profileDir, `recall-windows-${depth}.json`), JSON.stringify(windows));
     }
     log(`recall phase: ${((Date.now() - tRecall) / 1000).toFixed(1)} s (the profile's last seconds, before the stop)`);
     return rows;

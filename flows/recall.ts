@@ -3,8 +3,8 @@
 // in one transaction. Its hot path is three statements through the driver: the stack with its
 // payer (one read composed of the stacks' and sleeves' SELECTs), the walk (memory's index query;
 // payloads come from the walk cache) and the spend with the read's drift (sleeves' spendForRead);
-// the interactive transaction is kept for what that statement leaves to it (the first spend of a
-// stack in an epoch, a refusal to report, a residue to open).
+// the interactive transaction is kept for what that statement leaves to it (a refusal to report
+// precisely, a residue to open).
 import { sql } from '../lib/db/index.ts';
 import type { Platform } from '../lib/platform.ts';
 import { badRequest, notFound } from '../lib/errors.ts';

@@ -31,17 +31,6 @@ export async function enqueueChainTx(tx: Tx, intent: { kind: ChainTxKind; ref: s
 }
 
 /**
- * enqueueChainTx as the SELECT of an INSERT in a statement the caller composes (one row for each row
- * of `source`, a CTE of that statement): the same row, for a kind without a mirrored record (a
- * ledger mint or burn: markPending writes nothing for them). A read's spend uses it (recall: one
- * statement through the driver, sleeves' spendForRead).
- */
-export function chainIntentInsert(source: Sql, intent: { kind: 'mint' | 'burn'; ref: string; payload: Record<string, unknown>; epoch: number }): Sql {
-  return sql`INSERT INTO "ChainOutbox" (kind, ref, payload, epoch, "updatedAt")
-    SELECT ${intent.kind}, ${intent.ref}, ${JSON.stringify(intent.payload)}::jsonb, ${intent.epoch}::int, now() FROM ${source}`;
-}
-
-/**
  * An intent that supersedes the last one of its kind for `ref` (a stack's head and epoch on the
  * identity NFT): while one is still waiting in the outbox it is rewritten in place, so a burst of
  * changes costs one Cortex transaction, not one each.

@@ -180,14 +180,6 @@ export async function markActive(tx: Tx, stackId: string, epoch: number): Promis
 }
 
 /**
- * Whether markActive(stackId, epoch) would be a no-op (no accrual row of the stack before `epoch`),
- * as an SQL expression over a stack id expression: a statement the caller composes may skip the
- * activity mark then (sleeves' spendForRead), and takes the transaction that marks it otherwise.
- */
-export const activeInSql = (stackId: Sql, epoch: number): Sql =>
-  sql`NOT EXISTS (SELECT 1 FROM "EmissionAccrual" a WHERE a."stackId" = ${stackId} AND a."lastActiveEpoch" < ${epoch}::int)`;
-
-/**
  * Settles a stack's accrual through `epoch` and empties it: returns what it held (milli), which the
  * caller posts from the treasury. Serialised by the accrual row lock (a second claim gets zeros).
  */

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { joinParts, jsonValue, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 import { insufficientTokens } from '../../lib/errors.ts';
-import { chainIntentInsert, chainIntentsPart, enqueueChainTx } from '../chains/index.ts';
+import { chainIntentsPart, enqueueChainTx } from '../chains/index.ts';
 
 export const TOKENS = ['compute', 'memory', 'sync', 'routing', 'residue'] as const;
 export type Token = (typeof TOKENS)[number];
@@ -198,40 +198,6 @@ export const balanceMilliSql = (account: Sql, token: Token): Sql =>
 
 /** sleeveAccount as an SQL expression over a sleeve id expression. */
 export const sleeveAccountSql = (sleeveId: Sql): Sql => sql`('sleeve:' || ${sleeveId})`;
-
-/**
- * `burn` of one token as common table expressions of a statement the caller composes (a read's
- * spend: recall's, through sleeves' spendForRead, one statement through the driver). The same rows
- * as burn writes: the conditional debit of `from` (never below zero), the posting's two ledger
- * entries in post's order (the debit, then the burn account's credit) under one txId, and the
- * BandwidthToken burn intent. Nothing is written unless `gate` (a boolean SQL expression) holds and
- * the debit finds the balance. `debited`: the name of the CTE holding one row when the burn was
- * written, for the caller's other parts to depend on. The CTEs are named burn_*.
- */
-export function burnCtes(
-  gate: Sql,
-  from: string,
-  move: Move,
-  meta: { reason: string; ref?: string; epoch: number; stackId: string },
-): { ctes: Sql; debited: Sql } {
-  if (isSystem(from) || move.milli <= 0n) throw new Error(`burnCtes: ${from} ${move.milli}`);
-  const txId = randomUUID();
-  const m = move.milli.toString();
-  const ref = meta.ref ?? null;
-  const debited = sql`burn_debit`;
-  const ctes = sql`burn_debit AS (
-      UPDATE "Balance" SET milli = milli - ${m}::bigint
-      WHERE account = ${from} AND token = ${move.token} AND milli >= ${m}::bigint AND ${gate} RETURNING 1
-    ), burn_ledger AS (
-      INSERT INTO "LedgerEntry" ("txId", account, token, milli, reason, ref, epoch)
-      SELECT ${txId}, l.account, ${move.token}, l.milli, ${meta.reason}, ${ref}::text, ${meta.epoch}::int
-      FROM burn_debit CROSS JOIN (VALUES (1, ${from}::text, -${m}::bigint), (2, ${SYSTEM.burn}::text, ${m}::bigint)) AS l(n, account, milli)
-      ORDER BY l.n
-    ), burn_intent AS (
-      ${chainIntentInsert(debited, { kind: 'burn', ref: `ledger:${txId}`, payload: { stackId: meta.stackId, amounts: [{ token: move.token, milli: m }] }, epoch: meta.epoch })}
-    )`;
-  return { ctes, debited };
-}
 
 /** A system account's balance (units): the sum of its ledger entries. */
 export async function systemBalance(db: Db | Tx, account: (typeof SYSTEM)[keyof typeof SYSTEM]): Promise<TokenAmounts> {

@@ -4,19 +4,20 @@
 import { randomBytes } from 'node:crypto';
 import { sql, type Database, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
-import { jsonValue, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
+import { jsonValue, runStatement, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
 import { enqueueChainTx, type MirroredTable } from '../chains/index.ts';
 import {
-  activeInSql,
   addAmounts,
   balanceMilliSql,
   balanceOf,
   balancesOf,
   burn,
-  burnCtes,
+  burnManyPart,
+  BalancesShort,
+  markActivePart,
   mint,
   poolAccount,
   sleeveAccount,
@@ -28,7 +29,7 @@ import {
   type Token,
   type TokenAmounts,
 } from '../economy/index.ts';
-import { getStackRow, markStackActive, spendLockSql } from '../stacks/index.ts';
+import { getStackRow, markStackActive, spendLockPart } from '../stacks/index.ts';
 import { sleeveView, type SleeveRow, type SleeveView } from './view.ts';
 
 export { sleeveView, type SleeveRow, type SleeveView };
@@ -362,15 +363,19 @@ export const richestPayerSql = (stackId: Sql): Sql =>
     CROSS JOIN LATERAL (SELECT ${balanceMilliSql(sleeveAccountSql(sql`s.id`), 'memory')} AS milli) m
     WHERE s."stackId" = ${stackId} AND s.alive AND NOT s.frozen ORDER BY m.milli DESC, s.seq ASC LIMIT 1`;
 
+/** A read's one statement declined (spendForRead): the stack or the sleeve was not as read. */
+class ReadSpendDeclined extends Error {}
+
 /**
- * A read the sleeve pays for, in one statement through the driver (no interactive transaction):
- * spendFromSleeve of one token then recordSleeveRead, the same rows in the same lock order (stack,
- * balance, sleeve). It applies only when every part does: the stack is already active in `epoch`
- * (else spendFromSleeve would mark it: the caller's transaction does), the balance holds the cost
- * and the sleeve is alive and unfrozen. False, nothing written, otherwise: the caller runs
- * spendFromSleeve and recordSleeveRead in a transaction, which writes the mark or throws the
- * precise 402 / 404 / 409. A concurrent change between the parts (PostgreSQL, READ COMMITTED) that
- * leaves the debit without the drift aborts the whole statement (a division by zero, read as false).
+ * A read the sleeve pays for, as one statement through the driver (lib/db/statement.ts), no
+ * interactive transaction: spendFromSleeve of one token then recordSleeveRead, the same rows in the
+ * same lock order: the stack row (the stacks' spendLockPart), the activity mark (the economy's
+ * markActivePart: a no-op once the stack was active in `epoch`), the burn (the economy's
+ * burnManyPart: the conditional debit, the posting's ledger entries, the burn intent) and the
+ * conditional drift and seen head. True when it applied. False, nothing written, when a part's
+ * check fails (the stack gone, the balance short, the sleeve frozen or decommissioned): the caller
+ * then runs spendFromSleeve and recordSleeveRead in a transaction, which throws the precise 402 /
+ * 404 / 409.
  */
 export async function spendForRead(
   db: Database,
@@ -379,19 +384,27 @@ export async function spendForRead(
   read: { head: string | null; driftMilli: number },
   meta: { reason: string; ref?: string; epoch: number },
 ): Promise<boolean> {
-  const gate = sql`EXISTS (SELECT 1 FROM spend_lock l WHERE l."headActive" OR ${activeInSql(sql`l.id`, meta.epoch)})`;
-  const burned = burnCtes(gate, sleeveAccount(sleeve.id), cost, { ...meta, stackId: sleeve.stackId });
-  const q = sql`WITH spend_lock AS (${spendLockSql(sleeve.stackId, meta.epoch)}), ${burned.ctes}, spend_read AS (
-      UPDATE "Sleeve" SET "driftMilli" = "driftMilli" + ${Math.round(read.driftMilli)}::int, "seenHead" = COALESCE(${read.head}::text, "seenHead")
-      WHERE id = ${sleeve.id} AND alive = true AND frozen = false AND EXISTS (SELECT 1 FROM ${burned.debited}) RETURNING 1
-    )
-    SELECT 1 / (CASE WHEN d.n = r.n THEN 1 ELSE 0 END) * d.n AS applied
-    FROM (SELECT count(*)::int AS n FROM ${burned.debited}) d, (SELECT count(*)::int AS n FROM spend_read) r`;
+  const declined = () => new ReadSpendDeclined();
+  const parts: StatementPart[] = [
+    spendLockPart(sleeve.stackId, declined),
+    markActivePart(sleeve.stackId, meta.epoch),
+    burnManyPart([{ from: sleeveAccount(sleeve.id), moves: [cost], ...meta, stackId: sleeve.stackId }])!,
+    {
+      ctes: [
+        {
+          name: 'sleeve_read',
+          body: sql`UPDATE "Sleeve" SET "driftMilli" = "driftMilli" + ${Math.round(read.driftMilli)}::int, "seenHead" = COALESCE(${read.head}::text, "seenHead")
+            WHERE id = ${sleeve.id} AND alive = true AND frozen = false RETURNING 1`,
+        },
+      ],
+      checks: [{ holds: sql`(SELECT count(*) FROM sleeve_read) = 1`, fail: declined }],
+    },
+  ];
   try {
-    const [row] = await db.driver.query<{ applied: number }>(q.text, q.values);
-    return Number(row?.applied) === 1;
+    await runStatement(db, parts);
+    return true;
   } catch (e) {
-    if ((e as { code?: string }).code === '22012') return false; // division_by_zero: the parts disagreed, nothing written
+    if (e instanceof ReadSpendDeclined || e instanceof BalancesShort) return false;
     throw e;
   }
 }

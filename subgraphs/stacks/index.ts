@@ -6,7 +6,7 @@ export {
   getStackRow,
   lockStack,
   markStackActive,
-  spendLockSql,
+  spendLockPart,
   stackReadSql,
   stackCore,
   stackCores,

@@ -341,12 +341,16 @@ export async function markStackActive(tx: Tx, stackId: string, epoch: number): P
 }
 
 /**
- * markStackActive's lock as a SELECT in a statement the caller composes (a read's spend, sleeves'
- * spendForRead): the stack row locked (first, as every stack write locks it), its id, and
- * `headActive`: a head move in `epoch` or later already marked the stack active (headMovedSince).
+ * markStackActive's lock as part of a statement the caller composes (a read's spend, sleeves'
+ * spendForRead): the stack row locked first, as every stack writer locks it; `missing` when there
+ * is no such row (the statement is undone).
  */
-export const spendLockSql = (stackId: string, epoch: number): Sql =>
-  sql`SELECT id, ("headEpoch" IS NOT NULL AND "headEpoch" >= ${epoch}::int) AS "headActive" FROM "Stack" WHERE id = ${stackId} FOR UPDATE`;
+export function spendLockPart(stackId: string, missing: () => Error): StatementPart {
+  return {
+    ctes: [{ name: 'spend_lock', body: sql`SELECT id FROM "Stack" WHERE id = ${stackId} FOR UPDATE` }],
+    checks: [{ holds: sql`(SELECT count(*) FROM spend_lock) = 1`, fail: missing }],
+  };
+}
 
 /** What a memory read needs of a stack (id, head, wrapped secret), as a SELECT of one row or none. */
 export type StackReadRow = Pick<StackRow, 'id' | 'episodicHead' | 'masterSecret'>;
