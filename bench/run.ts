@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const ALL = ['crypto', 'miner', 'epochs', 'fold', 'perceive', 'recall', 'router', 'emission', 'saga', 'outbox', 'load', 'scrape', 'start'];
+const ALL = ['crypto', 'miner', 'epochs', 'fold', 'perceive', 'recall', 'router', 'emission', 'saga', 'outbox', 'load', 'scrape', 'start', 'scale'];
 const chosen = process.argv.slice(2).length ? process.argv.slice(2) : ALL;
 
 let failed = 0;

@@ -196,9 +196,9 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
         (await p.db.prisma.sleeveLease.count({ where: { sleeveId: id, runtime: b!.id, expiresAt: { gt: new Date() } } })) > 0;
       const ticks = async (ids: string[]) => {
         const before = await Promise.all(ids.map(leasedByB));
-        const ticked = await fencedTicks(p.db.prisma, b!.id, ids, new Date());
+        const { moved: ticked, locked } = await fencedTicks(p.db.prisma, b!.id, ids, new Date());
         const after = await Promise.all(ids.map(leasedByB));
-        return { ticked, held: ids.filter((_, i) => before[i] && after[i]), unheld: ids.filter((_, i) => !before[i] && !after[i]) };
+        return { ticked, locked, held: ids.filter((_, i) => before[i] && after[i]), unheld: ids.filter((_, i) => !before[i] && !after[i]) };
       };
       try {
         const r = await ticks([busy!, free!, other]);
@@ -206,6 +206,11 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
         expect(r.ticked).not.toContain(other); // c's sleeve: not b's to tick
         for (const id of r.held) if (id === free) expect(r.ticked).toContain(free);
         for (const id of r.unheld) expect(r.ticked).not.toContain(id);
+        // Skipped for its row lock while b leased it: reported, so the runtime ticks it on its own;
+        // c's sleeve and any row b did not lease are refused by the lease, not reported.
+        if (r.held.includes(busy!)) expect(r.locked).toEqual([busy]);
+        expect(r.locked).not.toContain(other);
+        for (const id of r.unheld) expect(r.locked).not.toContain(id);
       } finally {
         release();
         await tx;
@@ -246,6 +251,6 @@ describe('the batch tick on PostgreSQL with statistics from before the runtime h
     expect(plan).not.toContain('SleeveLease_runtime_idx');
     expect(plan).not.toMatch(/Seq Scan on "SleeveLease"/);
     // The first 2,000 are held by it: 300 of those asked, every fifth.
-    expect(await fencedTicks(p.db.prisma, 'rt-new:123', ids, new Date())).toHaveLength(ids.filter((id) => Number(id.split(':')[2]) <= 2000).length);
+    expect((await fencedTicks(p.db.prisma, 'rt-new:123', ids, new Date())).moved).toHaveLength(ids.filter((id) => Number(id.split(':')[2]) <= 2000).length);
   }, 60_000);
 });

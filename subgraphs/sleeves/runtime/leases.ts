@@ -90,25 +90,32 @@ export async function fencedTick(db: Db, runtime: string, sleeveId: string, at: 
  * The same write for a batch of due sleeves in one statement: the rows this runtime holds an
  * unexpired lease on and no other transaction has locked (FOR UPDATE SKIP LOCKED: a perceive or a
  * needlecast step holding one is not waited for, nor locked out of order). Returns the sleeves it
- * moved; the caller ticks the others one by one.
+ * moved and those it skipped only because their row was locked (the caller ticks those one by one);
+ * the others the lease refused (another runtime holds it, or it lapsed), and ticking them alone
+ * would be refused too.
  */
-export async function fencedTicks(db: Db, runtime: string, sleeveIds: string[], at: Date): Promise<string[]> {
-  if (!sleeveIds.length) return [];
-  // Each sleeve's lease is read by its primary key (the LATERAL with OFFSET 0 is not flattened into a
-  // join): a runtime's id is new with each incarnation, so until the next ANALYZE the statistics say
-  // no lease has it, and the planner, free to choose, scanned every lease the runtime holds (the
-  // runtime index) once per sleeve of the batch: 300 x 5,000 rows, seconds a statement
-  // (bench/scale.ts found it; fencedTicksQuery's plan test keeps it out).
-  const rows = await db.$queryRaw<{ id: string }[]>(fencedTicksQuery(runtime, sleeveIds, at));
-  return rows.map((r) => r.id);
+export async function fencedTicks(db: Db, runtime: string, sleeveIds: string[], at: Date): Promise<{ moved: string[]; locked: string[] }> {
+  if (!sleeveIds.length) return { moved: [], locked: [] };
+  const rows = await db.$queryRaw<{ id: string; moved: boolean }[]>(fencedTicksQuery(runtime, sleeveIds, at));
+  return { moved: rows.filter((r) => r.moved).map((r) => r.id), locked: rows.filter((r) => !r.moved).map((r) => r.id) };
 }
 
-/** The statement of fencedTicks (its plan is tested on PostgreSQL with statistics that predate the runtime). */
+/**
+ * The statement of fencedTicks. Each sleeve's lease is read by its primary key (the LATERAL with
+ * OFFSET 0 is not flattened into a join): a runtime's id is new with each incarnation, so until the
+ * next ANALYZE the statistics say no lease has it, and the planner, free to choose, scanned every
+ * lease the runtime holds (the runtime index) once per sleeve of the batch: 300 x 5,000 rows,
+ * seconds a statement (bench/scale.ts found it; the plan test in leases.test.ts keeps it out).
+ */
 export function fencedTicksQuery(runtime: string, sleeveIds: string[], at: Date): Sql {
-  return sql`WITH c AS (
+  return sql`WITH leased AS (
       SELECT s.id FROM "Sleeve" s
       CROSS JOIN LATERAL (SELECT runtime, "expiresAt" FROM "SleeveLease" WHERE "sleeveId" = s.id OFFSET 0) l
       WHERE s.id = ANY(${sleeveIds}) AND s.alive AND NOT s.frozen AND l.runtime = ${runtime} AND l."expiresAt" > now()
-      FOR UPDATE OF s SKIP LOCKED)
-    UPDATE "Sleeve" s SET "lastTickAt" = ${at} FROM c WHERE s.id = c.id RETURNING s.id`;
+    ), c AS (
+      SELECT s.id FROM "Sleeve" s WHERE s.id IN (SELECT id FROM leased) AND s.alive AND NOT s.frozen FOR UPDATE SKIP LOCKED
+    ), u AS (
+      UPDATE "Sleeve" s SET "lastTickAt" = ${at} FROM c WHERE s.id = c.id RETURNING s.id
+    )
+    SELECT leased.id, u.id IS NOT NULL AS moved FROM leased LEFT JOIN u ON u.id = leased.id`;
 }

@@ -211,8 +211,11 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     try {
       const now = new Date();
       let moved: Set<string>;
+      let locked: Set<string>;
       try {
-        moved = new Set(await fencedTicks(p.db.prisma, me, [...insts.keys()], now));
+        const r = await fencedTicks(p.db.prisma, me, [...insts.keys()], now);
+        moved = new Set(r.moved);
+        locked = new Set(r.locked);
       } catch (e) {
         await Promise.all([...insts.values()].map((inst) => failed(inst, e as Error)));
         return;
@@ -221,7 +224,11 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
         [...insts.values()].map(async (inst) => {
           if (moved.has(inst.row.id)) return afterTick(inst, now);
           inst.ticking = false;
-          return tick(inst.row.id);
+          // Skipped for a row lock: ticked on its own, waiting for it. Refused by the lease: a tick
+          // on its own would be refused too (and, a whole batch of them at once, crowd the pool).
+          if (locked.has(inst.row.id)) return tick(inst.row.id);
+          counters.fenced++;
+          return false;
         }),
       );
     } finally {
