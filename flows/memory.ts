@@ -26,6 +26,7 @@ import { readStatement, runStatement, type StatementPart } from '../lib/db/state
 import { badRequest, conflict, insufficientTokens, notFound, unavailable } from '../lib/errors.ts';
 import { eventsPart, type EventRecord } from '../lib/events.ts';
 import { groupCommitter, type GroupCommitter, type Outcome } from '../lib/group-commit.ts';
+import { inSpan } from '../lib/tracing.ts';
 import { BalancesShort, balancesMilliRead, burnManyPart, fromMilli, sleeveAccount, type Move, type Token } from '../subgraphs/economy/index.ts';
 import {
   checkText,
@@ -166,18 +167,21 @@ async function commitWrites(p: Platform, stackId: string, items: WriteInput[]): 
       // 4. Head move, burn, index rows, branches, drift and events: one statement, together or not
       // at all. The head move comes first: its stack row lock orders the stack's writers.
       const last = planned[planned.length - 1]!;
-      await runStatement(
-        p.db,
-        [
-          headMovePart(stack, { from: stack.episodicHead, to: last.cid, sleeveId: last.sleeve.id, epoch }),
-          burnManyPart(planned.map((w) => ({ from: sleeveAccount(w.sleeve.id), moves: w.costs, reason: w.input.kind, ref: w.sleeve.id, epoch, stackId }))),
-          sleeveWritesPart(planned.map((w) => ({ sleeveId: w.sleeve.id, head: w.cid, driftMilli: PERCEIVE_DRIFT_MILLI }))),
-          indexNodesPart(puts),
-          shadowBranchesPart(
-            planned.flatMap((w) => (w.branch ? [{ id: w.branch.id, stackId, sleeveId: w.sleeve.id, baseCid: w.branch.baseCid, headCid: w.cid }] : [])),
-          ),
-          eventsPart(planned.map((w) => writeEvent(w, stackId, epoch))),
-        ].filter((x): x is StatementPart => !!x),
+      // The span is the write's transaction in a trace: its events carry it to the relay's publish.
+      await inSpan('commit memory writes', { attributes: { 'cog.stack': stackId, 'cog.writes': planned.length } }, () =>
+        runStatement(
+          p.db,
+          [
+            headMovePart(stack, { from: stack.episodicHead, to: last.cid, sleeveId: last.sleeve.id, epoch }),
+            burnManyPart(planned.map((w) => ({ from: sleeveAccount(w.sleeve.id), moves: w.costs, reason: w.input.kind, ref: w.sleeve.id, epoch, stackId }))),
+            sleeveWritesPart(planned.map((w) => ({ sleeveId: w.sleeve.id, head: w.cid, driftMilli: PERCEIVE_DRIFT_MILLI }))),
+            indexNodesPart(puts),
+            shadowBranchesPart(
+              planned.flatMap((w) => (w.branch ? [{ id: w.branch.id, stackId, sleeveId: w.sleeve.id, baseCid: w.branch.baseCid, headCid: w.cid }] : [])),
+            ),
+            eventsPart(planned.map((w) => writeEvent(w, stackId, epoch))),
+          ].filter((x): x is StatementPart => !!x),
+        ),
       );
     } catch (e) {
       if (retryable(e) && attempt < BATCH_ATTEMPTS) continue; // someone else moved first: plan again from a fresh read

@@ -70,10 +70,12 @@ describe('traces', () => {
       for (const s of trace) if (s.parentSpanId) expect(byId.has(s.parentSpanId), `${s.service} ${s.name} has its parent in the trace`).toBe(true);
       const ancestors = (s: ReceivedSpan): ReceivedSpan[] =>
         s.parentSpanId && byId.get(s.parentSpanId) ? [byId.get(s.parentSpanId)!, ...ancestors(byId.get(s.parentSpanId)!)] : [];
-      // The database: PostgreSQL queries (pg) inside Prisma's transaction of the write.
+      // The database: PostgreSQL queries (pg), the write's one statement inside its commit span.
       const pg = trace.filter((s) => s.attributes['db.system'] === 'postgresql' || s.attributes['db.system.name'] === 'postgresql');
       expect(pg.length).toBeGreaterThan(0);
-      expect(trace.some((s) => s.name === 'prisma:client:transaction')).toBe(true);
+      const commit = trace.find((s) => s.name === 'commit memory writes');
+      expect(commit).toBeDefined();
+      expect(pg.some((s) => ancestors(s).includes(commit!))).toBe(true);
       // An internal HTTP hop: a client span in one service is the parent of a server span in another.
       const hops = trace.filter(
         (s) => s.kind === SERVER && s.parentSpanId && byId.get(s.parentSpanId)?.kind === CLIENT && byId.get(s.parentSpanId)!.service !== s.service,
@@ -82,11 +84,11 @@ describe('traces', () => {
         expect(hops.length).toBeGreaterThan(0);
         expect(new Set(trace.map((s) => s.service)).size).toBeGreaterThanOrEqual(2);
       }
-      // The bus: the relay's publish sits under the write's transaction, the consumer under the publish.
+      // The bus: the relay's publish sits under the write's commit, the consumer under the publish.
       // Any process's relay may publish the row (two may race; the bus keeps one by its msgId).
       const publishes = trace.filter((s) => s.kind === PRODUCER && s.name === 'publish cog.perceive');
       expect(publishes.length).toBeGreaterThan(0);
-      for (const pub of publishes) expect(ancestors(pub).some((a) => a.name === 'prisma:client:transaction')).toBe(true);
+      for (const pub of publishes) expect(ancestors(pub).some((a) => a.name === 'commit memory writes')).toBe(true);
       const consume = trace.find((s) => s.kind === CONSUMER && s.name === 'process cog.perceive')!;
       expect(publishes.map((s) => s.spanId)).toContain(consume.parentSpanId);
       // Nothing secret in a span: no bodies, no auth headers, no payload text.
