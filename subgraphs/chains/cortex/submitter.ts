@@ -408,19 +408,15 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     }
     if (!ready.length) return;
     const sentAt = new Date();
-    // Signed and stored in one transaction that owns its rows: a row a writer is rewriting right now
+    // Stored in one transaction that owns its rows: a row a writer is rewriting right now
     // (a stack's coalesced updateStack, locked by a perceive until it commits) is skipped for this
     // round rather than waited for, and one whose payload changed since it was read goes next
     // round. Nonces are handed out only to the rows stored, so they stay consecutive.
-    const signed = await db.$transaction(async (tx) => {
-      const ids = ready.map((r) => r.b.row.id.toString());
-      const owned = await tx.$queryRaw<{ id: bigint; payload: unknown }[]>`
-        SELECT id, payload FROM "ChainOutbox" WHERE id = ANY(${ids}::text[]::bigint[]) AND status = 'pending' FOR UPDATE SKIP LOCKED`;
-      const current = new Map(owned.map((r) => [BigInt(r.id), canonicalJson(r.payload)]));
-      let nonce = Math.max((maxNonce._max.nonce ?? -1) + 1, chainNext);
+    const firstNonce = Math.max((maxNonce._max.nonce ?? -1) + 1, chainNext);
+    const sign = async (list: typeof ready) => {
       const out: { id: bigint; nonce: number; txHash: string; rawTx: string }[] = [];
-      for (const { b, gasLimit } of ready) {
-        if (current.get(b.row.id) !== canonicalJson(b.row.payload)) continue;
+      let nonce = firstNonce;
+      for (const { b, gasLimit } of list) {
         const rawTx = await chain.wallet.signTransaction({
           to: b.call.to,
           data: b.call.data,
@@ -433,6 +429,20 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
         out.push({ id: b.row.id, nonce, txHash: strip0x(keccak256(rawTx)), rawTx });
         nonce++;
       }
+      return out;
+    };
+    // Signed before the transaction, as if every row will be owned: signing is the slow part, and
+    // on PGlite a transaction holds the one connection every writer waits for. When a row is skipped
+    // (locked or rewritten meanwhile) the nonces after it shift, so the rows kept are signed again
+    // inside, as before.
+    const presigned = await sign(ready);
+    const signed = await db.$transaction(async (tx) => {
+      const ids = ready.map((r) => r.b.row.id.toString());
+      const owned = await tx.$queryRaw<{ id: bigint; payload: unknown }[]>`
+        SELECT id, payload FROM "ChainOutbox" WHERE id = ANY(${ids}::text[]::bigint[]) AND status = 'pending' FOR UPDATE SKIP LOCKED`;
+      const current = new Map(owned.map((r) => [BigInt(r.id), canonicalJson(r.payload)]));
+      const kept = ready.filter(({ b }) => current.get(b.row.id) === canonicalJson(b.row.payload));
+      const out = kept.length === ready.length ? presigned : await sign(kept);
       if (out.length)
         await tx.$executeRaw`
           UPDATE "ChainOutbox" AS o SET status = 'submitted', nonce = v.nonce, "txHash" = v.hash, "rawTx" = v.raw, "sentAt" = ${sentAt},
