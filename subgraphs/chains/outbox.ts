@@ -3,7 +3,7 @@
 // confirms and re-sends them, so a 4 s block never stalls a request. A ledger mint or burn is one
 // row here too, but it is not sent alone: the submitter settles the ledger rows of each ended
 // epoch as their net per stack and token (cortex/settlement.ts).
-import { sql, sqlIdent, type Sql, type Tx } from '../../lib/db/index.ts';
+import { sql, sqlIdent, type Tx } from '../../lib/db/index.ts';
 import type { StatementPart } from '../../lib/db/statement.ts';
 import { markPending } from './cortex/records.ts';
 

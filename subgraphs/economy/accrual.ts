@@ -13,7 +13,7 @@
 // The inputs of the formula are the economy's own (EmissionAccrual): the stack's CPV and binding,
 // copied when the row is opened at stack creation (neither changes after it), and L itself, which
 // the economy owns and markActive moves. The SQL fragments below read them from a row aliased `s`.
-import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
+import { sql, type Db, type Tx } from '../../lib/db/index.ts';
 import { numberedSql, runStatement, type StatementPart } from '../../lib/db/statement.ts';
 
 /** Units of each core token emitted per stack per epoch before scaling (spec: Limits). */
