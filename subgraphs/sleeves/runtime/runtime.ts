@@ -86,6 +86,8 @@ export interface RuntimeOptions {
 }
 
 let started = 0;
+/** Most leases one round claims (a runtime fills a share of 50,000 in five rounds, 2.5 leases). */
+export const CLAIM_BATCH = 10_000;
 
 export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Promise<SleeveRuntime> {
   const me = opts.id ?? `${p.config.sleeveRuntimeId ?? 'sleeve-runtime'}:${process.pid}${started++ ? `.${started}` : ''}`;
@@ -283,11 +285,25 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
 
   /** Stops running a sleeve here (its lease is released, lost or gone with the sleeve). */
   async function stop(id: string): Promise<void> {
-    const inst = instances.get(id);
-    if (!inst) return;
-    instances.delete(id);
-    inst.gen++;
-    await p.db.prisma.sleeve.updateMany({ where: { id, identityPort: port }, data: { identityPort: null } }).catch(() => {});
+    return stopMany([id]);
+  }
+
+  /**
+   * Stops running these sleeves here: their identityPort is cleared 1,000 to a statement. (A
+   * statement each let a runtime that lost 50,000 leases at once fill the pool with single updates
+   * for minutes: bench/scale.ts at 100,000 sleeves.)
+   */
+  async function stopMany(ids: string[]): Promise<void> {
+    const gone: string[] = [];
+    for (const id of ids) {
+      const inst = instances.get(id);
+      if (!inst) continue;
+      instances.delete(id);
+      inst.gen++;
+      gone.push(id);
+    }
+    for (let i = 0; i < gone.length; i += 1000)
+      await p.db.prisma.sleeve.updateMany({ where: { id: { in: gone.slice(i, i + 1000) }, identityPort: port }, data: { identityPort: null } }).catch(() => {});
   }
 
   /** Starts the sleeves whose leases this runtime just got: their rows, with identityPort set to its listener. */
@@ -346,7 +362,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     await beat(db, me, port, leaseMs);
     const held = new Set(await renew(db, me, leaseMs));
     // Leases taken over (this runtime stalled past them) or gone with their sleeve.
-    await Promise.all([...instances.keys()].filter((id) => !held.has(id)).map(stop));
+    await stopMany([...instances.keys()].filter((id) => !held.has(id)));
     const c = await counts(db);
     view.runtimes = c.runtimes;
     view.sleeves = c.sleeves;
@@ -356,10 +372,12 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
       // Stop ticking first, then hand back: the next holder never overlaps with this one.
       const surplus = [...held].slice(view.share);
       for (const id of surplus) held.delete(id);
-      await Promise.all(surplus.map(stop));
+      await stopMany(surplus);
       await release(db, me, surplus);
     } else if (held.size < view.share) {
-      for (const id of await claim(db, me, view.share - held.size, leaseMs)) held.add(id);
+      // At most CLAIM_BATCH a round, so a round stays bounded while a runtime fills its share (the
+      // first of many to start would otherwise claim every sleeve, and its next rounds outlast the lease).
+      for (const id of await claim(db, me, Math.min(CLAIM_BATCH, view.share - held.size), leaseMs)) held.add(id);
     }
     await start([...held]);
   }
@@ -465,7 +483,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     },
     async close() {
       const held = await halt();
-      await Promise.all(held.map(stop));
+      await stopMany(held);
       await release(p.db.prisma, me, held).catch(() => {});
       await endBeat(p.db.prisma, me).catch(() => {});
     },
