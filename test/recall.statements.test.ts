@@ -1,7 +1,7 @@
 // Recall's hot path (flows/recall.ts): the stack with its payer, the walk and the spend with the
 // read's drift are three statements through the driver and none through Prisma; the spend writes
 // what the transactional path writes (balance, the posting's two ledger entries, the burn intent,
-// drift and seen head, the stack's activity mark in a new epoch), and declines, writing nothing,
+// drift and seen head, the stack's activity mark in a new epoch: a second statement then), and declines, writing nothing,
 // when the transaction has something to say the one statement does not: a frozen or short sleeve
 // (the precise 409 / 402). On PGlite and on PostgreSQL.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -71,11 +71,12 @@ for (const db of ['pglite', 'postgres'] as const) {
       const intent = await t.p.db.prisma.chainOutbox.findFirstOrThrow({ where: { kind: 'burn', ref: `ledger:${entries[0]!.txId}` } });
       expect(intent).toMatchObject({ status: 'pending', epoch: 1, attempts: 0, payload: { stackId: stack.id, amounts: [{ token: 'memory', milli: '2000' }] } });
 
-      // Epoch 2: the stack has not been active in it; the one statement marks it (as markStackActive would).
+      // Epoch 2: the stack has not been active in it; the spend's statement finds the mark due and runs
+      // again with it (as markStackActive would mark it): four statements, once per stack and epoch.
       t.p.setEpoch(2);
       expect((await lastActiveEpochs(t.p.db.prisma, [stack.id])).get(stack.id)).toBe(1);
       const first = await counted(() => recall(t.p, { stackId: stack.id, depth: 5 }));
-      expect({ prisma: first.prisma, driver: first.driver }).toEqual({ prisma: 0, driver: 3 });
+      expect({ prisma: first.prisma, driver: first.driver }).toEqual({ prisma: 0, driver: 4 });
       expect((await lastActiveEpochs(t.p.db.prisma, [stack.id])).get(stack.id)).toBe(2);
       const next = await counted(() => recall(t.p, { stackId: stack.id, depth: 5 }));
       expect({ prisma: next.prisma, driver: next.driver }).toEqual({ prisma: 0, driver: 3 });

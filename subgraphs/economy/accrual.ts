@@ -172,6 +172,23 @@ export function markActivePart(stackId: string, epoch: number): StatementPart {
   };
 }
 
+/**
+ * A check that markActivePart(stackId, epoch) would be a no-op (no accrual row of the stack before
+ * `epoch`: one index probe), for a statement that skips the mark (sleeves' spendForRead): planning
+ * markActivePart's CTEs costs more than the rest of a read's spend; `fail` when the mark is due,
+ * and the caller runs the statement again with markActivePart.
+ */
+export function activeInPart(stackId: string, epoch: number, fail: () => Error): StatementPart {
+  return {
+    checks: [
+      {
+        holds: sql`NOT EXISTS (SELECT 1 FROM "EmissionAccrual" a WHERE a."stackId" = ${stackId} AND a."lastActiveEpoch" < ${epoch}::int)`,
+        fail,
+      },
+    ],
+  };
+}
+
 /** markActivePart as its own statement, in the caller's transaction. True when the stack became active in `epoch`. */
 export async function markActive(tx: Tx, stackId: string, epoch: number): Promise<boolean> {
   const part = markActivePart(stackId, epoch);
