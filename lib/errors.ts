@@ -95,7 +95,8 @@ export function transientTransactionError(e: unknown): boolean {
 
 /**
  * node-postgres errors of a connection that broke mid-query (the server stopped or restarted) carry
- * no SQLSTATE; through the Prisma adapter they arrive as a plain Error with `clientVersion`.
+ * no SQLSTATE; through the Prisma adapter they arrive as a plain Error with `clientVersion`, through
+ * the driver (the hot path's statements) marked `fromDatabase`.
  */
 const PG_CONNECTION_LOST =
   /Connection terminated|connection error and is not queryable|Client was closed and is not queryable|timeout exceeded when trying to connect|Can't reach database server/;
@@ -104,7 +105,9 @@ function lostConnection(e: unknown): boolean {
   if (!x || typeof x !== 'object') return false;
   for (const m of [x.message, x.cause?.message]) if (typeof m === 'string' && PG_CONNECTION_LOST.test(m)) return true;
   const code = (x as { code?: unknown }).code;
-  return typeof x.clientVersion === 'string' && typeof code === 'string' && /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT)$/.test(code);
+  // The database's: through Prisma (clientVersion) or the driver (lib/db marks its errors fromDatabase).
+  const database = typeof x.clientVersion === 'string' || (x as { fromDatabase?: unknown }).fromDatabase === true;
+  return database && typeof code === 'string' && /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT)$/.test(code);
 }
 
 /**

@@ -56,8 +56,15 @@ export async function openDatabase(opts: {
     pool.on('error', () => {}); // an idle client lost its server: the pool replaces it
     const driver: SqlDriver = {
       exec: async (sql) => void (await pool.query(sql)),
-      query: async (sql, params, opts) =>
-        (await (opts?.prepare ? pool.query({ name: preparedName(sql), text: sql, values: params as unknown[] }) : pool.query(sql, params as unknown[]))).rows,
+      query: async (sql, params, opts) => {
+        try {
+          return (
+            await (opts?.prepare ? pool.query({ name: preparedName(sql), text: sql, values: params as unknown[] }) : pool.query(sql, params as unknown[]))
+          ).rows;
+        } catch (e) {
+          throw fromDatabase(e);
+        }
+      },
     };
     // Migrate on one connection so BEGIN/COMMIT and the advisory lock share a session.
     if (!opts.migrated) {
@@ -121,6 +128,15 @@ export async function openDatabase(opts: {
       await lite.close();
     },
   };
+}
+
+/**
+ * Marks an error of the driver as the database's (errors.ts: a refused or broken connection is a
+ * 503 only when it is the database's; through Prisma its clientVersion says so).
+ */
+function fromDatabase(e: unknown): unknown {
+  if (e && typeof e === 'object' && !Object.hasOwn(e, 'fromDatabase')) Object.defineProperty(e, 'fromDatabase', { value: true });
+  return e;
 }
 
 const preparedNames = new Map<string, string>();

@@ -2,7 +2,9 @@ import { describe, it, expect, afterAll } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { openDatabase, transactionRetries, TX_ATTEMPTS, type Database } from '../../lib/db/index.ts';
+import { openDatabase, sql, transactionRetries, TX_ATTEMPTS, type Database } from '../../lib/db/index.ts';
+import { runStatement } from '../../lib/db/statement.ts';
+import { databaseProblem } from '../../lib/errors.ts';
 import { migrate, readMigrations } from '../../lib/db/migrate.ts';
 import { pendingSql } from '../../prisma/diff.ts';
 import { freshDatabase } from '../helpers/postgres.ts';
@@ -128,6 +130,30 @@ describe('database', () => {
       await pgdb.drop();
     }
   });
+
+  it("PostgreSQL through the driver: a refused connection is the database's 503, a check's failure the caller's error", async () => {
+    // Port 1: nothing listens, as when the server is stopped (faults.postgres).
+    const down = await openDatabase({ databaseUrl: 'postgresql://postgres@127.0.0.1:1/none', dataDir: os.tmpdir(), migrated: true });
+    try {
+      const err = await down.driver.query('SELECT 1').catch((e: unknown) => e);
+      expect(databaseProblem(err)?.status).toBe(503);
+      // The same code from anything else (an HTTP call) is not the database's.
+      expect(databaseProblem(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }))).toBeUndefined();
+    } finally {
+      await down.close();
+    }
+    const fresh = await freshDatabase();
+    const db = await openDatabase({ databaseUrl: fresh.url, dataDir: os.tmpdir() });
+    try {
+      class Refused extends Error {}
+      const part = { checks: [{ holds: sql`1 = 2`, fail: () => new Refused('no') }] };
+      await expect(runStatement(db, [part])).rejects.toBeInstanceOf(Refused);
+      expect(await runStatement(db, [{ outputs: [{ name: 'v', expr: sql`40 + 2` }] }])).toEqual({ v: 42 });
+    } finally {
+      await db.close();
+      await fresh.drop();
+    }
+  }, 60_000);
 
   it('an applied migration that was edited stops the start', async () => {
     const db = await openDatabase({ dataDir: '', inMemory: true });
