@@ -4,7 +4,7 @@
 // rows wait and flow when it returns.
 import { randomUUID } from 'node:crypto';
 import { sql, type Tx } from './db/index.ts';
-import type { StatementPart } from './db/statement.ts';
+import { jsonValue, type StatementPart } from './db/statement.ts';
 import { subjectKind } from './bus/port.ts';
 import type { Platform } from './platform.ts';
 import { singleFlight } from './single-flight.ts';
@@ -75,7 +75,7 @@ export function startEventRelay(p: Platform, opts: { pollMs?: number } = {}): { 
           [],
           { prepare: true },
         )
-      ).map((r) => ({ ...r, id: BigInt(r.id), data: typeof r.data === 'string' ? JSON.parse(r.data) : r.data }));
+      ).map((r) => ({ ...r, id: BigInt(r.id), data: jsonValue(r.data) }));
       if (!rows.length) return;
       // Publish in order, then delete the batch in one statement; a crash between the two
       // re-publishes rows the bus de-duplicates by msgId.

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { generateIdentity } from '../lib/crypto.ts';
 import { createStack, HeadMoved, headMovePart, lastActiveEpochsOf, markStackActive } from '../subgraphs/stacks/stacks.ts';
-import { runStatement } from '../lib/db/statement.ts';
+import { composeStatement, runStatement } from '../lib/db/statement.ts';
 import { markActive } from '../subgraphs/economy/accrual.ts';
 import type { Tx } from '../lib/db/index.ts';
 import { decommissionSleeve, spawnSleeve, spendFromSleeve, syncSleeve } from '../subgraphs/sleeves/sleeves.ts';
@@ -219,6 +219,10 @@ describe('treasury emission', () => {
     expect((await move(1, 3, 88)).n).toBe(1);
     expect((await lastActiveEpochsOf(p.db.prisma, [stack.id])).get(stack.id)).toBe(88);
     expect((await move(3, 4, 88)).n).toBe(1);
+    // A head read as already moved in the epoch leaves the activity mark out of the statement.
+    const marks = (headEpoch: number | null) =>
+      composeStatement([headMovePart({ ...row, headEpoch }, { from: cid(4), to: cid(5), sleeveId: 'sleeve:x', epoch: 88 })]).sql.text.includes('acc_mark');
+    expect([marks(87), marks(88)]).toEqual([true, false]);
     // A move from a head that is no longer the head is refused whole: no mirror intent, no head change.
     const intents = await p.db.prisma.chainOutbox.count({ where: { kind: 'updateStack', ref: stack.id } });
     await expect(move(3, 5, 89)).rejects.toBeInstanceOf(HeadMoved);

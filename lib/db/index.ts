@@ -157,6 +157,23 @@ let retried = 0;
 export const transactionRetries = () => retried;
 
 /**
+ * Runs `run` (a transaction: interactive, or one statement) again, from the start, when PostgreSQL
+ * aborted it for a deadlock or a serialization failure, or had no connection slot free; up to
+ * TX_ATTEMPTS tries, with a short random pause so the two do not collide again.
+ */
+export async function retryTransient<T>(run: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (e) {
+      if (attempt >= TX_ATTEMPTS || !transientTransactionError(e)) throw e;
+      retried++;
+      await new Promise((r) => setTimeout(r, 10 * attempt + Math.random() * 40 * attempt));
+    }
+  }
+}
+
+/**
  * Runs an interactive transaction again, from the start, when PostgreSQL aborted it for a deadlock
  * or a serialization failure, or had no connection slot free: under load two transactions that
  * lock the same rows in different orders are normal, and the client should not see a 503 for
@@ -169,15 +186,7 @@ function retryTransientTransactions(prisma: PrismaClient): void {
   const original = prisma.$transaction.bind(prisma) as (arg: unknown, opts?: unknown) => Promise<unknown>;
   const retrying = async (arg: unknown, opts?: unknown) => {
     if (typeof arg !== 'function') return original(arg, opts); // a batch of queries: one statement set, Prisma runs it
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await original(arg, opts);
-      } catch (e) {
-        if (attempt >= TX_ATTEMPTS || !transientTransactionError(e)) throw e;
-        retried++;
-        await new Promise((r) => setTimeout(r, 10 * attempt + Math.random() * 40 * attempt));
-      }
-    }
+    return retryTransient(() => original(arg, opts));
   };
   Object.defineProperty(prisma, '$transaction', { value: retrying, configurable: true, writable: true });
 }

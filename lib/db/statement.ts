@@ -16,8 +16,7 @@
 // every CTE of every part, is undone; runStatement then throws that check's error. Every CTE sees the
 // snapshot the statement started with; one that must see another's effect reads its RETURNING.
 import { Prisma } from '../../generated/prisma/client.ts';
-import { transientTransactionError } from '../errors.ts';
-import type { Database, Sql, Tx } from './index.ts';
+import { retryTransient, type Database, type Sql, type Tx } from './index.ts';
 
 export interface Cte {
   /** Unique in the statement (a part names its CTEs after its table: `stack_head`, `ledger_debit`). */
@@ -42,6 +41,7 @@ export interface StatementPart {
 }
 
 const CHECK = 'cog_check:';
+const FAILED_CHECK = new RegExp(`${CHECK}(\\d+)`);
 const NAME = /^[a-z_][a-z0-9_]*$/;
 
 /** Several parts as one (a context's part made of its own and a lower context's). */
@@ -89,38 +89,32 @@ function failedCheck(e: unknown): number | undefined {
   for (let x: unknown = e; x && typeof x === 'object' && !seen.has(x); x = (x as { cause?: unknown }).cause) {
     seen.add(x);
     for (const m of [(x as { message?: unknown }).message, JSON.stringify((x as { meta?: unknown }).meta ?? null)]) {
-      const hit = typeof m === 'string' ? new RegExp(`${CHECK}(\\d+)`).exec(m) : null;
+      const hit = typeof m === 'string' ? FAILED_CHECK.exec(m) : null;
       if (hit) return Number(hit[1]);
     }
   }
   return undefined;
 }
 
-/** Attempts of a statement that keeps meeting a deadlock or a serialization failure (as TX_ATTEMPTS). */
-const ATTEMPTS = 4;
-
 /**
  * Runs the parts as one statement: on the database's own driver (autocommit: the statement is its
- * own transaction, retried on a deadlock), or inside a Prisma transaction `tx`. Throws the error of
- * the first check that does not hold; returns the outputs.
+ * own transaction, run again after a deadlock as a transaction is: retryTransient), or inside a
+ * Prisma transaction `tx`. Throws the error of the first check that does not hold; returns the
+ * outputs.
  */
 export async function runStatement(on: Database | Tx, parts: readonly StatementPart[]): Promise<Record<string, unknown>> {
   const { sql, checks } = composeStatement(parts);
-  const run = async (): Promise<Record<string, unknown>> => {
-    if ('driver' in on) return (await on.driver.query<Record<string, unknown>>(sql.text, sql.values, { prepare: true }))[0] ?? {};
-    return (await on.$queryRawUnsafe<Record<string, unknown>[]>(sql.text, ...sql.values))[0] ?? {};
-  };
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const out = await run();
-      for (const p of parts) p.committed?.();
-      return out;
-    } catch (e) {
-      const failed = failedCheck(e);
-      if (failed !== undefined && checks[failed]) throw checks[failed]!.fail();
-      if (!('driver' in on) || attempt >= ATTEMPTS || !transientTransactionError(e)) throw e;
-      await new Promise((r) => setTimeout(r, 10 * attempt + Math.random() * 40 * attempt));
-    }
+  try {
+    const out =
+      'driver' in on
+        ? ((await retryTransient(() => on.driver.query<Record<string, unknown>>(sql.text, sql.values, { prepare: true })))[0] ?? {})
+        : ((await on.$queryRawUnsafe<Record<string, unknown>[]>(sql.text, ...sql.values))[0] ?? {});
+    for (const p of parts) p.committed?.();
+    return out;
+  } catch (e) {
+    const failed = failedCheck(e);
+    if (failed !== undefined && checks[failed]) throw checks[failed]!.fail();
+    throw e;
   }
 }
 

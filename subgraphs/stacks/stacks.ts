@@ -280,12 +280,13 @@ export class HeadMoved extends Error {
  * conditional UPDATE that locks the stack row, checks the head is still `from` (else HeadMoved: the
  * statement is undone and the caller retries from a fresh read) and moves it to `to`. The row stays
  * locked to the end of the statement, so the rest of the write commits against this head. Marks the
- * stack active in `epoch` (the economy's part: one index probe when it already was) and mirrors the
+ * stack active in `epoch` (the economy's part, left out when the head read with `from` had already
+ * moved in `epoch`: see headMovedSince; planning it costs even when it would do nothing) and mirrors the
  * head on the identity NFT, as setEpisodicHead does; the new or rewritten intent makes the stack's
  * chain record pending, set here in the same UPDATE (a statement changes a row once).
  */
 export function headMovePart(
-  stack: Pick<StackRow, 'id' | 'tokenId'>,
+  stack: Pick<StackRow, 'id' | 'tokenId' | 'headEpoch'>,
   move: { from: string | null; to: string; sleeveId: string; epoch: number },
 ): StatementPart {
   const payload = { stackId: stack.id, tokenId: stack.tokenId, epoch: move.epoch, episodicHead: move.to };
@@ -301,7 +302,8 @@ export function headMovePart(
       ],
       checks: [{ holds: sql`(SELECT count(*) FROM stack_head) = 1`, fail: () => new HeadMoved(stack.id) }],
     },
-    markActivePart(stack.id, move.epoch),
+    // The head is still `from` when the statement applies, so its headEpoch is the one read with it.
+    headMovedSince(stack.headEpoch, move.epoch) ? null : markActivePart(stack.id, move.epoch),
     coalescedChainIntentPart({ kind: 'updateStack', ref: stack.id, payload, epoch: move.epoch }, 'stack_mirror'),
   );
 }
