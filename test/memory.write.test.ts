@@ -4,7 +4,7 @@
 // mode), no stack lock held across the payload PUT and a write refused after its PUT leaves no
 // index row behind.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { memoryTestApp, type MemoryTestApp } from './helpers/memory-app.ts';
+import { memoryTestApp, memoryTestAppOn, type MemoryTestApp } from './helpers/memory-app.ts';
 import { freshDatabase } from './helpers/postgres.ts';
 import { httpHippocampus, type HippocampusClient } from '../subgraphs/memory/index.ts';
 import { decommissionSleeve } from '../subgraphs/sleeves/index.ts';
@@ -41,18 +41,12 @@ async function held(t: MemoryTestApp, account: string) {
 for (const db of ['pglite', 'postgres'] as const) {
   describe(`group commit on ${db}`, () => {
     let t: MemoryTestApp;
-    let drop: (() => Promise<void>) | undefined;
     beforeAll(async () => {
-      if (db === 'postgres') {
-        const fresh = await freshDatabase();
-        drop = fresh.drop;
-        t = await memoryTestApp({ DATABASE_URL: fresh.url });
-      } else t = await memoryTestApp();
+      t = await memoryTestAppOn(db);
       t.p.setEpoch(3);
     }, 120_000);
     afterAll(async () => {
       await t?.close();
-      await drop?.();
     });
 
     it('200 concurrent writers over two sleeves of one stack: each its own CID, every CID reachable from the head once, balances exact', async () => {

@@ -5,8 +5,7 @@
 // when the transaction has something to say the one statement does not: a frozen or short sleeve
 // (the precise 409 / 402). On PGlite and on PostgreSQL.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { memoryTestApp, type MemoryTestApp } from './helpers/memory-app.ts';
-import { freshDatabase } from './helpers/postgres.ts';
+import { memoryTestAppOn, type MemoryTestApp } from './helpers/memory-app.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
 import { freezeSleeve, spawnSleeve, spendForRead } from '../subgraphs/sleeves/sleeves.ts';
 import { balanceOf, sleeveAccount } from '../subgraphs/economy/ledger.ts';
@@ -17,18 +16,12 @@ import { recall } from '../flows/recall.ts';
 for (const db of ['pglite', 'postgres'] as const) {
   describe(`recall statements on ${db}`, () => {
     let t: MemoryTestApp;
-    let drop: (() => Promise<void>) | undefined;
     beforeAll(async () => {
-      if (db === 'postgres') {
-        const fresh = await freshDatabase();
-        drop = fresh.drop;
-        t = await memoryTestApp({ DATABASE_URL: fresh.url });
-      } else t = await memoryTestApp();
+      t = await memoryTestAppOn(db);
       t.p.setEpoch(1);
     });
     afterAll(async () => {
       await t?.close();
-      await drop?.();
     });
 
     /** Statements through Prisma and through the driver while `fn` runs. */

@@ -9,6 +9,7 @@ import memoryRest from '../../compat-rest/memory.ts';
 import { startHippocampus } from '../../subgraphs/memory/hippocampus/service.ts';
 import { localHippocampus } from '../../subgraphs/memory/hippocampus/client.ts';
 import type { RunningService } from '../../lib/service.ts';
+import { freshDatabase } from './postgres.ts';
 
 export interface MemoryTestApp {
   p: TestPlatform;
@@ -34,6 +35,20 @@ export async function memoryTestApp(env: Record<string, string> = {}): Promise<M
       await app.close();
       await hippocampus.close();
       await p.cleanup();
+    },
+  };
+}
+
+/** memoryTestApp on an engine: in-memory PGlite, or a fresh PostgreSQL database that close() drops. */
+export async function memoryTestAppOn(engine: 'pglite' | 'postgres'): Promise<MemoryTestApp> {
+  if (engine === 'pglite') return memoryTestApp();
+  const fresh = await freshDatabase();
+  const t = await memoryTestApp({ DATABASE_URL: fresh.url });
+  return {
+    ...t,
+    async close() {
+      await t.close();
+      await fresh.drop();
     },
   };
 }
