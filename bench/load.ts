@@ -740,8 +740,10 @@ export type HippocampusFaultReport = FaultReport & {
   ipfsGapEpochs: number[];
   /** Of those, the epochs whose shard-loss residue (dedupe key shard-loss:thalamus:<epoch>) is open. */
   residueEpochs: number[];
-  /** Probe requests through both gateways during the stop. */
+  /** Recall probes through both gateways during the stop (the walk reads through the Hippocampus). */
   probes: Probe[];
+  /** Perceive probes through both gateways during the stop (a write calls no Hippocampus). */
+  writeProbes: Probe[];
   /** ms from SIGCONT until a perceive and a recall succeed through both gateways. */
   flowsAgainInMs: number;
 };
@@ -750,8 +752,9 @@ export type HippocampusFaultReport = FaultReport & {
  * Both Hippocampus nodes stopped (SIGSTOP: they neither answer nor refuse) under perceive/recall
  * load, then continued. The other chains keep running: Medulla mines, epochs advance, Cortex makes
  * blocks, the Thalamus folds every ended epoch with an `ipfs` gap (its DAG leaves come through the
- * Hippocampus) and each such gap opens a shard-loss residue. Clients get quick 503 problems (every
- * node costs one bounded attempt), nothing acknowledged is lost, and writes flow again after SIGCONT.
+ * Hippocampus) and each such gap opens a shard-loss residue. Recalls get quick 503 problems (every
+ * node costs one bounded attempt); writes go on (a write's payload commits with its index row, no
+ * Hippocampus on its way); nothing acknowledged is lost, and recalls flow again after SIGCONT.
  */
 export async function runHippocampusFault(c: Cluster, opts: { loadMs: number; stopMs?: number; concurrency?: number }): Promise<HippocampusFaultReport> {
   const notes: string[] = [];
@@ -784,6 +787,7 @@ export async function runHippocampusFault(c: Cluster, opts: { loadMs: number; st
     probeSleeves.push({ g, stackId, sleeveId });
   }
   const probes: Probe[] = [];
+  const writeProbes: Probe[] = [];
   let stoppedMs = 0;
   let flowsAgainInMs = -1;
   let chainsDown = 0;
@@ -801,15 +805,15 @@ export async function runHippocampusFault(c: Cluster, opts: { loadMs: number; st
     // SIGCONT count.
     const pending: Array<Promise<void>> = [];
     let contAt = Infinity;
-    const launch = (method: string, url: string, body?: unknown) =>
-      pending.push(probe(method, url, body).then((x) => void (Date.now() < contAt && probes.push(x))));
+    const launch = (into: Probe[], method: string, url: string, body?: unknown) =>
+      pending.push(probe(method, url, body).then((x) => void (Date.now() < contAt && into.push(x))));
     try {
       // The requested time, and on until an epoch ended during the stop (a slow machine mines slowly).
       for (let k = 0; Date.now() - t0 < stopMs || (!(await gapEpochs(before.f)).length && Date.now() - t0 < stopMs * 3); k++) {
         const x = probeSleeves[k % probeSleeves.length]!;
         if (Date.now() - t0 < stopMs - 3000) {
-          launch('POST', `${x.g}/v1/sleeves/${x.sleeveId}/perceive`, { input: `during the stop ${k}` });
-          launch('GET', `${x.g}/v1/stacks/${x.stackId}/recall?depth=2`);
+          launch(writeProbes, 'POST', `${x.g}/v1/sleeves/${x.sleeveId}/perceive`, { input: `during the stop ${k}` });
+          launch(probes, 'GET', `${x.g}/v1/stacks/${x.stackId}/recall?depth=2`);
         }
         if (!Number.isFinite((await medulla()).height) || !Number.isFinite(await cortexBlock())) chainsDown++;
         await sleep(1000);
@@ -854,7 +858,7 @@ export async function runHippocampusFault(c: Cluster, opts: { loadMs: number; st
     `during the stop: Medulla +${medullaBlocksDuring} blocks, epoch +${epochsDuring}, Cortex +${cortexBlocksDuring} blocks, chains unanswered ${chainsDown}; ${foldsDuring} folds, ipfs gaps at epochs [${ipfsGapEpochs.join(', ')}], shard-loss residues open for [${residueEpochs.join(', ')}]`,
   );
   notes.push(
-    `probes: ${refused}/${probes.length} were 503 problem+json with Retry-After, slowest ${Math.max(0, ...probes.map((x) => x.ms))} ms; perceive and recall flow again ${flowsAgainInMs} ms after SIGCONT`,
+    `recall probes: ${refused}/${probes.length} were 503 problem+json with Retry-After, slowest ${Math.max(0, ...probes.map((x) => x.ms))} ms; perceive probes: ${writeProbes.filter((x) => x.status === 200).length}/${writeProbes.length} answered 200; perceive and recall flow again ${flowsAgainInMs} ms after SIGCONT`,
   );
   return {
     name: `Hippocampus (both nodes) stopped ${(stoppedMs / 1000).toFixed(0)} s`,
@@ -871,6 +875,7 @@ export async function runHippocampusFault(c: Cluster, opts: { loadMs: number; st
     ipfsGapEpochs,
     residueEpochs,
     probes,
+    writeProbes,
     flowsAgainInMs,
   };
 }

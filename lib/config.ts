@@ -116,6 +116,8 @@ export interface Config {
   retentionEpochs: number;
   /** Most nodes one memory-reconciler pass prunes (one batch per pass: a backlog drains over epochs). */
   pruneBatch: number;
+  /** Memory write batches (group commits over stacks) a process commits at once. */
+  writeBatches: number;
   faucetCooldownMs: number;
   ports: {
     gateway: number;
@@ -252,6 +254,7 @@ export function loadConfig(env: Env = process.env): Config {
     residueExpiryEpochs: int(env, 'COG_RESIDUE_EXPIRY_EPOCHS', 100, 1, 1e9),
     retentionEpochs: int(env, 'COG_RETENTION_EPOCHS', 1000, 3, 1e9),
     pruneBatch: int(env, 'COG_PRUNE_BATCH', 500, 1, 1_000_000),
+    writeBatches: int(env, 'COG_WRITE_BATCHES', 2, 1, 64),
     faucetCooldownMs: int(env, 'COG_FAUCET_COOLDOWN_MS', 60_000, 0, 86_400_000),
     ports,
     host,

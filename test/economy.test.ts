@@ -214,14 +214,14 @@ describe('treasury emission', () => {
     const cid = (n: number) => `cog://${String(n).repeat(64)}@${n < 3 ? 87 : 88}`;
     const row = await p.db.prisma.stack.findUniqueOrThrow({ where: { id: stack.id } });
     const move = (from: number | null, to: number, epoch: number) =>
-      statements((tx) => runStatement(tx, [headMovePart(row, { from: from === null ? null : cid(from), to: cid(to), sleeveId: 'sleeve:x', epoch })]));
+      statements((tx) => runStatement(tx, [headMovePart([{ stack: row, from: from === null ? null : cid(from), to: cid(to), sleeveId: 'sleeve:x' }], epoch)]));
     expect((await move(null, 1, 87)).n).toBe(1);
     expect((await move(1, 3, 88)).n).toBe(1);
     expect((await lastActiveEpochsOf(p.db.prisma, [stack.id])).get(stack.id)).toBe(88);
     expect((await move(3, 4, 88)).n).toBe(1);
     // A head read as already moved in the epoch leaves the activity mark out of the statement.
     const marks = (headEpoch: number | null) =>
-      composeStatement([headMovePart({ ...row, headEpoch }, { from: cid(4), to: cid(5), sleeveId: 'sleeve:x', epoch: 88 })]).sql.text.includes('acc_mark');
+      composeStatement([headMovePart([{ stack: { ...row, headEpoch }, from: cid(4), to: cid(5), sleeveId: 'sleeve:x' }], 88)]).sql.text.includes('acc_mark');
     expect([marks(87), marks(88)]).toEqual([true, false]);
     // A move from a head that is no longer the head is refused whole: no mirror intent, no head change.
     const intents = await p.db.prisma.chainOutbox.count({ where: { kind: 'updateStack', ref: stack.id } });

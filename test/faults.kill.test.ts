@@ -59,14 +59,17 @@ describe('faults: kill -9 under load', () => {
     for (const s of r.sagas) expect(s.status).toMatch(/^(completed|compensated)/);
   }, 400_000);
 
-  it('keeps Medulla, Cortex and the Thalamus running while both Hippocampus nodes are stopped; the gap becomes a shard-loss residue', async () => {
+  it('keeps Medulla, Cortex, the Thalamus and writes running while both Hippocampus nodes are stopped; the gap becomes a shard-loss residue', async () => {
     const r = await runHippocampusFault(c, { loadMs: 35_000, stopMs: 10_000, concurrency: 4 });
     console.log(
       `${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}, slowest ${r.load.maxErrorMs} ms; ${r.notes.join('; ')}`,
     );
     expectNothingLost(r);
-    // Quick, clear, retryable failures: 503 problem+json with Retry-After, never a hang.
+    // Recalls: quick, clear, retryable failures (503 problem+json with Retry-After, never a hang).
+    // Writes go on: a write's payload commits with its index row, no Hippocampus on its way.
     expectRetryableOnly(r.load);
+    expect(r.writeProbes.length).toBeGreaterThanOrEqual(4);
+    for (const x of r.writeProbes) expect(x, JSON.stringify(x)).toMatchObject({ status: 200 });
     expect(r.load.maxErrorMs).toBeLessThan(15_000);
     expect(r.probes.length).toBeGreaterThanOrEqual(4);
     for (const x of r.probes) {

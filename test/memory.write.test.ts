@@ -1,13 +1,17 @@
 // The memory write path under concurrency and refusal (flows/memory.ts): group commit of many
 // writers on one stack (every CID reachable from the head exactly once, balances exact to the
-// milli-unit), on PGlite and on PostgreSQL; and, with the Hippocampus over HTTP (distributed
-// mode), no stack lock held across the payload PUT and a write refused after its PUT leaves no
-// index row behind.
+// milli-unit) and over many stacks (one read and one write statement a batch; a stack another
+// writer moved meanwhile planned again alone), on PGlite and on PostgreSQL; and, with the
+// Hippocampus over HTTP (distributed mode), a write that calls no Hippocampus at all (its payload
+// commits with its index row) and a write refused after its batch was planned that leaves nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryTestApp, memoryTestAppOn, type MemoryTestApp } from './helpers/memory-app.ts';
 import { freshDatabase } from './helpers/postgres.ts';
 import { httpHippocampus, type HippocampusClient } from '../subgraphs/memory/index.ts';
 import { decommissionSleeve } from '../subgraphs/sleeves/index.ts';
+import { setEpisodicHead } from '../subgraphs/stacks/index.ts';
+import { sealNode } from '../subgraphs/memory/memory.ts';
+import { putNode } from '../subgraphs/memory/hippocampus/store.ts';
 import { perceive } from '../flows/memory.ts';
 
 const enc = encodeURIComponent;
@@ -36,6 +40,24 @@ async function held(t: MemoryTestApp, account: string) {
   const balance = Object.fromEntries(rows.map((r) => [r.token, r.milli]));
   const ledger = Object.fromEntries(entries.map((e) => [e.token, e._sum.milli ?? 0n]));
   return { balance, ledger };
+}
+
+/**
+ * Runs `hook` once, right before the next write statement of a memory write batch (after the batch
+ * read and planned): what another process does meanwhile. Returns the restore function.
+ */
+function beforeWriteStatement(t: MemoryTestApp, hook: () => Promise<void>): { restore(): void; ran(): boolean } {
+  const driver = t.p.db.driver;
+  const query = driver.query;
+  let ran = false;
+  driver.query = (async (...args: Parameters<typeof query>) => {
+    if (!ran && /^WITH stack_lock AS/.test(args[0])) {
+      ran = true;
+      await hook();
+    }
+    return query.apply(driver, args);
+  }) as typeof query;
+  return { restore: () => void (driver.query = query), ran: () => ran };
 }
 
 for (const db of ['pglite', 'postgres'] as const) {
@@ -138,6 +160,73 @@ for (const db of ['pglite', 'postgres'] as const) {
       const nodes = await t.p.db.prisma.memoryNode.count({ where: { stackId: stack.id } });
       expect(nodes).toBe(8);
     });
+
+    it('writes over many stacks commit as one batch (one read and one write statement); a stack another writer moved meanwhile is planned again alone', async () => {
+      const made: Array<Awaited<ReturnType<typeof setup>>> = [];
+      for (let i = 0; i < 12; i++) made.push(await setup(t, ['B']));
+      for (const m of made)
+        expect((await m.inject('POST', '/v1/perceive', { stackId: m.stack.id, sleeveId: m.sleeves[0].id, text: 'first' })).status).toBe(200);
+      const writeAll = (round: string) =>
+        Promise.all(
+          made.flatMap((m) =>
+            [0, 1, 2].map((j) => m.inject('POST', '/v1/perceive', { stackId: m.stack.id, sleeveId: m.sleeves[0].id, text: `${round} ${j}` })),
+          ),
+        );
+      /** The stack's chain from its head: every node linked once, oldest last. */
+      const chainOf = async (stackId: string) => {
+        const nodes = await t.p.db.prisma.memoryNode.findMany({ where: { stackId } });
+        const byCid = new Map(nodes.map((n) => [n.cid, n]));
+        const head = (await t.p.db.prisma.stack.findUniqueOrThrow({ where: { id: stackId } })).episodicHead;
+        const chain: string[] = [];
+        for (let cur: string | undefined = head ?? undefined; cur; cur = byCid.get(cur)?.links[0]) chain.push(cur);
+        return { chain, nodes: nodes.length };
+      };
+      // The driver's statements, counted (the write path's two a batch go through it).
+      const driver = t.p.db.driver;
+      const query = driver.query;
+      let statements = 0;
+      driver.query = ((...args: Parameters<typeof query>) => {
+        statements++;
+        return query.apply(driver, args);
+      }) as typeof query;
+      try {
+        const first = await writeAll('round 1');
+        expect(first.map((r) => r.status).filter((s) => s !== 200)).toEqual([]);
+        // 36 writes over 12 stacks: one stack a write each would be 72 statements.
+        expect(statements).toBeLessThanOrEqual(12);
+      } finally {
+        driver.query = query;
+      }
+      for (const m of made) expect(await chainOf(m.stack.id)).toEqual({ chain: expect.any(Array), nodes: 4 });
+      for (const m of made) expect((await chainOf(m.stack.id)).chain).toHaveLength(4);
+
+      // Another process writes to one stack after the batch read it: its head move fails the
+      // batch's check, the batch is undone and committed stack by stack.
+      const victim = made[5]!.stack.id;
+      const meanwhile = beforeWriteStatement(t, () =>
+        t.p.db.prisma.$transaction(async (tx) => {
+          const st = await tx.stack.findUniqueOrThrow({ where: { id: victim } });
+          const foreign = sealNode(t.p, st, 3, 'from another process', st.episodicHead);
+          await putNode(tx, t.p.objects, { ...foreign, epoch: 3, stackId: victim, kind: 'perceive' }, 3);
+          await setEpisodicHead(tx, victim, foreign.cid, { epoch: 3 });
+        }),
+      );
+      try {
+        const second = await writeAll('round 2');
+        expect(second.map((r) => r.status).filter((s) => s !== 200)).toEqual([]);
+      } finally {
+        meanwhile.restore();
+      }
+      expect(meanwhile.ran()).toBe(true);
+      // Every stack: its 7 nodes in one chain from the head (the victim's 8, the foreign one among them).
+      for (const m of made) {
+        const { chain, nodes } = await chainOf(m.stack.id);
+        const want = m.stack.id === victim ? 8 : 7;
+        expect([chain.length, nodes, new Set(chain).size]).toEqual([want, want, want]);
+      }
+      // Each sleeve paid for its own 7 writes, exactly.
+      for (const m of made) expect((await held(t, `sleeve:${m.sleeves[0].id}`)).balance.compute).toBe(1_000_000n - 7n * 500n);
+    }, 180_000);
   });
 }
 
@@ -158,65 +247,50 @@ describe('distributed mode: the Hippocampus over HTTP (PostgreSQL)', () => {
     await drop?.();
   });
 
-  /** The HTTP client, with `hook` run as each node is sent (before its payload or index PUT). */
-  const withHook = (hook: (stackId: string) => Promise<void>): HippocampusClient => ({
-    ...http,
-    put: async (node, tx) => {
-      await hook(node.stackId);
-      await http.put(node, tx);
-    },
-    putPayload: async (node) => {
-      await hook(node.stackId);
-      await http.putPayload(node);
-    },
-  });
-
-  it('holds no stack lock while it PUTs the payload to the Hippocampus', async () => {
+  it('a write makes no call to the Hippocampus: its payload commits with its index row; the Hippocampus serves it', async () => {
     const {
       stack,
       sleeves: [s],
     } = await setup(t, ['A']);
-    const lockFree: boolean[] = [];
-    // The payloads of one batch are PUT in parallel: the probes run one at a time, so that one
-    // probe's own lock is not what the next one finds.
-    let probes = Promise.resolve();
-    t.p.ports.hippocampus = withHook((stackId) => {
-      // Another writer of the stack, right now: NOWAIT fails at once if the row is locked.
-      const probe = probes.then(() =>
-        t.p.db.prisma
-          .$transaction((tx) => tx.$executeRaw`SELECT 1 FROM "Stack" WHERE id = ${stackId} FOR UPDATE NOWAIT`)
-          .then(() => void lockFree.push(true))
-          .catch(() => void lockFree.push(false)),
-      );
-      probes = probe;
-      return probe;
-    });
+    const calls: string[] = [];
+    const refuse = (name: string) => async () => {
+      calls.push(name);
+      throw new Error(`the write called the Hippocampus (${name})`);
+    };
+    t.p.ports.hippocampus = { ...http, put: refuse('put'), pin: refuse('pin'), meta: refuse('meta') };
+    let cids: string[];
     try {
-      await perceive(t.p, { sleeveId: s.id, text: 'first' });
-      await Promise.all([1, 2, 3].map((i) => perceive(t.p, { sleeveId: s.id, text: `then ${i}` })));
+      const first = await perceive(t.p, { sleeveId: s.id, text: 'first' });
+      const then = await Promise.all([1, 2, 3].map((i) => perceive(t.p, { sleeveId: s.id, text: `then ${i}` })));
+      cids = [first, ...then].map((r) => r.cid);
     } finally {
       t.p.ports.hippocampus = http;
     }
-    expect(lockFree.length).toBeGreaterThan(0);
-    expect(lockFree.every(Boolean)).toBe(true);
-    expect(await t.p.db.prisma.memoryNode.count({ where: { stackId: stack.id } })).toBe(4);
+    expect(calls).toEqual([]);
+    expect(await t.p.db.prisma.memoryNode.count({ where: { stackId: stack.id, payload: { not: null } } })).toBe(4);
+    // Read back through the Hippocampus service: its walk and its GET take the payload from the row.
+    const walk = await http.walk(cids.at(-1)!, 10, 7);
+    expect(walk.missing).toEqual([]);
+    expect(walk.nodes.map((n) => n.cid).sort()).toEqual([...cids].sort());
+    const res = await fetch(`${t.hippocampus.url}/dag/${encodeURIComponent(cids[0]!)}?epoch=7`);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { ciphertext: { v: number } }).ciphertext.v).toBe(1);
   });
 
-  it('a perceive refused after its node was PUT (sleeve decommissioned meanwhile: 409) leaves no index row, counts in no epoch', async () => {
+  it('a perceive refused after its batch was planned (sleeve decommissioned meanwhile: 409) leaves no node, counts in no epoch', async () => {
     const {
       stack,
       sleeves: [s],
     } = await setup(t, ['A']);
     const before = await t.p.db.prisma.stack.findUniqueOrThrow({ where: { id: stack.id } });
     const writesBefore = await http.epochWrites(7);
-    t.p.ports.hippocampus = withHook(async () => {
-      await decommissionSleeve(t.p, s.id, 'decommissioned while its write was in flight');
-    });
+    const meanwhile = beforeWriteStatement(t, () => decommissionSleeve(t.p, s.id, 'decommissioned while its write was in flight').then(() => {}));
     try {
       await expect(perceive(t.p, { sleeveId: s.id, text: 'too late' })).rejects.toMatchObject({ status: 409 });
     } finally {
-      t.p.ports.hippocampus = http;
+      meanwhile.restore();
     }
+    expect(meanwhile.ran()).toBe(true);
     expect(await t.p.db.prisma.memoryNode.count({ where: { stackId: stack.id } })).toBe(0);
     expect(await http.epochWrites(7)).toEqual(writesBefore);
     const after = await t.p.db.prisma.stack.findUniqueOrThrow({ where: { id: stack.id } });

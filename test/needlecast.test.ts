@@ -182,6 +182,8 @@ describe('shard-loss from a real cause', () => {
     const { source } = await setup(2);
     const v = await runNeedlecast(p, { from: source.id, to: 'ai' });
     const lost = v.shards[1]!;
+    // Lost: its payload was in its index row (a perceive's), and is in no object either.
+    await p.db.prisma.memoryNode.update({ where: { cid: lost }, data: { payload: null } });
     await p.objects.delete(payloadKey(parseCid(lost)!.hash));
     await residueCollector(p, p.epochs.current());
     const r = (await listResidues(p)).filter((x) => x.kind === 'shard-loss' && x.trigger.includes(lost));

@@ -75,26 +75,37 @@ export function chainIntentsPart(intents: readonly Intent[], name = 'chain_inten
 }
 
 /**
- * enqueueCoalescedChainTx as part of a composed statement: the waiting intent of its kind for `ref`
- * rewritten in place, else a new one. The record it mirrors must be marked pending in the same
- * statement by its owner (markPending's rule: a new intent makes its record pending; while one
- * waits the record is pending already), who updates that row there anyway: a statement may change a
- * row only once. `name` prefixes the part's CTEs.
+ * enqueueCoalescedChainTx as part of a composed statement, for one intent or several of one kind
+ * (a group commit's stacks, distinct refs): the waiting intent of the kind for each `ref` rewritten
+ * in place, else a new one, inserted in the given order. The record each mirrors must be marked
+ * pending in the same statement by its owner (markPending's rule: a new intent makes its record
+ * pending; while one waits the record is pending already), who updates that row there anyway: a
+ * statement may change a row only once. `name` prefixes the part's CTEs.
  */
-export function coalescedChainIntentPart(intent: Intent, name: string): StatementPart {
-  const payload = JSON.stringify(intent.payload);
+export function coalescedChainIntentPart(intents: Intent | readonly Intent[], name: string): StatementPart | null {
+  const list = Array.isArray(intents) ? (intents as readonly Intent[]) : [intents as Intent];
+  if (!list.length) return null;
+  const kind = list[0]!.kind;
+  if (list.some((i) => i.kind !== kind)) throw new Error('coalescedChainIntentPart: intents of one kind only');
+  const rows = list.map((i) => ({ ref: i.ref, payload: i.payload, epoch: i.epoch ?? null }));
+  const waiting = sqlIdent(`${name}_waiting`);
   return {
     ctes: [
       {
+        name: `${name}_rows`,
+        body: sql`SELECT r.ref, r.payload, r.epoch, r.n FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS (ref text, payload jsonb, epoch int))
+          WITH ORDINALITY AS r(ref, payload, epoch, n)`,
+      },
+      {
         name: `${name}_waiting`,
-        body: sql`UPDATE "ChainOutbox" SET payload = ${payload}::jsonb, "updatedAt" = now()
-          WHERE kind = ${intent.kind} AND ref = ${intent.ref} AND status = 'pending' RETURNING id`,
+        body: sql`UPDATE "ChainOutbox" o SET payload = v.payload, "updatedAt" = now() FROM ${sqlIdent(`${name}_rows`)} v
+          WHERE o.kind = ${kind} AND o.ref = v.ref AND o.status = 'pending' RETURNING o.ref`,
       },
       {
         name: `${name}_new`,
         body: sql`INSERT INTO "ChainOutbox" (kind, ref, payload, epoch, "updatedAt")
-          SELECT ${intent.kind}, ${intent.ref}, ${payload}::jsonb, ${intent.epoch ?? null}::int, now()
-          WHERE NOT EXISTS (SELECT 1 FROM ${sqlIdent(`${name}_waiting`)})`,
+          SELECT ${kind}, v.ref, v.payload, v.epoch, now() FROM ${sqlIdent(`${name}_rows`)} v
+          WHERE NOT EXISTS (SELECT 1 FROM ${waiting} w WHERE w.ref = v.ref) ORDER BY v.n`,
       },
     ],
   };

@@ -138,13 +138,19 @@ const SETTLE = ACCRUAL_TOKENS.map(
  * written is computed from it. A no-op, touching no row, when the stack was already active in
  * `epoch` or later (one index probe), or has no accrual row. The caller holds the stack row lock
  * (the stacks context's, which serialises a stack's writers: a write's part comes after its head
- * move); a claim and a settlement serialise on the accrual row.
+ * move); a claim and a settlement serialise on the accrual row. `stackIds`: one stack, or several
+ * marked active in the same epoch.
  */
-export function markActivePart(stackId: string, epoch: number): StatementPart {
-  const p = [stackId, epoch];
+export function markActivePart(stackIds: string | readonly string[], epoch: number): StatementPart {
+  // Several stacks (a group commit's, each with its stack row locked by the caller) as one set:
+  // every CTE below is keyed on acc_s's rows, locked in stack id order.
+  const p = [typeof stackIds === 'string' ? [stackIds] : [...stackIds].sort(), epoch];
   return {
     ctes: [
-      { name: 'acc_s', body: numberedSql(`SELECT * FROM "EmissionAccrual" WHERE "stackId" = $1 AND "lastActiveEpoch" < $2::int FOR UPDATE`, p) },
+      {
+        name: 'acc_s',
+        body: numberedSql(`SELECT * FROM "EmissionAccrual" WHERE "stackId" = ANY($1::text[]) AND "lastActiveEpoch" < $2::int ORDER BY "stackId" FOR UPDATE`, p),
+      },
       {
         name: 'acc_run',
         body: numberedSql(

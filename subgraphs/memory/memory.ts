@@ -12,10 +12,10 @@ import { sql, type Db, type Tx } from '../../lib/db/index.ts';
 import type { StatementPart } from '../../lib/db/statement.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
-import { epochKey, fromUtf8, open, seal, DecryptError } from '../../lib/crypto.ts';
+import { fromUtf8, open, seal, DecryptError } from '../../lib/crypto.ts';
 import { recordEvent } from '../../lib/events.ts';
 import { withTimeout } from '../../lib/timeout.ts';
-import { lockStack, stackMasterSecret, type StackReadRow, type StackRow } from '../stacks/index.ts';
+import { lockStack, stackEpochKey, type StackReadRow, type StackRow } from '../stacks/index.ts';
 import { computeCid } from './hippocampus/cid.ts';
 import { hippocampusClient } from './hippocampus/client.ts';
 import { MAX_WALK_DEPTH, type DagNode } from './hippocampus/store.ts';
@@ -61,7 +61,7 @@ export interface SealedNode {
 
 /** The node a write adds: the text sealed under the stack's key of the epoch, linked to the head it replaces. */
 export function sealNode(p: Platform, stack: Pick<StackRow, 'id' | 'masterSecret'>, epoch: number, text: string, head: string | null): SealedNode {
-  return sealNodeWith(epochKey(stackMasterSecret(p, stack), stack.id, epoch), stack.id, epoch, text, head);
+  return sealNodeWith(stackEpochKey(p, stack, epoch), stack.id, epoch, text, head);
 }
 
 /** sealNode with the epoch's key already derived (a batch of writes derives it once). */
@@ -130,7 +130,6 @@ export async function reconstruct(p: Platform, stack: StackReadRow, depth: numbe
   const head = stack.episodicHead;
   if (!head || depth < 1) return { head, fragments: [], broken: [], fidelity: 1, levels: 0 };
   const walk = await hippocampusClient(p).walk(head, depth, readerEpoch);
-  const master = stackMasterSecret(p, stack);
   const keys = new Map<number, Uint8Array>();
   const fragments: Fragment[] = [];
   const undecryptable: string[] = [];
@@ -138,7 +137,7 @@ export async function reconstruct(p: Platform, stack: StackReadRow, depth: numbe
     try {
       if (node.stackId !== stack.id || !node.ciphertext) throw new DecryptError();
       let key = keys.get(node.epoch);
-      if (!key) keys.set(node.epoch, (key = epochKey(master, stack.id, node.epoch)));
+      if (!key) keys.set(node.epoch, (key = stackEpochKey(p, stack, node.epoch)));
       fragments.push({ node, text: fromUtf8(open(key, node.ciphertext)) });
     } catch {
       undecryptable.push(node.cid);

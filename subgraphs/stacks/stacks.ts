@@ -10,7 +10,7 @@ import { joinParts, jsonValue, type ReadPart, type StatementPart } from '../../l
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { badRequest, conflict, notFound } from '../../lib/errors.ts';
-import { generateIdentity, randomSecret, unwrapSecret, wrapSecret } from '../../lib/crypto.ts';
+import { epochKey, generateIdentity, randomSecret, unwrapSecret, wrapSecret } from '../../lib/crypto.ts';
 import { stackAddress } from '../../lib/address.ts';
 import { recordEvent } from '../../lib/events.ts';
 import { coalescedChainIntentPart, enqueueChainTx, enqueueCoalescedChainTx, type MirroredTable, type StackAnchor } from '../chains/index.ts';
@@ -274,53 +274,92 @@ export class HeadMoved extends Error {
   }
 }
 
+/** One stack's head move in a group commit: its nodes were chained onto `from` before the statement. */
+export interface HeadMove {
+  stack: Pick<StackRow, 'id' | 'tokenId' | 'headEpoch'>;
+  from: string | null;
+  to: string;
+  sleeveId: string;
+}
+
 /**
- * A group commit's head move (setEpisodicHead for writes whose nodes were chained onto `from`
- * before the statement), as the first part of the write's one statement (lib/db/statement.ts): a
- * conditional UPDATE that locks the stack row, checks the head is still `from` (else HeadMoved: the
- * statement is undone and the caller retries from a fresh read) and moves it to `to`. The row stays
- * locked to the end of the statement, so the rest of the write commits against this head. Marks the
- * stack active in `epoch` (the economy's part, left out when the head read with `from` had already
- * moved in `epoch`: see headMovedSince; planning it costs even when it would do nothing) and mirrors the
- * head on the identity NFT, as setEpisodicHead does; the new or rewritten intent makes the stack's
- * chain record pending, set here in the same UPDATE (a statement changes a row once).
+ * A group commit's head moves (setEpisodicHead for each stack of the batch, one move a stack), as
+ * the first part of the write's one statement (lib/db/statement.ts): the stack rows locked in id
+ * order (two batches over the same stacks never deadlock), then one conditional UPDATE that checks
+ * each head is still its `from` (else HeadMoved: the statement is undone and the caller retries from
+ * a fresh read) and moves it to its `to`. The rows stay locked to the end of the statement, so the
+ * rest of the write commits against these heads. Marks the stacks active in `epoch` (the economy's
+ * part, left out for a stack whose head read with `from` had already moved in `epoch`: see
+ * headMovedSince; planning it costs even when it would do nothing) and mirrors each head on its
+ * identity NFT, as setEpisodicHead does; the new or rewritten intent makes the stack's chain record
+ * pending, set here in the same UPDATE (a statement changes a row once).
  */
-export function headMovePart(
-  stack: Pick<StackRow, 'id' | 'tokenId' | 'headEpoch'>,
-  move: { from: string | null; to: string; sleeveId: string; epoch: number },
-): StatementPart {
-  const payload = { stackId: stack.id, tokenId: stack.tokenId, epoch: move.epoch, episodicHead: move.to };
+export function headMovePart(moves: readonly HeadMove[], epoch: number): StatementPart {
+  if (new Set(moves.map((m) => m.stack.id)).size !== moves.length) throw new Error('headMovePart: one move a stack');
+  const ids = moves.map((m) => m.stack.id).sort();
+  const rows = moves.map((m) => ({ id: m.stack.id, from: m.from, to: m.to, sleeveId: m.sleeveId }));
+  // The head is still `from` when the statement applies, so its headEpoch is the one read with it.
+  const due = moves.filter((m) => !headMovedSince(m.stack.headEpoch, epoch)).map((m) => m.stack.id);
   return joinParts(
     {
       ctes: [
+        { name: 'stack_lock', body: sql`SELECT id FROM "Stack" WHERE id = ANY(${ids}::text[]) ORDER BY id FOR UPDATE` },
         {
           name: 'stack_head',
-          body: sql`UPDATE "Stack" SET "episodicHead" = ${move.to}, epoch = ${move.epoch}::int, "headEpoch" = ${move.epoch}::int,
-              "headSleeveId" = ${move.sleeveId}, "chainStatus" = 'pending'
-            WHERE id = ${stack.id} AND "episodicHead" IS NOT DISTINCT FROM ${move.from}::text RETURNING id`,
+          body: sql`UPDATE "Stack" s SET "episodicHead" = v."to", epoch = ${epoch}::int, "headEpoch" = ${epoch}::int,
+              "headSleeveId" = v."sleeveId", "chainStatus" = 'pending'
+            FROM stack_lock l, jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(id text, "from" text, "to" text, "sleeveId" text)
+            WHERE l.id = v.id AND s.id = v.id AND s."episodicHead" IS NOT DISTINCT FROM v."from" RETURNING s.id`,
         },
       ],
-      checks: [{ holds: sql`(SELECT count(*) FROM stack_head) = 1`, fail: () => new HeadMoved(stack.id) }],
+      checks: [{ holds: sql`(SELECT count(*) FROM stack_head) = ${moves.length}::int`, fail: () => new HeadMoved(ids.join(', ')) }],
     },
-    // The head is still `from` when the statement applies, so its headEpoch is the one read with it.
-    headMovedSince(stack.headEpoch, move.epoch) ? null : markActivePart(stack.id, move.epoch),
-    coalescedChainIntentPart({ kind: 'updateStack', ref: stack.id, payload, epoch: move.epoch }, 'stack_mirror'),
+    due.length ? markActivePart(due, epoch) : null,
+    coalescedChainIntentPart(
+      moves.map((m) => ({
+        kind: 'updateStack' as const,
+        ref: m.stack.id,
+        payload: { stackId: m.stack.id, tokenId: m.stack.tokenId, epoch, episodicHead: m.to },
+        epoch,
+      })),
+      'stack_mirror',
+    ),
   );
 }
 
-/** What a write reads of its stack (writeStackRead). */
+/** What a write reads of its stack (writeStacksRead). */
 export type WriteStack = Pick<StackRow, 'id' | 'tokenId' | 'masterSecret' | 'episodicHead' | 'headSleeveId' | 'headEpoch'>;
 
-/** The stack a write plans against, as one read of a read statement (lib/db/statement.ts readStatement); a 404 Problem when there is none. */
-export function writeStackRead(id: string): ReadPart<WriteStack> {
+/** The stacks a batch of writes plans against, by id (an unknown id is absent), as one read of a read statement (lib/db/statement.ts readStatement). */
+export function writeStacksRead(ids: readonly string[]): ReadPart<Map<string, WriteStack>> {
+  const unique = [...new Set(ids)].filter((id) => typeof id === 'string' && id);
   return {
-    expr: sql`SELECT json_build_object('id', id, 'tokenId', "tokenId", 'masterSecret', "masterSecret", 'episodicHead', "episodicHead",
-        'headSleeveId', "headSleeveId", 'headEpoch', "headEpoch") FROM "Stack" WHERE id = ${String(id)}`,
-    parse: (v) => {
-      if (!v || typeof id !== 'string' || !id) throw notFound('Stack', String(id));
-      return jsonValue(v) as WriteStack;
-    },
+    expr: sql`SELECT json_agg(json_build_object('id', id, 'tokenId', "tokenId", 'masterSecret', "masterSecret", 'episodicHead', "episodicHead",
+        'headSleeveId', "headSleeveId", 'headEpoch', "headEpoch")) FROM "Stack" WHERE id = ANY(${unique}::text[])`,
+    parse: (v) => new Map(((jsonValue(v) as WriteStack[] | null) ?? []).map((r) => [r.id, r])),
   };
+}
+
+/**
+ * Epoch keys already derived, per platform: a stack's key for an epoch is the same for every write
+ * and read of that epoch, and deriving it (unwrapping the master secret, then HKDF-SHA512) cost more
+ * than sealing the node. Bounded; the oldest entry goes first. Keyed on the wrapped secret too, so a
+ * row that is not the one the key was derived from never gets it.
+ */
+const EPOCH_KEYS_MAX = 16_384;
+const epochKeys = new WeakMap<Platform, Map<string, { wrapped: string; key: Uint8Array }>>();
+
+/** The stack's key for `epoch` (epochKey over its unwrapped master secret), derived once. Internal only: never log, return or publish it. */
+export function stackEpochKey(p: Platform, row: Pick<StackRow, 'id' | 'masterSecret'>, epoch: number): Uint8Array {
+  let cache = epochKeys.get(p);
+  if (!cache) epochKeys.set(p, (cache = new Map()));
+  const k = `${row.id}\u0000${epoch}`;
+  const hit = cache.get(k);
+  if (hit && hit.wrapped === row.masterSecret) return hit.key;
+  const key = epochKey(stackMasterSecret(p, row), row.id, epoch);
+  if (cache.size >= EPOCH_KEYS_MAX) cache.delete(cache.keys().next().value!);
+  cache.set(k, { wrapped: row.masterSecret, key });
+  return key;
 }
 
 /**

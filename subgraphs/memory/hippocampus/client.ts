@@ -11,12 +11,10 @@ import type { Platform } from '../../../lib/platform.ts';
 import type { Problem } from '../../../lib/errors.ts';
 import { internalClient } from '../../../lib/internal-client.ts';
 import { hippocampusFailovers, hippocampusNodeFailures, hippocampusUnavailable } from '../../../lib/metrics.ts';
-import { dagStats, dagWritesInEpoch, nodeMeta, pinStored, putNode, storePayload, walkDag, type PutNodeInput, type WalkResult } from './store.ts';
+import { dagStats, dagWritesInEpoch, nodeMeta, pinStored, putNode, walkDag, type PutNodeInput, type WalkResult } from './store.ts';
 
 export interface HippocampusClient {
   put(node: PutNodeInput, tx?: Tx): Promise<void>;
-  /** The payload only (storePayload): the writer adds the index row in its own statement (indexNodesPart). */
-  putPayload(node: PutNodeInput): Promise<void>;
   pin(cid: string, tx?: Tx): Promise<void>;
   walk(root: string, depth: number, epoch: number): Promise<WalkResult>;
   meta(cid: string, tx?: Tx): Promise<NodeMeta | null>;
@@ -46,7 +44,6 @@ declare module '../../../lib/platform.ts' {
 export function localHippocampus(p: Platform): HippocampusClient {
   return {
     put: async (node, tx) => void (await putNode(tx ?? p.db.prisma, p.objects, node, p.epochs.current())),
-    putPayload: (node) => storePayload(p.objects, node, p.epochs.current()),
     pin: async (cid, tx) => void (await pinStored(tx ?? p.db.prisma, cid)),
     walk: (root, depth, epoch) => walkDag(p.db, p.objects, root, depth, epoch),
     meta: (cid, tx) => nodeMeta(tx ?? p.db.prisma, p.objects, cid),
@@ -76,7 +73,6 @@ export function httpHippocampus(baseUrls: string | string[], opts: { internalTok
   const call = <T>(method: string, path: string, body?: unknown): Promise<T> => client.json<T>(method, path, body);
   return {
     put: async (node) => void (await call('PUT', '/dag', node)),
-    putPayload: async (node) => void (await call('PUT', '/dag/payload', node)),
     pin: async (cid) => void (await call('POST', `/dag/${encodeURIComponent(cid)}/pin`)),
     walk: (root, depth, epoch) => call<WalkResult>('POST', '/recall', { root, depth, epoch }),
     epochWrites: async (epoch) => (await call<{ epoch: number; cids: string[] }>('GET', `/epochs/${epoch}/writes`)).cids,

@@ -1,5 +1,7 @@
 // Hippocampus peering (HIPPOCAMPUS_PEERS). Every node of a cluster shares the index (MemoryNode
-// rows in the one database) and keeps payloads in its own store. A node
+// rows in the one database); the platform's own writes keep their payloads in those rows, so only
+// payloads PUT through the Hippocampus API (and those stored before payloads moved into the rows)
+// live in a node's own store and are peered. A node
 //   * replicates pinned nodes to its peers: pushes the payload on pin (PUT /replica/<key>) and, as
 //     a fallback, pulls every pinned payload it lacks from a peer on a timer (anti-entropy);
 //   * fetches a payload it lacks from a peer on read (GET /replica/<key>, the peer's own store
@@ -187,8 +189,9 @@ export function startPinSync(p: Platform, local: ObjectStore, o: PeerOptions, ev
       if (!o.peers.length) return;
       let cursor: bigint | undefined;
       for (;;) {
+        // Payloads in their index rows are in the shared database: nothing to pull.
         const rows = await p.db.prisma.memoryNode.findMany({
-          where: { pinned: true, ...(cursor !== undefined ? { writeSeq: { gt: cursor } } : {}) },
+          where: { pinned: true, payload: null, ...(cursor !== undefined ? { writeSeq: { gt: cursor } } : {}) },
           select: { cid: true, writeSeq: true },
           orderBy: { writeSeq: 'asc' },
           take: 500,

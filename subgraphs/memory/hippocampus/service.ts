@@ -1,7 +1,5 @@
 // Hippocampus (:5001): the content-addressed, epoch-gated DAG store. CIDs are defined in cid.ts.
 //   PUT  /dag              {cid, data, links, epoch, stackId}  -> 201 {cid, created: true} (200 when known)
-//   PUT  /dag/payload      the same body, checked the same way: stores the payload only (201 {cid});
-//                          the platform's writers add the index row in their own transaction
 //   GET  /dag/:cid?epoch=  the Memory node; 404 unknown, 410 GATED, 400 future/invalid epoch
 //   GET  /dag/:cid/meta   index metadata {cid, stackId, epoch, links, pinned, stored} (never gated)
 //   POST /dag/:cid/pin     pins (the memory-token charge is the memory domain's, see memory.ts)
@@ -10,9 +8,11 @@
 //                          Thalamus's ipfsRoot leaves: a Hippocampus that does not answer is a gap)
 //   GET  /health, GET /stats
 //   GET|PUT /replica/dag/<sha256>  this node's own payload store, for its peers (peers.ts)
-// With HIPPOCAMPUS_NODE_ID (distributed mode) and no S3 endpoint, payloads live in the node's own
-// store under $COG_DATA_DIR/hippocampus/<node id>/; the index is the shared database. Pinned nodes
-// replicate to HIPPOCAMPUS_PEERS, a payload missing here is fetched from a peer (see peers.ts).
+// The index is the shared database, and the platform's own writes keep each payload in its index
+// row (store.ts). Payloads PUT through this API go to the object store: with HIPPOCAMPUS_NODE_ID
+// (distributed mode) and no S3 endpoint, the node's own store under
+// $COG_DATA_DIR/hippocampus/<node id>/; those pinned replicate to HIPPOCAMPUS_PEERS, and one missing
+// here is fetched from a peer (see peers.ts).
 // The CID may arrive percent-encoded (cog%3A%2F%2F...) or raw (cog://...): the wildcard routes
 // take both.
 import type { FastifyInstance } from 'fastify';
@@ -39,7 +39,6 @@ import {
   pinStored,
   putNode,
   readNode,
-  storePayload,
   walkDag,
   type PutNodeInput,
 } from './store.ts';
@@ -109,14 +108,6 @@ export async function hippocampusRoutes(fastify: FastifyInstance, opts: Hippocam
     const { created } = await putNode(p.db.prisma, p.objects, body, current);
     if (body.pinned) opts.onPinned?.(body.cid);
     return reply.code(created ? 201 : 200).send({ cid: body.cid, created });
-  });
-
-  app.put('/dag/payload', { schema: { body: putSchema } }, async (req, reply) => {
-    const body: PutNodeInput = req.body;
-    const current = await epochFor(p, typeof body.epoch === 'number' ? body.epoch - 1 : undefined);
-    await storePayload(p.objects, body, current);
-    if (body.pinned) opts.onPinned?.(body.cid);
-    return reply.code(201).send({ cid: body.cid });
   });
 
   app.get<{ Params: { '*': string } }>('/dag/*', async (req) => {

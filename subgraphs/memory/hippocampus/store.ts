@@ -1,6 +1,9 @@
-// The Hippocampus DAG store: payloads (ciphertext JSON text) in the object store under
-// `dag/<sha256>`, the index (links, epoch, pin, write order) in MemoryNode. It only ever holds
-// ciphertext: no key, no plaintext passes through here.
+// The Hippocampus DAG store: the index (links, epoch, pin, write order) in MemoryNode, and each
+// node's payload (ciphertext JSON text) either in its index row (the platform's own writes:
+// indexNodesPart stores both in the write's one statement) or in the object store under
+// `dag/<sha256>` (nodes PUT through the Hippocampus API, replicated to its peers, and every node
+// written before payloads moved into the row). A reader takes the row's payload when it has one,
+// else the object. It only ever holds ciphertext: no key, no plaintext passes through here.
 import { sql, type Database, type Db, type Sql, type Tx } from '../../../lib/db/index.ts';
 import type { StatementPart } from '../../../lib/db/statement.ts';
 import type { ObjectStore } from '../../../lib/objects/port.ts';
@@ -47,7 +50,7 @@ export interface WalkResult {
   levels: number;
 }
 
-type NodeRow = { cid: string; stackId: string; epoch: number; links: string[]; pinned: boolean; writeSeq: bigint };
+type NodeRow = { cid: string; stackId: string; epoch: number; links: string[]; pinned: boolean; writeSeq: bigint; payload: string | null };
 
 export const isReadable = (node: { epoch: number; pinned: boolean }, readerEpoch: number) => node.pinned || Math.abs(readerEpoch - node.epoch) <= GATING_WINDOW;
 
@@ -117,20 +120,10 @@ export async function putNode(db: Db | Tx, objects: ObjectStore, n: PutNodeInput
 }
 
 /**
- * The payload half of a put: checked as putNode checks it, stored in the object store, no index
- * row. A writer that keeps the index row in its own transaction (the platform's memory writes) stores
- * the payload first, outside that transaction, then indexes it with indexNodes: a write refused
- * after this leaves an unreferenced payload at most, never an index row (docs/decisions.md).
- */
-export async function storePayload(objects: ObjectStore, n: PutNodeInput, currentEpoch: number): Promise<void> {
-  const { hash } = validatePut(n, currentEpoch);
-  await objects.put(payloadKey(hash), new TextEncoder().encode(n.data));
-}
-
-/**
- * The index rows of nodes whose payloads are stored (storePayload), in order (their write order),
- * as part of a composed statement (lib/db/statement.ts): the write's own, so a refused write leaves
- * no index row.
+ * Nodes with their payloads, in order (their write order), as part of a composed statement
+ * (lib/db/statement.ts): the write's own, so the payload commits with the index row, the burn and
+ * the head move, and a refused write leaves nothing at all. The nodes were sealed and addressed by
+ * the writer (sealNodeWith): no object store write, no network call.
  */
 export function indexNodesPart(nodes: readonly PutNodeInput[]): StatementPart | null {
   if (!nodes.length) return null;
@@ -143,18 +136,19 @@ export function indexNodesPart(nodes: readonly PutNodeInput[]): StatementPart | 
     pinned: n.pinned ?? false,
     sleeveId: n.sleeveId ?? null,
     size: Buffer.byteLength(n.data),
+    payload: n.data,
   }));
   return {
     ctes: [
       {
         name: 'memory_nodes',
-        body: sql`INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, kind, pinned, "sleeveId", size)
-          SELECT r.cid, r."stackId", r.epoch, r.links, r.kind, r.pinned, r."sleeveId", r.size
+        body: sql`INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, kind, pinned, "sleeveId", size, payload)
+          SELECT r.cid, r."stackId", r.epoch, r.links, r.kind, r.pinned, r."sleeveId", r.size, r.payload
           FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-            AS (cid text, "stackId" text, epoch int, links text[], kind text, pinned boolean, "sleeveId" text, size int))
-            WITH ORDINALITY AS r(cid, "stackId", epoch, links, kind, pinned, "sleeveId", size, n)
+            AS (cid text, "stackId" text, epoch int, links text[], kind text, pinned boolean, "sleeveId" text, size int, payload text))
+            WITH ORDINALITY AS r(cid, "stackId", epoch, links, kind, pinned, "sleeveId", size, payload, n)
           ORDER BY r.n
-          ON CONFLICT (cid) DO UPDATE SET pinned = "MemoryNode".pinned OR EXCLUDED.pinned`,
+          ON CONFLICT (cid) DO UPDATE SET pinned = "MemoryNode".pinned OR EXCLUDED.pinned, payload = COALESCE("MemoryNode".payload, EXCLUDED.payload)`,
       },
     ],
   };
@@ -162,17 +156,19 @@ export function indexNodesPart(nodes: readonly PutNodeInput[]): StatementPart | 
 
 type Payload = { ciphertext: Sealed | null; data: string };
 
+const inlinePayload = (data: string): Payload => ({ ciphertext: parseCiphertext(data), data });
+
 async function loadPayload(objects: ObjectStore, cid: string): Promise<Payload | null> {
   const parsed = parseCid(cid);
   if (!parsed) return null;
   const bytes = await objects.get(payloadKey(parsed.hash));
   if (!bytes) return null;
-  const data = new TextDecoder().decode(bytes);
-  return { ciphertext: parseCiphertext(data), data };
+  return inlinePayload(new TextDecoder().decode(bytes));
 }
 
 /**
- * The walk's payload cache, one per object store: payloads are content-addressed, so an entry can
+ * The walk's cache of payloads from the object store (rows without their payload), one per store:
+ * payloads are content-addressed, so an entry can
  * never be stale; it is filled by walks (not by writes), bounded by size (least recently used out
  * first) and emptied of what pruneForgotten deletes. A walk still reads the index (what exists,
  * what is gated) from the database every time; only the immutable bytes come from here. Single
@@ -247,7 +243,7 @@ export async function readNode(db: Db | Tx, objects: ObjectStore, cid: string, r
   const row = parseCid(cid) ? await db.memoryNode.findUnique({ where: { cid } }) : null;
   if (!row) throw notFound('Memory node', cid);
   if (!isReadable(row, readerEpoch)) throw gone(cid);
-  const ct = await loadPayload(objects, cid);
+  const ct = row.payload !== null ? inlinePayload(row.payload) : await loadPayload(objects, cid);
   if (!ct) throw notFound('Memory node payload', cid);
   return toDagNode(row, ct);
 }
@@ -261,7 +257,8 @@ export async function nodeMeta(
   const parsed = parseCid(cid);
   const row = parsed ? await db.memoryNode.findUnique({ where: { cid } }) : null;
   if (!row) return null;
-  return { cid: row.cid, stackId: row.stackId, epoch: row.epoch, links: row.links, pinned: row.pinned, stored: await objects.has(payloadKey(parsed!.hash)) };
+  const stored = row.payload !== null || (await objects.has(payloadKey(parsed!.hash)));
+  return { cid: row.cid, stackId: row.stackId, epoch: row.epoch, links: row.links, pinned: row.pinned, stored };
 }
 
 export async function pinStored(db: Db | Tx, cid: string): Promise<{ cid: string; pinned: true; already: boolean }> {
@@ -271,9 +268,9 @@ export async function pinStored(db: Db | Tx, cid: string): Promise<{ cid: string
   return { cid, pinned: true, already: row.pinned };
 }
 
-/** A walk row as the walk query aggregates it: [cid, stackId, epoch, links, pinned, writeSeq as text]. */
-type WalkTuple = [string, string, number, string[], boolean, string];
-const WALK_ROW = 'json_build_array(n.cid, n."stackId", n.epoch, n.links, n.pinned, n."writeSeq"::text)';
+/** A walk row as the walk query aggregates it: [cid, stackId, epoch, links, pinned, writeSeq as text, payload]. */
+type WalkTuple = [string, string, number, string[], boolean, string, string | null];
+const WALK_ROW = 'json_build_array(n.cid, n."stackId", n.epoch, n.links, n.pinned, n."writeSeq"::text, n.payload)';
 
 /**
  * The index rows of a walk, in one query, straight through the driver (a read of committed rows:
@@ -300,7 +297,7 @@ async function walkRows(db: Database, root: string, depth: number, how: 'chain' 
          SELECT json_agg(${WALK_ROW})::text AS rows FROM "MemoryNode" n WHERE n.cid IN (SELECT DISTINCT cid FROM w)`;
   const [r] = await db.driver.query<{ rows: string | null }>(sql, [root, depth]);
   const tuples = r?.rows ? (JSON.parse(r.rows) as WalkTuple[]) : [];
-  return tuples.map(([cid, stackId, epoch, links, pinned, writeSeq]) => ({ cid, stackId, epoch, links, pinned, writeSeq: BigInt(writeSeq) }));
+  return tuples.map(([cid, stackId, epoch, links, pinned, writeSeq, payload]) => ({ cid, stackId, epoch, links, pinned, writeSeq: BigInt(writeSeq), payload }));
 }
 
 /** The breadth-first walk over fetched index rows; `readable` are the nodes whose payloads to load. */
@@ -342,11 +339,20 @@ export async function walkDag(db: Database, objects: ObjectStore, root: string, 
   let walk = bfs(await walkRows(db, root, depth, 'chain'), root, depth, readerEpoch);
   if (walk.out.missing.length) walk = bfs(await walkRows(db, root, depth, 'links'), root, depth, readerEpoch);
   const { out, readable } = walk;
-  const payloads = await loadPayloads(
-    objects,
-    readable.map((r) => r.cid),
-  );
-  readable.forEach((r, i) => (payloads[i] ? out.nodes.push(toDagNode(r, payloads[i]!)) : out.missing.push(r.cid)));
+  // The rows' own payloads; the object store only for rows without one.
+  const stored = readable.filter((r) => r.payload === null);
+  const fromObjects = stored.length
+    ? await loadPayloads(
+        objects,
+        stored.map((r) => r.cid),
+      )
+    : [];
+  const loaded = new Map(stored.map((r, i) => [r.cid, fromObjects[i] ?? null]));
+  for (const r of readable) {
+    const payload = r.payload !== null ? inlinePayload(r.payload) : loaded.get(r.cid);
+    if (payload) out.nodes.push(toDagNode(r, payload));
+    else out.missing.push(r.cid);
+  }
   return out;
 }
 
@@ -385,7 +391,7 @@ export async function writeEpochsOf(db: Db | Tx, stackIds: readonly string[], pe
 export function pruneBatchQuery(before: number, take: number): Sql {
   return sql`DELETE FROM "MemoryNode" WHERE cid = ANY(ARRAY(
       SELECT cid FROM "MemoryNode" WHERE NOT pinned AND epoch < ${before} ORDER BY epoch LIMIT ${take}))
-    AND NOT pinned RETURNING cid`;
+    AND NOT pinned RETURNING cid, payload IS NULL AS "inObjects"`;
 }
 
 /**
@@ -396,8 +402,9 @@ export function pruneBatchQuery(before: number, take: number): Sql {
 export async function pruneForgotten(p: Platform, take = p.config.pruneBatch): Promise<{ pruned: number; more: boolean }> {
   const before = p.epochs.current() - p.config.retentionEpochs;
   if (before <= 0) return { pruned: 0, more: false };
-  const rows = await p.db.prisma.$queryRaw<{ cid: string }[]>(pruneBatchQuery(before, take));
+  const rows = await p.db.prisma.$queryRaw<{ cid: string; inObjects: boolean }[]>(pruneBatchQuery(before, take));
   for (const r of rows) {
+    if (!r.inObjects) continue; // the payload went with its row
     walkCache(p.objects).delete(r.cid);
     await p.objects.delete(payloadKey(parseCid(r.cid)!.hash)).catch(() => {});
   }

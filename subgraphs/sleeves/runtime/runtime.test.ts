@@ -96,6 +96,8 @@ describe('sleeve runtime', () => {
     t.p.setEpoch(2);
     await until(() => ticks.some((x) => x.sleeveId === mem.id && x.ok));
     expect(await t.p.db.prisma.residue.count({ where: { stackId: stack.id, kind: 'shard-loss' } })).toBe(0);
+    // Lost: the payload is in its index row (a remember's), and in no object either.
+    await t.p.db.prisma.memoryNode.update({ where: { cid }, data: { payload: null } });
     await t.p.objects.delete(payloadKey(parseCid(cid)!.hash));
     t.p.setEpoch(3);
     await until(async () => (await t.p.db.prisma.residue.count({ where: { stackId: stack.id, kind: 'shard-loss' } })) === 1);
