@@ -42,6 +42,7 @@ async function readStackAndPayer(
   const [row] = await p.db.driver.query<StackReadRow & { payerId?: string | null; payerStackId?: string | null; memoryMilli?: string | null }>(
     q.text,
     q.values,
+    { prepare: true },
   );
   if (!row) throw notFound('Stack', stackId);
   const stack = { id: row.id, episodicHead: row.episodicHead, masterSecret: row.masterSecret };

@@ -1,12 +1,14 @@
 // The memory side of the passes: merging shadow branches (memory-reconciler) and re-detecting lost
 // shards (residue-collector). Known CIDs are the shards that completed needlecasts pinned.
 import type { Platform } from '../lib/platform.ts';
-import { hippocampusClient, mergeBranch, openBranches } from '../subgraphs/memory/index.ts';
+import { hippocampusClient, mergeBranches, openBranches } from '../subgraphs/memory/index.ts';
 import { openResidueNow } from '../subgraphs/residues/index.ts';
 import { completedSagaShards, type SagaShards } from '../subgraphs/sleeves/index.ts';
 
 /** Most branch ids one residue's evidence lists. */
 const EVIDENCE_BRANCHES = 64;
+/** Most branches one pass merges (the oldest first; a backlog drains over the next passes). */
+export const MERGE_BATCH = 10_000;
 
 /**
  * Opens a speculative-divergence residue per sleeve that wrote beside the main line (one for all
@@ -15,8 +17,7 @@ const EVIDENCE_BRANCHES = 64;
  * The evidence is the sleeve's first branch (its proof: a node descending from that head).
  */
 export async function reconcileBranches(p: Platform, epoch: number): Promise<Record<string, unknown>> {
-  const branches = await openBranches(p.db.prisma);
-  const merged: string[] = [];
+  const branches = await openBranches(p.db.prisma, undefined, MERGE_BATCH);
   let residues = 0;
   const bySleeve = new Map<string, typeof branches>();
   for (const b of branches) {
@@ -48,14 +49,12 @@ export async function reconcileBranches(p: Platform, epoch: number): Promise<Rec
     });
     if (created) residues++;
   }
-  for (const b of branches) {
-    try {
-      await mergeBranch(p, b.id);
-      merged.push(b.id);
-    } catch (e) {
-      p.log.warn({ branchId: b.id, err: (e as Error).message }, 'memory-reconciler: merge failed, will retry next epoch');
-    }
-  }
+  // One statement for all of them (a branch per write when sleeves take turns: per-branch
+  // transactions were most of the database's work under such load).
+  const merged = await mergeBranches(
+    p,
+    branches.map((b) => b.id),
+  );
   return { open: branches.length, merged: merged.length, residues };
 }
 

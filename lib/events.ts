@@ -3,7 +3,7 @@
 // (JetStream de-duplicates a re-publish after a crash) and deletes the row. If the bus is down the
 // rows wait and flow when it returns.
 import { randomUUID } from 'node:crypto';
-import { sql, type Tx } from './db/index.ts';
+import { sql, type Sql, type Tx } from './db/index.ts';
 import { jsonValue, type StatementPart } from './db/statement.ts';
 import { subjectKind } from './bus/port.ts';
 import type { Platform } from './platform.ts';
@@ -44,6 +44,26 @@ export function eventsPart(evs: readonly EventRecord[]): StatementPart | null {
           FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS (subject text, "msgId" text, data jsonb, traceparent text))
             WITH ORDINALITY AS r(subject, "msgId", data, traceparent, n)
           ORDER BY r.n`,
+      },
+    ],
+    committed: () => relayNudge?.(),
+  };
+}
+
+/**
+ * Events made by the statement itself, one per row of `rows` (a SELECT over the statement's CTEs
+ * with the columns subject, "msgId", type, data jsonb), as part of a composed statement: for a
+ * change whose rows only the database knows (a bulk UPDATE's RETURNING). `name` names the CTE.
+ */
+export function eventsFromRowsPart(name: string, rows: Sql): StatementPart {
+  const ts = Date.now();
+  return {
+    ctes: [
+      {
+        name,
+        body: sql`INSERT INTO "EventOutbox" (subject, "msgId", data, traceparent)
+          SELECT e.subject, e."msgId", jsonb_build_object('type', e.type, 'ts', ${ts}::bigint) || e.data, ${currentTraceparent() ?? null}::text
+          FROM (${rows}) e`,
       },
     ],
     committed: () => relayNudge?.(),

@@ -161,8 +161,28 @@ describe('passes', () => {
     let branches = 0;
     for (let i = 0; i < 8; i++) if ((await perceive(p, { sleeveId: i % 2 ? b.id : a.id, text: `turn ${i}` })).branchId) branches++;
     expect(branches).toBe(7);
+    const open = await p.db.prisma.memoryBranch.findMany({ where: { stackId: stack.id, status: 'open' } });
     const r = await memoryReconciler(p, 610);
     expect(r).toMatchObject({ open: 7, merged: 7, residues: 2 });
+    // Merged in one statement: each records the head, each with its event.
+    const mainHead = (await getStackRow(p.db.prisma, stack.id)).episodicHead;
+    const rows = await p.db.prisma.memoryBranch.findMany({ where: { id: { in: open.map((b) => b.id) } } });
+    expect(rows.map((b) => [b.status, b.mergedCid])).toEqual(open.map(() => ['merged', mainHead]));
+    const events = await p.db.prisma.eventOutbox.findMany({ where: { msgId: { in: open.map((b) => `branch-merged:${b.id}`) } } });
+    expect(events).toHaveLength(7);
+    for (const e of events) {
+      const b = open.find((x) => e.msgId === `branch-merged:${x.id}`)!;
+      expect(e.subject).toBe(`cog.memory.branch.merged.${stack.id}`);
+      expect(e.data).toMatchObject({
+        type: 'memory.branch.merged',
+        stackId: stack.id,
+        branchId: b.id,
+        sleeveId: b.sleeveId,
+        headCid: b.headCid,
+        mergedCid: mainHead,
+      });
+      expect(typeof (e.data as { ts: unknown }).ts).toBe('number');
+    }
     const mine = (await listResidues(p)).filter((x) => x.kind === 'speculative-divergence' && x.stackId === stack.id);
     expect(mine.map((x) => x.sleeveId).sort()).toEqual([a.id, b.id].sort());
     const row = await p.db.prisma.residue.findUniqueOrThrow({ where: { id: mine.find((x) => x.sleeveId === b.id)!.id } });

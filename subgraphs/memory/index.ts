@@ -5,6 +5,7 @@ export {
   reconstruct,
   openBranches,
   mergeBranch,
+  mergeBranches,
   checkDepth,
   checkText,
   fidelityOf,

@@ -9,13 +9,13 @@
 // the memory-reconciler pass merges the branch (mergeBranch) and opens the residue.
 import { randomBytes } from 'node:crypto';
 import { sql, type Db, type Tx } from '../../lib/db/index.ts';
-import type { StatementPart } from '../../lib/db/statement.ts';
+import { jsonValue, runStatement, type StatementPart } from '../../lib/db/statement.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { fromUtf8, open, seal, DecryptError } from '../../lib/crypto.ts';
-import { recordEvent } from '../../lib/events.ts';
+import { eventsFromRowsPart, recordEvent } from '../../lib/events.ts';
 import { withTimeout } from '../../lib/timeout.ts';
-import { lockStack, stackEpochKey, type StackReadRow, type StackRow } from '../stacks/index.ts';
+import { lockStack, stackEpochKey, stackHeadSql, type StackReadRow, type StackRow } from '../stacks/index.ts';
 import { computeCid } from './hippocampus/cid.ts';
 import { hippocampusClient } from './hippocampus/client.ts';
 import { MAX_WALK_DEPTH, type DagNode } from './hippocampus/store.ts';
@@ -158,8 +158,40 @@ export function checkDepth(depth: unknown): number {
 
 export type BranchRow = NonNullable<Awaited<ReturnType<Db['memoryBranch']['findUnique']>>>;
 
-export function openBranches(db: Db | Tx, stackId?: string): Promise<BranchRow[]> {
-  return db.memoryBranch.findMany({ where: { status: 'open', ...(stackId ? { stackId } : {}) }, orderBy: { createdAt: 'asc' } });
+/** Open branches, the oldest first (at most `take`). */
+export function openBranches(db: Db | Tx, stackId?: string, take?: number): Promise<BranchRow[]> {
+  return db.memoryBranch.findMany({ where: { status: 'open', ...(stackId ? { stackId } : {}) }, orderBy: [{ createdAt: 'asc' }, { id: 'asc' }], take });
+}
+
+/**
+ * Merges open branches into the main line in one statement, with their events: each records its
+ * stack's head as of the statement as mergedCid (the branch head is an ancestor of every head since,
+ * as in mergeBranch; no stack lock is needed to read one). Branches no longer open, or of a stack
+ * without a head, are left as they are. Returns the ids merged.
+ */
+export async function mergeBranches(p: Platform, ids: readonly string[]): Promise<string[]> {
+  if (!ids.length) return [];
+  const out = await runStatement(p.db, [
+    {
+      ctes: [
+        {
+          name: 'branch_merged',
+          body: sql`UPDATE "MemoryBranch" m SET status = 'merged', "mergedCid" = h.head, "mergedAt" = now()
+            FROM (SELECT b.id, ${stackHeadSql(sql`b."stackId"`)} AS head FROM "MemoryBranch" b WHERE b.id = ANY(${[...ids]}::text[]) AND b.status = 'open') h
+            WHERE m.id = h.id AND m.status = 'open' AND h.head IS NOT NULL
+            RETURNING m.id, m."stackId", m."sleeveId", m."baseCid", m."headCid", m."mergedCid", m."createdAt"`,
+        },
+      ],
+      outputs: [{ name: 'merged', expr: sql`(SELECT json_agg(id ORDER BY "createdAt", id) FROM branch_merged)` }],
+    },
+    eventsFromRowsPart(
+      'branch_events',
+      sql`SELECT 'cog.memory.branch.merged.' || "stackId" AS subject, 'branch-merged:' || id AS "msgId", 'memory.branch.merged' AS type,
+          jsonb_build_object('stackId', "stackId", 'branchId', id, 'sleeveId', "sleeveId", 'baseCid', "baseCid", 'headCid', "headCid", 'mergedCid', "mergedCid") AS data
+        FROM branch_merged ORDER BY "createdAt", id`,
+    ),
+  ]);
+  return (jsonValue(out.merged) as string[] | null) ?? [];
 }
 
 /**

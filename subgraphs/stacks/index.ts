@@ -8,6 +8,7 @@ export {
   markStackActive,
   spendLockPart,
   stackReadSql,
+  stackHeadSql,
   stackCore,
   stackCores,
   lastActiveEpochsOf,

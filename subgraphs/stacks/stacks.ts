@@ -395,6 +395,8 @@ export function spendLockPart(stackId: string, missing: () => Error): StatementP
 
 /** What a memory read needs of a stack (id, head, wrapped secret), as a SELECT of one row or none. */
 export type StackReadRow = Pick<StackRow, 'id' | 'episodicHead' | 'masterSecret'>;
+/** A stack's episodic head as an SQL expression over a stack id expression (null for no such stack). */
+export const stackHeadSql = (stackId: Sql): Sql => sql`(SELECT "episodicHead" FROM "Stack" WHERE id = ${stackId})`;
 export const stackReadSql = (stackId: string): Sql => sql`SELECT id, "episodicHead", "masterSecret" FROM "Stack" WHERE id = ${stackId}`;
 
 /** Which of these ids are stacks. */

@@ -58,6 +58,42 @@ describe('database', () => {
     await again.close();
   }, 90_000); // two PGlite starts, one migrating from empty: past 30 s on a loaded 2-core machine
 
+  it('PGlite keeps the hot path statements prepared: parsed once, the same rows as an unprepared query, errors with the server message', async () => {
+    const db = await openDatabase({ dataDir: '', inMemory: true });
+    try {
+      const text = `SELECT $1::text AS t, $2::bigint AS n, $3::int AS i, $4::jsonb AS j, $5::text[] AS a, $6::boolean AS b, $7::timestamptz AS at, NULL::text AS z`;
+      const params = ['x', '9007199254740993', 7, JSON.stringify({ k: [1, 'v'] }), ['p', 'q'], true, '2026-01-02T03:04:05.678Z'];
+      const plain = await db.driver.query(text, params);
+      const first = await db.driver.query(text, params, { prepare: true });
+      const other = ['y', '1', 8, 'null', [], false, '2026-01-02T03:04:05.678Z'];
+      const again = await db.driver.query(text, other, { prepare: true });
+      expect(first).toEqual(plain);
+      expect(again).toEqual(await db.driver.query(text, other));
+      expect(again[0]).toMatchObject({ t: 'y', i: 8, j: null, a: [], b: false, z: null });
+      const named = await db.driver.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = $1`, [text]);
+      expect(named).toEqual([{ n: 1 }]);
+      // A failing prepared statement throws the server's message, and the database goes on.
+      await expect(db.driver.query(`SELECT cog_require(false, 'cog_check:3')`, [], { prepare: true })).rejects.toThrow(/cog_check:3/);
+      expect(await db.driver.query(text, params, { prepare: true })).toEqual(plain);
+      // While a Prisma transaction is open, a prepared statement waits for it to end.
+      let entered!: () => void;
+      const open = new Promise<void>((r) => (entered = r));
+      let done = false;
+      const tx = db.prisma.$transaction(async (t) => {
+        await t.$queryRaw`SELECT 1`;
+        entered();
+        await t.$executeRaw`SELECT pg_sleep(0.05)`;
+        done = true;
+      });
+      await open;
+      await db.driver.query(text, params, { prepare: true });
+      expect(done).toBe(true);
+      await tx;
+    } finally {
+      await db.close();
+    }
+  });
+
   it('PostgreSQL through @prisma/adapter-pg', async () => {
     const pgdb = await freshDatabase();
     try {

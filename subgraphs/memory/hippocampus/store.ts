@@ -295,7 +295,7 @@ async function walkRows(db: Database, root: string, depth: number, how: 'chain' 
            SELECT l, w.lvl + 1 FROM w JOIN "MemoryNode" n ON n.cid = w.cid CROSS JOIN LATERAL unnest(n.links) AS l WHERE w.lvl < $2::int
          )
          SELECT json_agg(${WALK_ROW})::text AS rows FROM "MemoryNode" n WHERE n.cid IN (SELECT DISTINCT cid FROM w)`;
-  const [r] = await db.driver.query<{ rows: string | null }>(sql, [root, depth]);
+  const [r] = await db.driver.query<{ rows: string | null }>(sql, [root, depth], { prepare: true });
   const tuples = r?.rows ? (JSON.parse(r.rows) as WalkTuple[]) : [];
   return tuples.map(([cid, stackId, epoch, links, pinned, writeSeq, payload]) => ({ cid, stackId, epoch, links, pinned, writeSeq: BigInt(writeSeq), payload }));
 }
