@@ -6,7 +6,7 @@ import type { Platform } from '../lib/platform.ts';
 import { wireMirroredTables, wireResidueOpener, type Deployment } from '../subgraphs/chains/index.ts';
 import { localHippocampus } from '../subgraphs/memory/index.ts';
 import { openResidue, residueChainRecords } from '../subgraphs/residues/index.ts';
-import { stackChainRecords } from '../subgraphs/stacks/index.ts';
+import { stackChainRecords, stackHeads } from '../subgraphs/stacks/index.ts';
 import { sleeveChainRecords } from '../subgraphs/sleeves/index.ts';
 import { platformSources } from '../flows/thalamus-sources.ts';
 import { stackHolders } from '../flows/economy-holders.ts';
@@ -19,7 +19,7 @@ export function wirePlatform(p: Platform): void {
   // The chains report failures as residues, which sit above them.
   wireResidueOpener((tx, r) => openResidue(tx, r));
   // The chain outbox marks mirrored records pending / confirmed in the tables their owners keep.
-  wireMirroredTables({ stack: stackChainRecords, sleeve: sleeveChainRecords, residue: residueChainRecords });
+  wireMirroredTables({ stack: stackChainRecords, sleeve: sleeveChainRecords, residue: residueChainRecords, stackHeads });
   // The Thalamus folds leaves of the memory and sleeves contexts.
   p.ports.foldSources = platformSources;
   // The economy's balances, drips and claims read the stacks and sleeves above it.

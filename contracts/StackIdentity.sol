@@ -59,6 +59,7 @@ contract StackIdentity is ERC721URIStorage, CortexRoles, EIP712 {
 
     error CpvOutOfRange(uint8 index, uint16 value);
     error EpochBackwards(uint64 current, uint64 proposed);
+    error LengthMismatch(uint256 tokenIds, uint256 epochs, uint256 heads);
     error StackIdTaken(string stackId);
     error EmptyStackId();
     error TokenIdOutOfRange(uint256 tokenId);
@@ -100,6 +101,24 @@ contract StackIdentity is ERC721URIStorage, CortexRoles, EIP712 {
         s.epoch = epoch;
         s.episodicHead = episodicHead;
         emit StackUpdated(tokenId, epoch, episodicHead);
+    }
+
+    /// The heads of many platform stacks in one call: the platform mirrors the heads that moved
+    /// since the last call together, once an epoch. A token that is no platform stack (yet), or
+    /// whose epoch would go backwards, is skipped rather than reverted, so one stack never holds
+    /// back the others; StackUpdated is emitted for each head applied.
+    function updateStacks(uint256[] calldata tokenIds, uint64[] calldata epochs, string[] calldata heads) external onlyRole(OPERATOR_ROLE) {
+        uint256 n = tokenIds.length;
+        if (epochs.length != n || heads.length != n) revert LengthMismatch(n, epochs.length, heads.length);
+        for (uint256 i = 0; i < n; i++) {
+            uint256 tokenId = tokenIds[i];
+            if (!isPlatformStack(tokenId)) continue;
+            StackData storage s = _stacks[tokenId];
+            if (epochs[i] < s.epoch) continue;
+            s.epoch = epochs[i];
+            s.episodicHead = heads[i];
+            emit StackUpdated(tokenId, epochs[i], heads[i]);
+        }
     }
 
     function updateCpv(uint256 tokenId, uint16[5] calldata cpv) external onlyRole(OPERATOR_ROLE) {

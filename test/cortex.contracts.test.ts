@@ -75,6 +75,26 @@ describe('StackIdentity', () => {
     expect(head).toBe('cog://' + 'ab'.repeat(32) + '@5');
     expect(await reverts(c.contract('StackIdentity', c.stranger).updateCpv(1, CPV1))).toMatch(/^AccessControlUnauthorizedAccount/);
   });
+
+  it('updates many heads in one call: applies each forward, skips a token that is no platform stack or whose epoch would go back', async () => {
+    const si = c.contract('StackIdentity');
+    expect(await send(si.mint(c.operator.address, 7, CPV1, 'stack:human:7:aaaaaaaaaaaa', ''))).toBe(1);
+    const head = (n: number) => `cog://${String(n).repeat(64)}@${n}`;
+    const tx = await si.updateStacks([1, 7, 99, 7], [6, 3, 3, 2], [head(6), head(3), head(9), head(2)]);
+    const receipt = await tx.wait();
+    // Applied: token 1 at epoch 6 and token 7 at 3; skipped: 99 (no stack) and 7 going back to 2.
+    const applied = receipt.logs
+      .map((l: { topics: string[]; data: string }) => si.interface.parseLog(l))
+      .map((e: { args: unknown[] }) => [Number(e.args[0]), Number(e.args[1]), e.args[2]]);
+    expect(applied).toEqual([
+      [1, 6, head(6)],
+      [7, 3, head(3)],
+    ]);
+    expect([Number((await si.stackOf(1))[1]), (await si.stackOf(1))[2]]).toEqual([6, head(6)]);
+    expect([Number((await si.stackOf(7))[1]), (await si.stackOf(7))[2]]).toEqual([3, head(3)]);
+    expect(await reverts(si.updateStacks([1], [7, 8], [head(7)]))).toBe('LengthMismatch(1, 2, 1)');
+    expect(await reverts(c.contract('StackIdentity', c.stranger).updateStacks([1], [7], [head(7)]))).toMatch(/^AccessControlUnauthorizedAccount/);
+  });
 });
 
 describe('BandwidthToken', () => {

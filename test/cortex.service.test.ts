@@ -14,6 +14,7 @@ import { stackAddress } from '../lib/address.ts';
 import { outboxStatus } from '../subgraphs/chains/cortex/submitter.ts';
 import { reconcileChain } from '../subgraphs/chains/cortex/reconcile.ts';
 import { enqueueChainTx } from '../subgraphs/chains/outbox.ts';
+import { setEpisodicHead } from '../subgraphs/stacks/stacks.ts';
 
 let p: TestPlatform;
 beforeAll(async () => {
@@ -121,6 +122,47 @@ it('after a hard kill loses blocks, the restart re-sends the lost transactions (
     expect(Number(await bandwidth().balanceOf(carol.tokenId, 2))).toBe(4500);
     expect(await reconcileChain(p.db.prisma, cortex.chain)).toEqual([]);
     expect((await p.db.prisma.stack.findUniqueOrThrow({ where: { id: carol.id } })).chainStatus).toBe('confirmed');
+  } finally {
+    await app.close();
+    await cortex.close();
+  }
+});
+
+it('mirrors the moved heads of many stacks in one updateStacks call an epoch; a stack is confirmed once its NFT holds its head', async () => {
+  const cortex = await startCortexWith(p, { submitter: { pollMs: 50 } });
+  const app = createHttp({ name: 'test', log: p.log });
+  await app.register(stacksRest, { platform: p });
+  try {
+    const made = [];
+    for (const name of ['dora', 'eve', 'finn'])
+      made.push((await app.inject({ method: 'POST', url: '/v1/stacks', payload: { name } })).json() as { id: string; tokenId: number });
+    await cortex.submitter.idle(15_000);
+    const epoch = p.epochs.current();
+    const head = (i: number, n: number) => `cog://${String(i).repeat(63)}${n}@${epoch}`;
+    // Two moves of each head in the epoch: no outbox row for any of them, the records go pending.
+    for (const n of [1, 2]) for (const [i, s] of made.entries()) await p.db.prisma.$transaction((tx) => setEpisodicHead(tx, s.id, head(i + 1, n), { epoch }));
+    expect(await p.db.prisma.chainOutbox.count({ where: { kind: { in: ['updateStack', 'updateStacks'] } } })).toBe(0);
+    for (const s of made) expect((await p.db.prisma.stack.findUniqueOrThrow({ where: { id: s.id } })).chainStatus).toBe('pending');
+    // The next epoch's first round queues the three heads as one call.
+    p.setEpoch(epoch + 1);
+    const identity = new Contract(cortex.suite.contracts.StackIdentity, artifact('StackIdentity').abi, cortex.chain.provider);
+    for (const [i, s] of made.entries()) await until(async () => ((await identity.stackOf(s.tokenId))[2] === head(i + 1, 2) ? true : undefined));
+    const calls = await p.db.prisma.chainOutbox.findMany({ where: { kind: 'updateStacks' } });
+    expect(calls).toHaveLength(1);
+    expect((calls[0]!.payload as { heads: Array<{ stackId: string }> }).heads.map((h) => h.stackId).sort()).toEqual(made.map((s) => s.id).sort());
+    for (const [i, s] of made.entries()) {
+      const row = await until(async () => {
+        const r = await p.db.prisma.stack.findUniqueOrThrow({ where: { id: s.id } });
+        return r.chainStatus === 'confirmed' ? r : undefined;
+      });
+      expect(row.mirroredHead).toBe(head(i + 1, 2));
+      expect(Number((await identity.stackOf(s.tokenId))[1])).toBe(epoch);
+    }
+    // Nothing moved since: the next epoch queues nothing.
+    p.setEpoch(epoch + 2);
+    await cortex.submitter.tick();
+    expect(await p.db.prisma.chainOutbox.count({ where: { kind: 'updateStacks' } })).toBe(1);
+    expect(await reconcileChain(p.db.prisma, cortex.chain)).toEqual([]);
   } finally {
     await app.close();
     await cortex.close();

@@ -3,7 +3,7 @@
 // subgraphs/chains/ imports the context from here and nowhere else.
 // Its gauges at /metrics, registered when the door is first imported (every process imports it through bin/assembly.ts).
 import './metrics.ts';
-export { chainIntentsPart, coalescedChainIntentPart, enqueueChainTx, enqueueCoalescedChainTx, type ChainTxKind } from './outbox.ts';
+export { chainIntentsPart, enqueueChainTx, type ChainTxKind } from './outbox.ts';
 export { enqueueFoldedAnchors, pendingAnchorsQuery, ANCHOR_BATCH } from './anchor-intents.ts';
 export { anchorsOfEpochs, ANCHOR_EPOCHS_WANTED, STACK_ANCHORS, type StackAnchor } from './anchors.ts';
 export { currentEpochInfo, mineBlockNow, blockAtHeight } from './epochs.ts';
@@ -14,7 +14,7 @@ export { cortexTxSource } from './cortex/tx-source.ts';
 export { proofHashOf, validationRequestHash, RESIDUE_PROOF_TAG } from './cortex/calls.ts';
 export { CORTEX_CHAIN_ID, deploymentsFile, readDeployment, type Deployment } from './cortex/deploy.ts';
 export { wireResidueOpener, type ChainResidue, type ResidueOpener } from './residue-port.ts';
-export { wireMirroredTables, type ChainStatus, type MirroredTable, type MirroredTables } from './record-port.ts';
+export { wireMirroredTables, type ChainStatus, type MirroredTable, type MirroredTables, type StackHead, type StackHeads } from './record-port.ts';
 export type { FoldSources, EvmTxSource, DagWriteSource, SleeveSource } from './thalamus/sources.ts';
 
 export const loadResolvers = async () => (await import('./resolvers.ts')).resolvers;

@@ -3,7 +3,7 @@
 // confirms and re-sends them, so a 4 s block never stalls a request. A ledger mint or burn is one
 // row here too, but it is not sent alone: the submitter settles the ledger rows of each ended
 // epoch as their net per stack and token (cortex/settlement.ts).
-import { sql, sqlIdent, type Tx } from '../../lib/db/index.ts';
+import { sql, type Tx } from '../../lib/db/index.ts';
 import type { StatementPart } from '../../lib/db/statement.ts';
 import { markPending } from './cortex/records.ts';
 
@@ -23,27 +23,14 @@ export type ChainTxKind =
   | 'validationRequest'
   | 'validationResponse'
   // The net of the ledger's mints and burns over an epoch (written by the Cortex submitter only).
-  | 'settle';
+  | 'settle'
+  // The heads that moved since the last mirror, many stacks in one call (written by the Cortex
+  // submitter only, once an epoch: cortex/heads.ts).
+  | 'updateStacks';
 
 export async function enqueueChainTx(tx: Tx, intent: { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number }): Promise<void> {
   await tx.chainOutbox.create({ data: { kind: intent.kind, ref: intent.ref, payload: intent.payload as never, epoch: intent.epoch } });
   await markPending(tx, intent.kind, intent.payload);
-}
-
-/**
- * An intent that supersedes the last one of its kind for `ref` (a stack's head and epoch on the
- * identity NFT): while one is still waiting in the outbox it is rewritten in place, so a burst of
- * changes costs one Cortex transaction, not one each.
- */
-export async function enqueueCoalescedChainTx(
-  tx: Tx,
-  intent: { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number },
-): Promise<void> {
-  const waiting = await tx.chainOutbox.updateMany({
-    where: { kind: intent.kind, ref: intent.ref, status: 'pending' },
-    data: { payload: intent.payload as never },
-  });
-  if (waiting.count === 0) await enqueueChainTx(tx, intent);
 }
 
 type Intent = { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number };
@@ -69,43 +56,6 @@ export function chainIntentsPart(intents: readonly Intent[], name = 'chain_inten
           FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS (kind text, ref text, payload jsonb, epoch int))
             WITH ORDINALITY AS r(kind, ref, payload, epoch, n)
           ORDER BY r.n`,
-      },
-    ],
-  };
-}
-
-/**
- * enqueueCoalescedChainTx as part of a composed statement, for one intent or several of one kind
- * (a group commit's stacks, distinct refs): the waiting intent of the kind for each `ref` rewritten
- * in place, else a new one, inserted in the given order. The record each mirrors must be marked
- * pending in the same statement by its owner (markPending's rule: a new intent makes its record
- * pending; while one waits the record is pending already), who updates that row there anyway: a
- * statement may change a row only once. `name` prefixes the part's CTEs.
- */
-export function coalescedChainIntentPart(intents: Intent | readonly Intent[], name: string): StatementPart | null {
-  const list = Array.isArray(intents) ? (intents as readonly Intent[]) : [intents as Intent];
-  if (!list.length) return null;
-  const kind = list[0]!.kind;
-  if (list.some((i) => i.kind !== kind)) throw new Error('coalescedChainIntentPart: intents of one kind only');
-  const rows = list.map((i) => ({ ref: i.ref, payload: i.payload, epoch: i.epoch ?? null }));
-  const waiting = sqlIdent(`${name}_waiting`);
-  return {
-    ctes: [
-      {
-        name: `${name}_rows`,
-        body: sql`SELECT r.ref, r.payload, r.epoch, r.n FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS (ref text, payload jsonb, epoch int))
-          WITH ORDINALITY AS r(ref, payload, epoch, n)`,
-      },
-      {
-        name: `${name}_waiting`,
-        body: sql`UPDATE "ChainOutbox" o SET payload = v.payload, "updatedAt" = now() FROM ${sqlIdent(`${name}_rows`)} v
-          WHERE o.kind = ${kind} AND o.ref = v.ref AND o.status = 'pending' RETURNING o.ref`,
-      },
-      {
-        name: `${name}_new`,
-        body: sql`INSERT INTO "ChainOutbox" (kind, ref, payload, epoch, "updatedAt")
-          SELECT ${kind}, v.ref, v.payload, v.epoch, now() FROM ${sqlIdent(`${name}_rows`)} v
-          WHERE NOT EXISTS (SELECT 1 FROM ${waiting} w WHERE w.ref = v.ref) ORDER BY v.n`,
       },
     ],
   };

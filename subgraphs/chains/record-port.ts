@@ -2,7 +2,7 @@
 // to sleeves, Residue to residues), so the outbox does not write their chainStatus itself: each
 // owner hands the chains a small writer, wired once per process by the composition root
 // (bin/assembly.ts), as the residue opener is. The epoch anchors are the chains' own.
-import type { Tx } from '../../lib/db/index.ts';
+import type { Db, Tx } from '../../lib/db/index.ts';
 
 export type ChainStatus = 'pending' | 'confirmed' | 'failed';
 
@@ -16,7 +16,23 @@ export interface MirroredTable {
   setChainStatus(tx: Tx, id: string, status: ChainStatus): Promise<void>;
 }
 
-export type MirroredTables = { stack: MirroredTable; sleeve: MirroredTable; residue: MirroredTable };
+/** A stack's head as the heads mirror sends it: the NFT's head and epoch counter. */
+export interface StackHead {
+  stackId: string;
+  tokenId: number;
+  head: string;
+  epoch: number;
+}
+
+/** What the heads mirror needs of the stacks (their owner's): which heads the chain lacks, and which it holds now. */
+export interface StackHeads {
+  /** Stacks whose head the chain does not hold (at most `limit`, in id order). */
+  unmirrored(db: Db, limit: number): Promise<StackHead[]>;
+  /** The chain holds these heads now; `confirm`: the stack has no other intent outstanding. */
+  mirrored(db: Db, heads: Array<{ stackId: string; head: string; confirm: boolean }>): Promise<void>;
+}
+
+export type MirroredTables = { stack: MirroredTable; sleeve: MirroredTable; residue: MirroredTable; stackHeads: StackHeads };
 
 let tables: MirroredTables | undefined;
 
@@ -25,7 +41,13 @@ export function wireMirroredTables(t: MirroredTables): void {
   tables = t;
 }
 
-export function mirroredTable(name: keyof MirroredTables): MirroredTable {
+function wired(): MirroredTables {
   if (!tables) throw new Error('chains: no mirrored record tables wired (the composition root calls wireMirroredTables, bin/assembly.ts)');
-  return tables[name];
+  return tables;
 }
+
+export function mirroredTable(name: 'stack' | 'sleeve' | 'residue'): MirroredTable {
+  return wired()[name];
+}
+
+export const stackHeadsPort = (): StackHeads => wired().stackHeads;

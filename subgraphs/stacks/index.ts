@@ -24,6 +24,7 @@ export {
   existingStackIds,
   stackPubKey,
   stackChainRecords,
+  stackHeads,
   STACK_KINDS,
   CPV_KEYS,
   type StackKind,

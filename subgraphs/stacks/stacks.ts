@@ -13,7 +13,7 @@ import { badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { epochKey, generateIdentity, randomSecret, unwrapSecret, wrapSecret } from '../../lib/crypto.ts';
 import { stackAddress } from '../../lib/address.ts';
 import { recordEvent } from '../../lib/events.ts';
-import { coalescedChainIntentPart, enqueueChainTx, enqueueCoalescedChainTx, type MirroredTable, type StackAnchor } from '../chains/index.ts';
+import { enqueueChainTx, type MirroredTable, type StackAnchor, type StackHeads } from '../chains/index.ts';
 import { lastActiveEpochs, markActive, markActivePart, NEVER_ACTIVE, openAccrual, type TokenAmounts } from '../economy/index.ts';
 import type { Stack as StackRow } from '../../generated/prisma/client.ts';
 
@@ -258,13 +258,12 @@ export async function setEpisodicHead(tx: Tx, stackId: string, cid: string, meta
       episodicHead: cid,
       ...(meta.epoch !== undefined ? { epoch: meta.epoch, headEpoch: meta.epoch } : {}),
       ...(meta.sleeveId !== undefined ? { headSleeveId: meta.sleeveId } : {}),
+      // The identity NFT holds the old head until the next heads mirror (stackHeads, below).
+      chainStatus: 'pending',
     },
-    select: { tokenId: true, epoch: true },
+    select: { id: true },
   });
-  // Mirror the head and epoch on the identity NFT, coalesced: a burst of perceives costs one
-  // Cortex transaction, not one each.
-  const payload = { stackId, tokenId: row.tokenId, epoch: row.epoch, episodicHead: cid };
-  await enqueueCoalescedChainTx(tx, { kind: 'updateStack', ref: stackId, payload, epoch: meta.epoch });
+  if (!row) throw notFound('Stack', stackId);
 }
 
 /** A group commit's head move found the head moved by another writer since it was read: the caller retries. */
@@ -276,7 +275,7 @@ export class HeadMoved extends Error {
 
 /** One stack's head move in a group commit: its nodes were chained onto `from` before the statement. */
 export interface HeadMove {
-  stack: Pick<StackRow, 'id' | 'tokenId' | 'headEpoch'>;
+  stack: Pick<StackRow, 'id' | 'headEpoch'>;
   from: string | null;
   to: string;
   sleeveId: string;
@@ -290,9 +289,9 @@ export interface HeadMove {
  * a fresh read) and moves it to its `to`. The rows stay locked to the end of the statement, so the
  * rest of the write commits against these heads. Marks the stacks active in `epoch` (the economy's
  * part, left out for a stack whose head read with `from` had already moved in `epoch`: see
- * headMovedSince; planning it costs even when it would do nothing) and mirrors each head on its
- * identity NFT, as setEpisodicHead does; the new or rewritten intent makes the stack's chain record
- * pending, set here in the same UPDATE (a statement changes a row once).
+ * headMovedSince; planning it costs even when it would do nothing). The chain record goes pending:
+ * the identity NFT holds the old head until the next heads mirror (stackHeads), as after
+ * setEpisodicHead.
  */
 export function headMovePart(moves: readonly HeadMove[], epoch: number): StatementPart {
   if (new Set(moves.map((m) => m.stack.id)).size !== moves.length) throw new Error('headMovePart: one move a stack');
@@ -315,15 +314,6 @@ export function headMovePart(moves: readonly HeadMove[], epoch: number): Stateme
       checks: [{ holds: sql`(SELECT count(*) FROM stack_head) = ${moves.length}::int`, fail: () => new HeadMoved(ids.join(', ')) }],
     },
     due.length ? markActivePart(due, epoch) : null,
-    coalescedChainIntentPart(
-      moves.map((m) => ({
-        kind: 'updateStack' as const,
-        ref: m.stack.id,
-        payload: { stackId: m.stack.id, tokenId: m.stack.tokenId, epoch, episodicHead: m.to },
-        epoch,
-      })),
-      'stack_mirror',
-    ),
   );
 }
 
@@ -411,10 +401,38 @@ export async function stackPubKey(db: Db | Tx, id: string): Promise<string | nul
   return (await db.stack.findUnique({ where: { id }, select: { pubKey: true } }))?.pubKey ?? null;
 }
 
-/** The chain outbox's writer of the stacks' chainStatus (wired by bin/assembly.ts). */
+/**
+ * The chain outbox's writer of the stacks' chainStatus (wired by bin/assembly.ts). A stack's chain
+ * record is confirmed only once the NFT holds its head too: until then it stays pending.
+ */
 export const stackChainRecords: MirroredTable = {
   lockFree: (tx, ids) => lockFreeRows(tx, '"Stack"', ids),
   setChainStatus: async (tx, id, chainStatus) => {
-    await tx.stack.updateMany({ where: { id }, data: { chainStatus } });
+    await tx.$executeRaw`UPDATE "Stack" SET "chainStatus" = CASE WHEN ${chainStatus} = 'confirmed' AND "episodicHead" IS DISTINCT FROM "mirroredHead"
+        THEN 'pending' ELSE ${chainStatus} END WHERE id = ${id}`;
+  },
+};
+
+/**
+ * The heads mirror's reads and writes of the stacks (wired by bin/assembly.ts): the chains send the
+ * moved heads of many stacks in one call once an epoch (docs/decisions.md, "Heads mirrored once an
+ * epoch").
+ */
+export const stackHeads: StackHeads = {
+  // One range of the partial index of the stacks whose head the chain does not hold.
+  unmirrored: async (db, limit) =>
+    (
+      await db.$queryRaw<Array<{ stackId: string; tokenId: number; head: string; epoch: number | null }>>`
+        SELECT id AS "stackId", "tokenId", "episodicHead" AS head, "headEpoch" AS epoch FROM "Stack"
+        WHERE "episodicHead" IS DISTINCT FROM "mirroredHead" AND "episodicHead" IS NOT NULL ORDER BY id LIMIT ${limit}`
+    ).map((r) => ({ ...r, epoch: r.epoch ?? 0 })),
+  // The chain holds these heads now; a stack whose head is still the one mirrored (and with no other
+  // intent outstanding: `confirm`) has its chain record confirmed. One statement.
+  mirrored: async (db, heads) => {
+    if (!heads.length) return;
+    await db.$executeRaw`UPDATE "Stack" s SET "mirroredHead" = v.head,
+        "chainStatus" = CASE WHEN v.confirm AND s."episodicHead" IS NOT DISTINCT FROM v.head THEN 'confirmed' ELSE s."chainStatus" END
+      FROM jsonb_to_recordset(${JSON.stringify(heads)}::jsonb) AS v("stackId" text, head text, confirm boolean)
+      WHERE s.id = v."stackId"`;
   },
 };

@@ -121,6 +121,16 @@ export function amountsToChain(amounts: unknown): { kinds: number[]; values: big
   return { kinds, values };
 }
 
+/** The heads of an `updateStacks` payload ({heads: [{stackId, tokenId, head, epoch}]}), checked. */
+export function headsOf(payload: Record<string, unknown>): Array<{ stackId: string; tokenId: number; head: string; epoch: number }> {
+  const heads = payload.heads;
+  if (!Array.isArray(heads) || !heads.length) throw new IntentError('payload.heads must be a non-empty list');
+  return heads.map((h: Record<string, unknown>) => {
+    if (!h || typeof h !== 'object') throw new IntentError('payload.heads[] must be {stackId, tokenId, head, epoch}');
+    return { stackId: str(h, 'stackId'), tokenId: int(h, 'tokenId'), head: str(h, 'head'), epoch: int(h, 'epoch') };
+  });
+}
+
 /** The identity NFT's holder: the payload's EVM address, else the operator (platform custody). */
 export function ownerAddress(owner: unknown, operator: string): string {
   return typeof owner === 'string' && isAddress(owner) ? getAddress(owner) : operator;
@@ -157,6 +167,10 @@ export async function buildCall(kind: string, payload: Record<string, unknown>, 
       const tokenId = await stackToken();
       if (payload.cpv !== undefined && payload.epoch === undefined) return call('StackIdentity', 'updateCpv', [tokenId, cpvToChain(payload.cpv)]);
       return call('StackIdentity', 'updateStack', [tokenId, int(payload, 'epoch'), head ?? '']);
+    }
+    case 'updateStacks': {
+      const heads = headsOf(payload);
+      return call('StackIdentity', 'updateStacks', [heads.map((h) => h.tokenId), heads.map((h) => h.epoch), heads.map((h) => h.head)]);
     }
     case 'spawnSleeve':
       return call('SleeveRegistry', 'spawn', [str(payload, 'sleeveId'), await stackToken(), str(payload, 'kind')]);

@@ -62,16 +62,20 @@ export async function suiteLive(provider: JsonRpcProvider, d: Deployment): Promi
  * Deploys the suite unless `file` already describes a live one. Returns the deployment and
  * whether it is new (a fresh chain: the outbox then replays its history onto it). `mine`: the
  * node is our own anvil, which is asked to mine the deploy transactions at once (evm_mine)
- * instead of at its next block, up to a block time (4 s) later.
+ * instead of at its next block, up to a block time (4 s) later. `redeployStale`: a live suite
+ * built from other contract sources than contracts/build is deployed afresh too (our own dev
+ * chain: the platform's calls may need functions the old suite lacks); elsewhere it is kept, and
+ * the Cortex service warns.
  */
 export async function ensureSuite(
   provider: JsonRpcProvider,
   key: string,
   file: string,
-  opts: { mine?: boolean } = {},
+  opts: { mine?: boolean; redeployStale?: boolean } = {},
 ): Promise<{ deployment: Deployment; fresh: boolean }> {
   const existing = readDeployment(file);
-  if (existing && (await suiteLive(provider, existing))) return { deployment: existing, fresh: false };
+  const stale = existing?.inputHash !== artifactsHash();
+  if (existing && !(opts.redeployStale && stale) && (await suiteLive(provider, existing))) return { deployment: existing, fresh: false };
   const wallet = new Wallet(key, provider);
   const operator = wallet.address;
   const chainId = Number((await provider.getNetwork()).chainId);

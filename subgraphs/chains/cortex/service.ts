@@ -60,7 +60,10 @@ export async function startCortexWith(
     const chainId = Number((await provider.getNetwork()).chainId);
     const key = await operatorKey(provider, p.config.cortex.operatorKey);
     reportProgress('cortex', 'checking the contract suite');
-    const { deployment: suite, fresh } = await ensureSuite(provider, key, deploymentsFile(p.config.dataDir, chainId), { mine: !!anvil });
+    const { deployment: suite, fresh } = await ensureSuite(provider, key, deploymentsFile(p.config.dataDir, chainId), {
+      mine: !!anvil,
+      redeployStale: !!anvil,
+    });
     if (suite.inputHash !== artifactsHash())
       p.log.warn(
         { deployed: suite.inputHash, built: artifactsHash() },

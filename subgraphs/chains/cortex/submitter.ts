@@ -6,7 +6,9 @@
 // dropped transaction is the same transaction: a row can never land twice.
 // Ledger rows (mint, burn) are not sent one by one: each round first folds the pending ones whose
 // epoch has ended into settle rows (settlement.ts), which are then sent like any other intent.
-import { Transaction, type Wallet, keccak256, type JsonRpcProvider } from 'ethers';
+// Stacks' heads are not intents of their writes: once an epoch the heads the chain lacks are queued
+// as updateStacks rows, many stacks a call (heads.ts).
+import { Transaction, type Wallet, keccak256, type JsonRpcProvider, type Log } from 'ethers';
 import type { Db } from '../../../lib/db/index.ts';
 import type { Logger } from '../../../lib/log.ts';
 import { buildCall, canonicalJson, IntentError, type ChainCall } from './calls.ts';
@@ -14,6 +16,7 @@ import { iface, SUITE } from './artifacts.ts';
 import type { Deployment } from './deploy.ts';
 import { markRecordPending, trySettleRecords, type RecordOutcome } from './records.ts';
 import { LEDGER_KINDS, planSettlements, withoutStack, type SettlementPayload, type SettlementPlan } from './settlement.ts';
+import { appliedHeads, headsMirrored, queueHeads } from './heads.ts';
 import { singleFlight } from '../../../lib/single-flight.ts';
 
 export interface CortexChain {
@@ -112,7 +115,8 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   let firstPass = true;
   let scannedTo: number | undefined;
 
-  type Outcome = { row: Row; outcome: 'confirmed' | 'failed'; data: { blockNumber?: number; lastError?: string | null } };
+  /** `applied`: of an updateStacks row, the tokens whose heads the chain took (its receipt's events). */
+  type Outcome = { row: Row; outcome: 'confirmed' | 'failed'; data: { blockNumber?: number; lastError?: string | null }; applied?: Set<number> };
   /** Record writes a busy row put off: (outbox row id) -> what to write, tried again each round. */
   let recordsBusy: RecordOutcome[] = [];
   const retryRecords = async () => {
@@ -142,6 +146,8 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       items.map(({ row, outcome }) => ({ kind: row.kind, payload: row.payload as Record<string, unknown>, outcome, txHash: row.txHash ?? undefined })),
     );
     for (const r of busy) recordsBusy.push(r);
+    for (const { row, outcome, applied } of items)
+      if (row.kind === 'updateStacks' && outcome === 'confirmed' && applied) await headsMirrored(db, row.payload as Record<string, unknown>, applied);
     // One line per failed intent, or one per batch: a stack whose part cannot apply fails all its
     // rows of the epoch at once, hundreds under load, which would bury the log.
     const failed = items.filter((i) => i.outcome === 'failed');
@@ -160,8 +166,14 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   };
   const settle = (row: Row, outcome: 'confirmed' | 'failed', data: Outcome['data']) => settleAll([{ row, outcome, data }]);
 
-  const receiptOutcome = async (row: Row, r: { status: number | null; blockNumber: number }): Promise<Outcome> => {
-    if (r.status === 1) return { row, outcome: 'confirmed', data: { blockNumber: r.blockNumber, lastError: null } };
+  const receiptOutcome = async (row: Row, r: { status: number | null; blockNumber: number; logs: readonly Log[] }): Promise<Outcome> => {
+    if (r.status === 1)
+      return {
+        row,
+        outcome: 'confirmed',
+        data: { blockNumber: r.blockNumber, lastError: null },
+        ...(row.kind === 'updateStacks' ? { applied: appliedHeads(r.logs, chain.suite.contracts.StackIdentity) } : {}),
+      };
     // Replaying the call on the block's state names the reason (e.g. the token a same-block intent took).
     let why = '';
     try {
@@ -458,11 +470,21 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     return rows.length === batchSize;
   };
 
+  /** The epoch whose heads were queued (once an epoch, at its first round; every round without an epoch source). */
+  let headsFor: number | undefined;
+  const mirrorHeads = async () => {
+    const epoch = opts.currentEpoch?.();
+    if (epoch !== undefined && epoch === headsFor) return;
+    await queueHeads(db, epoch);
+    headsFor = epoch;
+  };
+
   const round = async () => {
     const t0 = performance.now();
     if (recordsBusy.length) await retryRecords();
     await confirm();
     const t1 = performance.now();
+    if (!closed) await mirrorHeads();
     if (!closed) await settleLedger();
     const t2 = performance.now();
     const more = closed ? false : await submit();
