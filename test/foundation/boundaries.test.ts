@@ -19,6 +19,7 @@ export const OWNERS: Record<string, Place> = {
   Saga: 'ctx:sleeves',
   SleeveLease: 'ctx:sleeves',
   SleeveRuntimeBeat: 'ctx:sleeves',
+  SleeveLeaseEnd: 'ctx:sleeves',
   MemoryNode: 'ctx:memory',
   MemoryBranch: 'ctx:memory',
   LedgerEntry: 'ctx:economy',
