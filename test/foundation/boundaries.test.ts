@@ -29,6 +29,7 @@ export const OWNERS: Record<string, Place> = {
   EmissionRun: 'ctx:economy',
   EmissionEpoch: 'ctx:economy',
   EmissionWatch: 'ctx:economy',
+  EmissionCohort: 'ctx:economy',
   Residue: 'ctx:residues',
   PassRun: 'ctx:residues',
   MedullaBlock: 'ctx:chains',
