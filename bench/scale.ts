@@ -387,7 +387,7 @@ export async function runScaleBench(o: ScaleOptions, log: (s: string) => void = 
     for (;;) {
       if (runtime2.exitCode !== null) throw new Error(`the second sleeve runtime exited with ${runtime2.exitCode}:\n${out2.slice(-3000)}`);
       const r = await admin.query<{ runtime: string; n: string }>(
-        `SELECT runtime, count(*) AS n FROM "SleeveLease" WHERE "expiresAt" > now() GROUP BY runtime`,
+        `SELECT l.runtime, count(*) AS n FROM "SleeveLease" l JOIN "SleeveRuntimeBeat" b ON b.id = l.runtime AND b.gen = l.gen AND b."expiresAt" > now() GROUP BY l.runtime`,
       );
       const held = r.rows.filter((x) => x.runtime).map((x) => Number(x.n));
       if (held.length === 2 && held.reduce((a, b) => a + b, 0) === o.ticking) {

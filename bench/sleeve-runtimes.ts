@@ -48,10 +48,11 @@ async function main() {
         `  ${rt.id}: ${((st.ticks - before[i]!.ticks) / secs).toFixed(0)} ticks/s (expected ${((rt.running().length * 1000) / RATE).toFixed(0)}), lateness p99 ${st.lateP99Ms.toFixed(0)} ms, max ${st.maxLateMs.toFixed(0)} ms, failures ${st.failures}, refused by the lease ${st.fenced}, skipped busy ${st.busy}`,
       );
     }
-    const leases = await p.db.prisma.$queryRawUnsafe<{ runtime: string; n: number; ms: number }[]>(
-      `SELECT runtime, count(*)::int AS n, (EXTRACT(EPOCH FROM min("expiresAt") - now()) * 1000)::int AS ms FROM "SleeveLease" GROUP BY runtime ORDER BY runtime`,
+    const leases = await p.db.prisma.$queryRawUnsafe<{ runtime: string; n: number; ms: number | null }[]>(
+      `SELECT l.runtime, count(*)::int AS n, (EXTRACT(EPOCH FROM min(b."expiresAt") - now()) * 1000)::int AS ms
+       FROM "SleeveLease" l LEFT JOIN "SleeveRuntimeBeat" b ON b.id = l.runtime AND b.gen = l.gen GROUP BY l.runtime ORDER BY l.runtime`,
     );
-    console.log(`  leases: ${leases.map((l) => `${l.runtime || '(unheld)'} ${l.n}, soonest expiry in ${l.ms} ms`).join('; ')}`);
+    console.log(`  leases: ${leases.map((l) => `${l.runtime || '(unheld)'} ${l.n}${l.ms === null ? '' : `, beat expires in ${l.ms} ms`}`).join('; ')}`);
     for (const [i, rt] of rts.entries()) {
       const st = rt.stats();
       const n = st.rounds - before[i]!.rounds;

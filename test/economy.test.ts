@@ -205,7 +205,7 @@ describe('treasury emission', () => {
     expect(await statements((tx) => markActive(tx, stack.id, 85))).toEqual({ n: 1, r: false });
     expect(await statements((tx) => markActive(tx, stack.id, 84))).toEqual({ n: 1, r: false });
     expect(await p.db.prisma.emissionRun.findMany({ where: { stackId: stack.id } })).toEqual([
-      { stackId: stack.id, fromEpoch: 81, toEpoch: 85, lastActiveEpoch: 80 },
+      { stackId: stack.id, fromEpoch: 81, toEpoch: 85, lastActiveEpoch: 80, counted: false },
     ]);
     expect((await p.db.prisma.emissionAccrual.findUniqueOrThrow({ where: { stackId: stack.id } })).lastActiveEpoch).toBe(85);
     // A spend: the stack row lock (the stacks context's) and the mark.

@@ -42,7 +42,12 @@ afterAll(async () => {
   await db?.drop();
 });
 
-const held = async (runtime: string) => p.db.prisma.sleeveLease.count({ where: { runtime, expiresAt: { gt: new Date() } } });
+/** The leases `runtime` holds now: naming it at its generation, its beat live. */
+const held = async (runtime: string) =>
+  (
+    await p.db.prisma.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM "SleeveLease" l
+      JOIN "SleeveRuntimeBeat" b ON b.id = l.runtime AND b.gen = l.gen AND b."expiresAt" > now() WHERE l.runtime = ${runtime}`
+  )[0]!.n;
 
 describe('sleeve runtimes in two processes', () => {
   it('share the sleeves; after kill -9 of one, the other runs them all within two lease periods', async () => {

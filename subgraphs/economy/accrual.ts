@@ -44,6 +44,13 @@ export const tailSql = `(CASE WHEN s."bindingDecay" = 0 THEN 0 WHEN s."bindingDe
   WHEN s."bindingFloor" > 0 THEN LEAST(${NEVER}, GREATEST(0, CEIL(LN(1 / s."bindingFloor") / s."bindingDecay")) + 1)
   ELSE LEAST(${NEVER}, CEIL(LN(400000) / s."bindingDecay") + 1) END)::int`;
 
+/**
+ * The emission terms of a row aliased `s` as one key (their float8 bits, hex): the amounts of two
+ * stacks with the same key and lastActiveEpoch are the same in every epoch (EmissionCohort).
+ */
+export const termsKeySql = `encode(float8send(s."computeCoeff") || float8send(s."memoryCoeff") || float8send(s."syncCoeff") || float8send(s."routingCoeff")
+  || float8send(s."bindingFloor") || float8send(s."bindingDecay"), 'hex')`;
+
 /** Sum in milli-units of the emission of the epochs whose quiet counts are d0..d1 (empty when d1 < d0). */
 export function sumSql(coeff: string, d0: string, d1: string, tail = tailSql): string {
   return `(COALESCE((SELECT SUM(${amountSql(coeff, 'g.d')}) FROM generate_series(${d0}, LEAST(${d1}, ${tail} - 1)) AS g(d)), 0)

@@ -2,8 +2,10 @@
 // decayed by the stack's EBC binding, accrued as claimable; a claim moves it into the stack pool.
 // Emission accrues in closed form (accrual.ts): nothing is written per stack per epoch. The
 // emitter pass writes one EmissionEpoch row (the epoch's totals for the on-chain record, kept as
-// running sums so it costs what changed) and the events of the stacks someone subscribed to.
-import type { Db, Tx } from '../../lib/db/index.ts';
+// running sums and cohorts so it costs what changed) and the events of the stacks someone
+// subscribed to.
+import type { Db, Sql, Tx } from '../../lib/db/index.ts';
+import { numberedSql } from '../../lib/db/statement.ts';
 import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { enqueueChainTx } from '../chains/index.ts';
@@ -32,6 +34,7 @@ import {
   NEVER_ACTIVE,
   tailSql,
   takeAccrued,
+  termsKeySql,
   type ComputedEmission,
   type MilliAmounts,
 } from './accrual.ts';
@@ -82,43 +85,133 @@ export const cpvOf = (s: Cpv): Cpv => ({
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
 const FLOOR_COLS = { compute: 'floorCompute', memory: 'floorMemory', sync: 'floorSync', routing: 'floorRouting' } as const;
 
+/** Most new stacks one tally statement takes (the first epoch over a bulk of fixtures takes them all, in turns). */
+const TALLY_BATCH = 10_000;
+
+/**
+ * The stacks that begin accruing by `epoch` and are not tallied yet (at most `limit`), locked: their
+ * activity waits for the emitter, so the tally sees each at its latest lastActiveEpoch and runs.
+ */
+export function untalliedQuery(epoch: number, limit: number): Sql {
+  return numberedSql(`SELECT "stackId" FROM "EmissionAccrual" WHERE NOT tallied AND "sinceEpoch" <= $1::int ORDER BY "stackId" LIMIT $2::int FOR UPDATE`, [
+    epoch,
+    limit,
+  ]);
+}
+
+/**
+ * Adds the rows of `from` (aliased s: the terms, `l` a lastActiveEpoch, `n` stacks) to their
+ * cohorts, but not to those at their floor by epoch $1 (they add nothing from then on, and
+ * cohortSumQuery drops them).
+ */
+const addToCohorts = (
+  from: string,
+) => `INSERT INTO "EmissionCohort" (terms, "lastActiveEpoch", "computeCoeff", "memoryCoeff", "syncCoeff", "routingCoeff", "bindingFloor", "bindingDecay", stacks)
+  SELECT ${termsKeySql}, s.l, s."computeCoeff", s."memoryCoeff", s."syncCoeff", s."routingCoeff", s."bindingFloor", s."bindingDecay", SUM(s.n)::int
+  FROM ${from} s WHERE s.l + 1 + ${tailSql} > $1::int GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 HAVING SUM(s.n) <> 0
+  ON CONFLICT (terms, "lastActiveEpoch") DO UPDATE SET stacks = "EmissionCohort".stacks + EXCLUDED.stacks`;
+
+/**
+ * Tallies these (locked) stacks: they join the running floor sums (their count and floor amounts
+ * are returned) and their cohort, at the lastActiveEpoch before their oldest run not counted yet
+ * (countRunsQuery moves them along their runs from there).
+ */
+export function tallyQuery(epoch: number, stackIds: string[]): Sql {
+  const floors = ACCRUAL_TOKENS.map(([t, coeff]) => `COALESCE(SUM(${amountSql(coeff, tailSql)}), 0)::text AS ${t}`).join(', ');
+  return numberedSql(
+    `WITH t AS (
+       UPDATE "EmissionAccrual" a SET tallied = true WHERE a."stackId" = ANY($2::text[]) AND NOT a.tallied RETURNING a.*
+     ), j AS (
+       SELECT t.*, 1 AS n, COALESCE((SELECT r."lastActiveEpoch" FROM "EmissionRun" r WHERE r."stackId" = t."stackId" AND NOT r.counted
+         ORDER BY r."toEpoch" LIMIT 1), t."lastActiveEpoch") AS l FROM t
+     ), c AS (${addToCohorts('j')})
+     SELECT COUNT(*)::text AS n, ${floors} FROM t s`,
+    [epoch, stackIds],
+  );
+}
+
+/**
+ * Counts the runs closed before `epoch` that the emitter has not counted (the activity since its
+ * last epoch, late commits included; on the partial index of the uncounted ones): each moves its
+ * stack from the run's lastActiveEpoch's cohort to its toEpoch's. O(runs counted).
+ */
+export function countRunsQuery(epoch: number): Sql {
+  return numberedSql(
+    `WITH r AS (
+       UPDATE "EmissionRun" SET counted = true WHERE NOT counted AND "toEpoch" < $1::int RETURNING "stackId", "lastActiveEpoch", "toEpoch"
+     ), m AS (
+       SELECT a."computeCoeff", a."memoryCoeff", a."syncCoeff", a."routingCoeff", a."bindingFloor", a."bindingDecay", x.l, x.n
+       FROM r JOIN "EmissionAccrual" a ON a."stackId" = r."stackId" CROSS JOIN LATERAL (VALUES (r."lastActiveEpoch", -1), (r."toEpoch", 1)) x(l, n)
+     ), c AS (${addToCohorts('m')})
+     SELECT count(*)::int AS runs FROM r`,
+    [epoch],
+  );
+}
+
+/**
+ * The stacks not at their floor in `epoch` (count) and their amounts less the floor amounts already
+ * in the running sums, summed by cohort (every stack of one has the same amount); the cohorts at
+ * their floor from `epoch` on (nothing over the floor sums ever again) or empty are dropped.
+ * O(cohorts): at most (distinct terms) x (epochs to the floor), whatever the number of stacks.
+ */
+export function cohortSumQuery(epoch: number): Sql {
+  const near = ACCRUAL_TOKENS.map(
+    ([t, coeff]) =>
+      `COALESCE(SUM(s.stacks::bigint * (${amountSql(coeff, '$1::int - 1 - s."lastActiveEpoch"')} - ${amountSql(coeff, tailSql)})), 0)::text AS ${t}`,
+  ).join(', ');
+  return numberedSql(
+    `WITH gone AS (
+       DELETE FROM "EmissionCohort" s WHERE s.stacks = 0 OR s."lastActiveEpoch" + 1 + ${tailSql} <= $1::int
+     ) SELECT COALESCE(SUM(s.stacks), 0)::text AS n, ${near} FROM "EmissionCohort" s
+     WHERE s.stacks <> 0 AND s."lastActiveEpoch" + 1 + ${tailSql} > $1::int`,
+    [epoch],
+  );
+}
+
+/** The statements the emitter runs for `epoch` whose cost depends on the data (bench/emitter-explain.ts EXPLAINs them). */
+export function emitterStatements(epoch: number): Array<[string, Sql]> {
+  return [
+    ['new stacks (untalliedQuery)', untalliedQuery(epoch, TALLY_BATCH)],
+    ['their tally (tallyQuery, none here)', tallyQuery(epoch, [])],
+    ['the runs closed since (countRunsQuery)', countRunsQuery(epoch)],
+    ['the cohorts not at their floor (cohortSumQuery)', cohortSumQuery(epoch)],
+  ];
+}
+
 /**
  * The emitter pass for epoch `epoch`: records the epoch's emission over all stacks (one
  * QuellistTreasury record, as before) and publishes the emission events of watched stacks. Its
- * cost is what changed: the stacks new since the last epoch are added to the running sum of floor
- * amounts once, and only the stacks whose emission is not at their floor (active in the last ~28
- * epochs) are computed one by one. Idempotent per epoch, also across concurrent emitters; an epoch
- * older than one already recorded is not recorded any more (the running sums have moved past it).
+ * cost is what changed: the stacks new since the last epoch join the running sum of floor amounts
+ * and their cohort once, the runs closed since (the stacks that were active) move their stacks
+ * between cohorts, and the amounts over the floor are summed by cohort, not by stack. Idempotent
+ * per epoch, also across concurrent emitters; an epoch older than one already recorded is not
+ * recorded any more (the running sums have moved past it).
  */
-export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: number; stacks: number; computed?: number; watched?: number }> {
+export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: number; stacks: number; computed?: number; runs?: number; watched?: number }> {
   return p.db.prisma.$transaction(
     async (tx) => {
       await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtext('cog-emission-epoch'))`;
       const [done] = await tx.$queryRaw<{ n: bigint }[]>`SELECT COUNT(*) AS n FROM "EmissionEpoch" WHERE epoch >= ${epoch}`;
       if (Number(done!.n) > 0) return { epoch, stacks: 0 };
       const [prev] = await tx.$queryRaw<Array<Record<string, bigint | number>>>`SELECT * FROM "EmissionEpoch" ORDER BY epoch DESC LIMIT 1`;
-      // Stacks that begin accruing by this epoch join the running sums once.
-      const floors = ACCRUAL_TOKENS.map(([t, coeff]) => `COALESCE(SUM(${amountSql(coeff, tailSql)}), 0)::text AS ${t}`).join(', ');
-      const [joined] = await tx.$queryRawUnsafe<Array<Record<string, string>>>(
-        `WITH t AS (
-         UPDATE "EmissionAccrual" a SET tallied = true WHERE NOT a.tallied AND a."sinceEpoch" <= $1::int RETURNING a.*
-       ) SELECT COUNT(*)::text AS n, ${floors} FROM t s`,
-        epoch,
-      );
-      // The stacks not at their floor this epoch: their amount less the floor amount already counted.
-      const near = ACCRUAL_TOKENS.map(([t, coeff]) => `COALESCE(SUM(${amountSql(coeff, 'x.d')} - ${amountSql(coeff, tailSql)}), 0)::text AS ${t}`).join(', ');
-      const [above] = await tx.$queryRawUnsafe<Array<Record<string, string>>>(
-        `SELECT COUNT(*)::text AS n, ${near} FROM "EmissionAccrual" s
-       CROSS JOIN LATERAL (SELECT $1::int - 1 - COALESCE((SELECT r."lastActiveEpoch" FROM "EmissionRun" r
-         WHERE r."stackId" = s."stackId" AND r."toEpoch" >= $1::int AND r."fromEpoch" <= $1::int ORDER BY r."toEpoch" LIMIT 1), s."lastActiveEpoch") AS d) x
-       WHERE s."floorEpoch" > $1::int AND s.tallied AND s."sinceEpoch" <= $1::int`,
-        epoch,
-      );
-      const stacks = Number(prev?.stacks ?? 0) + Number(joined!.n);
+      // Stacks that begin accruing by this epoch join the running sums and their cohort once.
+      const joined = { n: 0n, compute: 0n, memory: 0n, sync: 0n, routing: 0n };
+      for (;;) {
+        const ids = (await tx.$queryRaw<{ stackId: string }[]>(untalliedQuery(epoch, TALLY_BATCH))).map((r) => r.stackId);
+        if (!ids.length) break;
+        const [t] = await tx.$queryRaw<Array<Record<keyof typeof joined, string>>>(tallyQuery(epoch, ids));
+        for (const k of Object.keys(joined) as Array<keyof typeof joined>) joined[k] += BigInt(t![k]);
+        if (ids.length < TALLY_BATCH) break;
+      }
+      // The activity since: each run moves its stack to its new cohort.
+      const [counted] = await tx.$queryRaw<{ runs: number }[]>(countRunsQuery(epoch));
+      // The stacks not at their floor this epoch, by cohort: their amount less the floor amount already counted.
+      const [above] = await tx.$queryRaw<Array<Record<string, string>>>(cohortSumQuery(epoch));
+      const stacks = Number(prev?.stacks ?? 0) + Number(joined.n);
       const floor = {} as MilliAmounts;
       const total = {} as MilliAmounts;
       for (const [t] of ACCRUAL_TOKENS) {
-        floor[t] = BigInt(prev?.[FLOOR_COLS[t]] ?? 0) + BigInt(joined![t]!);
+        floor[t] = BigInt(prev?.[FLOOR_COLS[t]] ?? 0) + joined[t];
         total[t] = floor[t] + BigInt(above![t]!);
       }
       await tx.emissionEpoch.create({
@@ -159,7 +252,7 @@ export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: nu
           data: { stackId: e.stackId, epoch, amounts: v.amounts, ebcFactor: e.ebcFactor },
         });
       }
-      return { epoch, stacks, computed: Number(above!.n), watched: watched.length };
+      return { epoch, stacks, computed: Number(above!.n), runs: Number(counted!.runs), watched: watched.length };
     },
     { timeout: 120_000 },
   );

@@ -1,20 +1,28 @@
 // Sleeves across many runtimes (docs/scale.md): runtimes over one database share the alive sleeves
 // by leases. Every alive sleeve is run (ticked, its identity served) by exactly one runtime; a
 // joining runtime gets its fair share; a runtime that stops renewing (what kill -9 leaves) has its
-// sleeves taken by the others within two lease periods (an epoch each in production). On PGlite
-// and on this machine's PostgreSQL (concurrent claims there really race).
+// sleeves taken by the others within two lease periods (an epoch each in production); renewing
+// writes no lease; a runtime back under the same id takes its sleeves at once. On PGlite and on
+// this machine's PostgreSQL (concurrent claims there really race).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testPlatform, type TestPlatform } from '../../../test/helpers/platform.ts';
 import { freshDatabase } from '../../../test/helpers/postgres.ts';
 import { createStack } from '../../stacks/stacks.ts';
 import { decommissionSleeve, getSleeveView, spawnSleeve } from '../sleeves.ts';
 import { sql } from '../../../lib/db/index.ts';
-import { fairShare, fencedTicks, fencedTicksQuery } from './leases.ts';
+import { fairShare, fencedTicks, fencedTicksQuery, survey, type Holder } from './leases.ts';
 import { startRuntime, type SleeveRuntime } from './runtime.ts';
 import { DueHeap } from './wheel.ts';
 
 const LEASE_MS = 800;
 const N = 10;
+
+/** The runtime that holds a sleeve now: its lease's holder, at the holder's generation, with a live beat. */
+const liveHolder = async (p: TestPlatform, sleeveId: string) =>
+  (
+    await p.db.prisma.$queryRaw<{ runtime: string }[]>`SELECT l.runtime FROM "SleeveLease" l
+      JOIN "SleeveRuntimeBeat" b ON b.id = l.runtime AND b.gen = l.gen AND b."expiresAt" > now() WHERE l."sleeveId" = ${sleeveId}`
+  )[0]?.runtime;
 
 const until = async (cond: () => Promise<boolean> | boolean, ms = 10_000) => {
   const end = Date.now() + ms;
@@ -168,6 +176,10 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
     expect(await p.db.prisma.sleeveLease.count({ where: { sleeveId: gone } })).toBe(0);
     await until(() => !holders([b!, c!]).has(gone) && covered([b!, c!], [5, 5]));
     expect(overlaps).toEqual([]);
+    // The count the shares are computed from, kept without reading the leases: the holders' `held`
+    // less the ends not yet read, plus the free leases.
+    await until(async () => (await survey(p.db.prisma)).sleeves === sleeves.length);
+    expect(await p.db.prisma.sleeveLease.count()).toBe(sleeves.length);
   }, 30_000);
 
   it.runIf(engine === 'postgresql')(
@@ -192,11 +204,10 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
       // row may lapse or move between two statements. A row b leases throughout must tick; one it
       // leases at neither end must not (the fence); a row whose lease changed meanwhile may go
       // either way.
-      const leasedByB = async (id: string) =>
-        (await p.db.prisma.sleeveLease.count({ where: { sleeveId: id, runtime: b!.id, expiresAt: { gt: new Date() } } })) > 0;
+      const leasedByB = async (id: string) => (await liveHolder(p, id)) === b!.id;
       const ticks = async (ids: string[]) => {
         const before = await Promise.all(ids.map(leasedByB));
-        const { moved: ticked, locked } = await fencedTicks(p.db.prisma, b!.id, ids, new Date());
+        const { moved: ticked, locked } = await fencedTicks(p.db.prisma, b!.lease()!, ids, new Date());
         const after = await Promise.all(ids.map(leasedByB));
         return { ticked, locked, held: ids.filter((_, i) => before[i] && after[i]), unheld: ids.filter((_, i) => !before[i] && !after[i]) };
       };
@@ -225,6 +236,97 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
   );
 });
 
+describe.each(['pglite', 'postgresql'] as const)('renewal, restarts and fencing (%s)', (engine) => {
+  let p: TestPlatform;
+  let drop: (() => Promise<void>) | undefined;
+  const rts: SleeveRuntime[] = [];
+  const sleeves: string[] = [];
+  const start = async (id: string) => {
+    const rt = await startRuntime(p, { id, leaseMs: LEASE_MS, reconcileMs: 60_000 });
+    rts.push(rt);
+    return rt;
+  };
+  /** Each lease row's version (xmin): a write to the row changes it. */
+  const versions = async () =>
+    new Map((await p.db.prisma.$queryRaw<{ id: string; v: string }[]>`SELECT "sleeveId" AS id, xmin::text AS v FROM "SleeveLease"`).map((r) => [r.id, r.v]));
+
+  beforeAll(async () => {
+    if (engine === 'postgresql') {
+      const db = await freshDatabase();
+      drop = db.drop;
+      p = await testPlatform({ DATABASE_URL: db.url });
+    } else p = await testPlatform();
+    const stack = await createStack(p, { name: `renew-${engine}` });
+    for (let i = 0; i < N; i++) sleeves.push((await spawnSleeve(p, { stackId: stack.id, kind: 'ai', tickRate: 100, shape: 'B' })).id);
+  }, 60_000);
+  afterAll(async () => {
+    for (const rt of rts) await rt.close().catch(() => {});
+    await p?.cleanup();
+    await drop?.();
+  });
+
+  it('renewing writes the beat rows only, never a lease', async () => {
+    const [a, b] = [await start('rn-a'), await start('rn-b')];
+    await until(() => a.running().length === N / 2 && b.running().length === N / 2);
+    const before = await versions();
+    const rounds = a.stats().rounds + b.stats().rounds;
+    await new Promise((r) => setTimeout(r, 3 * LEASE_MS));
+    expect(a.stats().rounds + b.stats().rounds - rounds).toBeGreaterThanOrEqual(8);
+    expect(await versions()).toEqual(before);
+    expect([a.running().length, b.running().length]).toEqual([N / 2, N / 2]);
+    for (const s of sleeves) expect([a.id, b.id]).toContain(await liveHolder(p, s));
+    const beats = await p.db.prisma.sleeveRuntimeBeat.findMany({ orderBy: { id: 'asc' } });
+    expect(beats.map((x) => [x.id, x.held])).toEqual([
+      ['rn-a', N / 2],
+      ['rn-b', N / 2],
+    ]);
+  }, 30_000);
+
+  it('a runtime back under the same id after kill -9 takes its sleeves at once; the dead one stays fenced', async () => {
+    const [a, b] = rts;
+    const mine = a!.running().sort();
+    const dead = a!.lease()!;
+    await a!.abandon();
+    rts.splice(0, 1);
+    const t0 = Date.now();
+    const back = await start('rn-a'); // its first round has run when start returns
+    expect(back.running().sort()).toEqual(mine);
+    expect(Date.now() - t0).toBeLessThan(LEASE_MS); // before the dead one's beat would have lapsed
+    expect(back.lease()!.gen).toBeGreaterThan(dead.gen);
+    // The dead incarnation's ticks are refused, the new one's go through.
+    expect((await fencedTicks(p.db.prisma, dead, mine, new Date())).moved).toEqual([]);
+    expect((await fencedTicks(p.db.prisma, back.lease()!, mine, new Date())).moved.sort()).toEqual(mine);
+    expect(b!.running().length).toBe(N / 2);
+  }, 30_000);
+
+  it('a second live process under one id: the newer keeps it, the older goes on under another; no sleeve run twice', async () => {
+    const a = rts.find((r) => r.id === 'rn-a')!;
+    const b = rts.find((r) => r.id === 'rn-b')!;
+    const overlaps: string[] = [];
+    const sampler = setInterval(() => {
+      const seen = new Map<string, number>();
+      for (const rt of rts) for (const s of rt.running()) seen.set(s, (seen.get(s) ?? 0) + 1);
+      for (const [s, n] of seen) if (n > 1) overlaps.push(s);
+    }, 10);
+    try {
+      const twin = await start('rn-b');
+      expect(twin.running().length).toBe(N / 2); // took b's leases at once
+      await until(() => b.id.startsWith('rn-b~'), 4 * LEASE_MS);
+      await until(() => {
+        const held = rts.map((r) => r.running().length).sort();
+        return held.join() === [3, 3, 4].join() && new Set(rts.flatMap((r) => r.running())).size === N;
+      });
+      // Ticks overlap for at most the old one's last round: the fence refuses them in the database.
+      for (const s of sleeves) expect([a.id, b.id, twin.id]).toContain(await liveHolder(p, s));
+    } finally {
+      clearInterval(sampler);
+    }
+    // The older process stops its sleeves at its next round; until then it may still list them,
+    // but their lease names the newer one (checked above), so the database refuses its ticks.
+    expect(new Set(overlaps).size).toBeLessThanOrEqual(N / 2);
+  }, 30_000);
+});
+
 describe('the batch tick on PostgreSQL with statistics from before the runtime held anything', () => {
   let p: TestPlatform;
   let drop: (() => Promise<void>) | undefined;
@@ -244,15 +346,17 @@ describe('the batch tick on PostgreSQL with statistics from before the runtime h
       SELECT 'sleeve:human:' || g || ':plan', 'stack:plan', 'human', 'A', 8000 FROM generate_series(1, 4000) g`);
     // ANALYZE while every lease is unheld, then one runtime takes half: its id is unknown to the planner.
     await x('ANALYZE "Sleeve"; ANALYZE "SleeveLease"');
-    await x(`UPDATE "SleeveLease" SET runtime = 'rt-new:123', "expiresAt" = now() + interval '1 hour' WHERE split_part("sleeveId", ':', 3)::int <= 2000`);
+    const h: Holder = { runtime: 'rt-new:123', gen: 7 };
+    await x(`INSERT INTO "SleeveRuntimeBeat" (id, gen, held, "expiresAt") VALUES ('rt-new:123', 7, 2000, now() + interval '1 hour')`);
+    await x(`UPDATE "SleeveLease" SET runtime = 'rt-new:123', gen = 7 WHERE split_part("sleeveId", ':', 3)::int <= 2000`);
     const ids = Array.from({ length: 300 }, (_, i) => `sleeve:human:${i * 5 + 1}:plan`);
-    const plan = (await p.db.prisma.$queryRaw<{ 'QUERY PLAN': string }[]>(sql`EXPLAIN (ANALYZE, COSTS OFF) ${fencedTicksQuery('rt-new:123', ids, new Date())}`))
+    const plan = (await p.db.prisma.$queryRaw<{ 'QUERY PLAN': string }[]>(sql`EXPLAIN (ANALYZE, COSTS OFF) ${fencedTicksQuery(h, ids, new Date())}`))
       .map((r) => r['QUERY PLAN'])
       .join('\n');
     expect(plan).toContain('SleeveLease_pkey');
-    expect(plan).not.toContain('SleeveLease_runtime_idx');
+    expect(plan).not.toContain('SleeveLease_runtime');
     expect(plan).not.toMatch(/Seq Scan on "SleeveLease"/);
     // The first 2,000 are held by it: 300 of those asked, every fifth.
-    expect((await fencedTicks(p.db.prisma, 'rt-new:123', ids, new Date())).moved).toHaveLength(ids.filter((id) => Number(id.split(':')[2]) <= 2000).length);
+    expect((await fencedTicks(p.db.prisma, h, ids, new Date())).moved).toHaveLength(ids.filter((id) => Number(id.split(':')[2]) <= 2000).length);
   }, 60_000);
 });

@@ -1,30 +1,98 @@
 // Sleeve leases (docs/scale.md, "Sleeves across many runtimes"): which runtime runs each alive
 // sleeve. Triggers on "Sleeve" keep one "SleeveLease" row per alive sleeve (unheld at spawn, gone at
-// decommission); runtimes heartbeat in "SleeveRuntimeBeat". All times are the database's clock, so
-// the runtimes' clocks need not agree.
+// decommission). A lease names its holder and the holder's generation; it has no expiry of its own.
+// Each runtime has one "SleeveRuntimeBeat" row, renewed every half lease: a lease is held while its
+// holder's row carries the lease's generation and has not expired. So renewal writes one row per
+// runtime, whatever it holds. A runtime whose beat lapsed is fenced by the next runtime that sees
+// it: its generation moves on (from a sequence, never reused), which frees its leases for others
+// and refuses its ticks and claims; it learns so at its next beat. All times are the database's
+// clock, so the runtimes' clocks need not agree.
 import { sql, type Db, type Sql } from '../../../lib/db/index.ts';
+
+/** A runtime as a lease names it: its id and the generation it registered (or was last fenced) with. */
+export interface Holder {
+  runtime: string;
+  gen: number;
+}
 
 /** An expiry `ms` from the database's now. */
 const after = (ms: number) => Math.max(1, Math.round(ms));
+const NEXT_GEN = sql`nextval('"SleeveRuntimeBeat_gen_seq"')::int`;
 
-/** Upserts this runtime's heartbeat (alive for `ttlMs`) and drops the rows of runtimes long gone. */
-export async function beat(db: Db, runtime: string, port: number | null, ttlMs: number): Promise<void> {
-  await db.$executeRaw`INSERT INTO "SleeveRuntimeBeat" (id, port, "expiresAt") VALUES (${runtime}, ${port}, now() + ${after(ttlMs)} * interval '1 millisecond')
-    ON CONFLICT (id) DO UPDATE SET port = EXCLUDED.port, "beatAt" = now(), "expiresAt" = EXCLUDED."expiresAt"`;
-  await db.$executeRaw`DELETE FROM "SleeveRuntimeBeat" WHERE "expiresAt" < now() - ${after(10 * ttlMs)} * interval '1 millisecond'`;
+/**
+ * Registers runtime `runtime` with a new generation (a start, or after it was fenced): leases of its
+ * earlier generations become free, its own to take back first (a restart with the same id need not
+ * wait for anything to expire). Returns the holder.
+ */
+export async function register(db: Db, runtime: string, port: number | null, ttlMs: number): Promise<Holder> {
+  const [r] = await db.$queryRaw<{ gen: number }[]>`INSERT INTO "SleeveRuntimeBeat" (id, gen, held, port, "expiresAt")
+    VALUES (${runtime}, ${NEXT_GEN}, 0, ${port}, now() + ${after(ttlMs)} * interval '1 millisecond')
+    ON CONFLICT (id) DO UPDATE SET gen = EXCLUDED.gen, held = 0, port = EXCLUDED.port, "startedAt" = now(), "beatAt" = now(), "expiresAt" = EXCLUDED."expiresAt"
+    RETURNING gen`;
+  return { runtime, gen: Number(r!.gen) };
 }
 
-/** Ends this runtime's heartbeat (a clean stop: the others count one runtime fewer at once). */
-export async function endBeat(db: Db, runtime: string): Promise<void> {
-  await db.$executeRaw`DELETE FROM "SleeveRuntimeBeat" WHERE id = ${runtime}`;
+/**
+ * Renews this runtime's beat, and with it every lease it holds, and takes the leases that went with
+ * their sleeve since (SleeveLeaseEnd) off its count: `ended`. 'live' when renewed; 'fenced' when its
+ * generation moved on because the beat lapsed (its leases are free now); 'superseded' when another
+ * live process registered under the same id since.
+ */
+export async function renewBeat(db: Db, h: Holder, port: number | null, ttlMs: number): Promise<{ state: 'live' | 'fenced' | 'superseded'; ended: string[] }> {
+  const [r] = await db.$queryRaw<{ renewed: number; live: boolean | null; ended: string[] | null }[]>`WITH e AS (
+      DELETE FROM "SleeveLeaseEnd" WHERE runtime = ${h.runtime} RETURNING "sleeveId", gen
+    ), u AS (
+      UPDATE "SleeveRuntimeBeat" SET "expiresAt" = now() + ${after(ttlMs)} * interval '1 millisecond', "beatAt" = now(), port = ${port},
+        held = GREATEST(0, held - (SELECT count(*) FROM e WHERE e.gen = ${h.gen}))
+      WHERE id = ${h.runtime} AND gen = ${h.gen} RETURNING 1
+    ) SELECT (SELECT count(*) FROM u)::int AS renewed, (SELECT "expiresAt" > now() FROM "SleeveRuntimeBeat" WHERE id = ${h.runtime}) AS live,
+      (SELECT array_agg("sleeveId") FROM e WHERE e.gen = ${h.gen}) AS ended`;
+  const state = r!.renewed > 0 ? 'live' : r!.live ? 'superseded' : 'fenced';
+  return { state, ended: r!.ended ?? [] };
 }
 
-/** The runtimes whose heartbeat has not expired (by id), and the alive sleeves (lease rows). */
-export async function counts(db: Db): Promise<{ runtimes: string[]; sleeves: number }> {
-  const [r] = await db.$queryRaw<{ runtimes: string[] | null; sleeves: number }[]>`SELECT
-    (SELECT array_agg(id ORDER BY id) FROM "SleeveRuntimeBeat" WHERE "expiresAt" > now()) AS runtimes,
-    (SELECT count(*)::int FROM "SleeveLease") AS sleeves`;
-  return { runtimes: r?.runtimes ?? [], sleeves: r?.sleeves ?? 0 };
+/**
+ * Fences the runtimes whose beat lapsed (a new generation, nothing held, expiry 1970 marking them
+ * fenced), so their leases are free; drops the rows of fenced runtimes no lease names any more.
+ * O(runtimes): it reads their rows, never the leases but by one index probe per fenced runtime.
+ */
+export async function fenceLapsed(db: Db, me: string): Promise<{ fenced: number; dropped: number }> {
+  const [r] = await db.$queryRaw<{ fenced: number; dropped: number }[]>`WITH lapsed AS (
+      SELECT id FROM "SleeveRuntimeBeat" WHERE "expiresAt" <= now() AND "expiresAt" > to_timestamp(0) AND id <> ${me} ORDER BY id FOR UPDATE SKIP LOCKED
+    ), f AS (
+      UPDATE "SleeveRuntimeBeat" b SET gen = ${NEXT_GEN}, held = 0, "expiresAt" = to_timestamp(0) FROM lapsed WHERE b.id = lapsed.id RETURNING b.id
+    ), d AS (
+      DELETE FROM "SleeveRuntimeBeat" b WHERE b."expiresAt" = to_timestamp(0) AND NOT EXISTS (SELECT 1 FROM "SleeveLease" l WHERE l.runtime = b.id) RETURNING b.id
+    ), de AS (
+      DELETE FROM "SleeveLeaseEnd" e USING d WHERE e.runtime = d.id
+    ) SELECT (SELECT count(*) FROM f)::int AS fenced, (SELECT count(*) FROM d)::int AS dropped`;
+  return r!;
+}
+
+/** Free leases of one kind: those naming `runtime` below generation `below` ('' below 1: unheld). */
+export interface FreeLeases {
+  runtime: string;
+  below: number;
+  n: number;
+}
+
+/**
+ * One snapshot of the shares: the live runtimes (by id), the alive sleeves (each runtime's `held`,
+ * less the leases that ended since its last round, plus the free ones) and where the free leases
+ * are. O(runtimes + free leases + ended ones): no lease a live runtime holds is read.
+ */
+export async function survey(db: Db): Promise<{ runtimes: string[]; sleeves: number; free: FreeLeases[] }> {
+  const [r] = await db.$queryRaw<{ runtimes: string[] | null; held: number; free: unknown }[]>`WITH b AS (
+      SELECT id, gen, held, "expiresAt" > now() AS live FROM "SleeveRuntimeBeat"
+    ), h AS (
+      SELECT ''::text AS id, 1 AS below UNION ALL SELECT id, gen FROM b
+    ) SELECT
+      (SELECT array_agg(id ORDER BY id) FROM b WHERE live) AS runtimes,
+      ((SELECT COALESCE(sum(held), 0) FROM b) - (SELECT count(*) FROM "SleeveLeaseEnd" e JOIN b ON b.id = e.runtime AND b.gen = e.gen))::int AS held,
+      (SELECT COALESCE(json_agg(json_build_object('runtime', h.id, 'below', h.below, 'n', x.n)), '[]'::json) FROM h
+        CROSS JOIN LATERAL (SELECT count(*)::int AS n FROM "SleeveLease" l WHERE l.runtime = h.id AND l.gen < h.below) x WHERE x.n > 0) AS free`;
+  const free = (typeof r!.free === 'string' ? JSON.parse(r!.free) : r!.free) as FreeLeases[];
+  return { runtimes: r!.runtimes ?? [], sleeves: Number(r!.held) + free.reduce((s, f) => s + f.n, 0), free };
 }
 
 /**
@@ -39,79 +107,115 @@ export function fairShare(sleeves: number, runtimes: string[], me: string): numb
   return Math.floor(sleeves / live.length) + (rank < sleeves % live.length ? 1 : 0);
 }
 
-/** Renews every lease this runtime holds, expired or not (nobody took it); returns the sleeves it holds. */
-export async function renew(db: Db, runtime: string, ttlMs: number): Promise<string[]> {
-  const rows = await db.$queryRaw<{ sleeveId: string }[]>`UPDATE "SleeveLease" SET "expiresAt" = now() + ${after(ttlMs)} * interval '1 millisecond'
-    WHERE runtime = ${runtime} RETURNING "sleeveId"`;
-  return rows.map((r) => r.sleeveId);
-}
+/** The row lock that makes a claim hold only while the claimer is live at its generation (a fence waits for it, or refuses it). */
+const claimerLive = (h: Holder) => sql`SELECT 1 FROM "SleeveRuntimeBeat" WHERE id = ${h.runtime} AND gen = ${h.gen} AND "expiresAt" > now() FOR UPDATE`;
 
 /**
- * Claims up to `n` unheld or expired leases, skipping rows another runtime is claiming at the same
- * moment (FOR UPDATE SKIP LOCKED): two runtimes never get one sleeve. Unheld rows (expiry 1970)
- * come first, then the longest expired.
+ * Claims up to `n` free leases from `from` (in that order: the caller puts its own earlier
+ * generation first), skipping rows another runtime is claiming at the same moment (FOR UPDATE SKIP
+ * LOCKED): two runtimes never get one sleeve. Its `held` moves in the same statement.
  */
-export async function claim(db: Db, runtime: string, n: number, ttlMs: number): Promise<string[]> {
-  if (n <= 0) return [];
-  const rows = await db.$queryRaw<
-    { sleeveId: string }[]
-  >`UPDATE "SleeveLease" l SET runtime = ${runtime}, "expiresAt" = now() + ${after(ttlMs)} * interval '1 millisecond'
-    FROM (SELECT "sleeveId" FROM "SleeveLease" WHERE "expiresAt" <= now() ORDER BY "expiresAt" LIMIT ${Math.floor(n)} FOR UPDATE SKIP LOCKED) c
-    WHERE l."sleeveId" = c."sleeveId" RETURNING l."sleeveId"`;
+export async function claim(db: Db, h: Holder, n: number, from: readonly Omit<FreeLeases, 'n'>[]): Promise<string[]> {
+  if (n <= 0 || !from.length) return [];
+  const k = Math.floor(n);
+  const rows = await db.$queryRaw<{ sleeveId: string }[]>`WITH mine AS (${claimerLive(h)}),
+    src AS (SELECT * FROM unnest(${from.map((f) => f.runtime)}::text[], ${from.map((f) => f.below)}::int[]) WITH ORDINALITY AS t(runtime, below, ord)),
+    c AS (
+      SELECT x."sleeveId" FROM src CROSS JOIN LATERAL (
+        SELECT "sleeveId" FROM "SleeveLease" l WHERE l.runtime = src.runtime AND l.gen < src.below LIMIT ${k} FOR UPDATE SKIP LOCKED
+      ) x WHERE EXISTS (SELECT 1 FROM mine) LIMIT ${k}
+    ), u AS (
+      UPDATE "SleeveLease" l SET runtime = ${h.runtime}, gen = ${h.gen} FROM c WHERE l."sleeveId" = c."sleeveId" RETURNING l."sleeveId"
+    ), b AS (
+      UPDATE "SleeveRuntimeBeat" SET held = held + (SELECT count(*) FROM u) WHERE id = ${h.runtime} AND gen = ${h.gen} AND EXISTS (SELECT 1 FROM u)
+    ) SELECT "sleeveId" FROM u`;
   return rows.map((r) => r.sleeveId);
 }
 
-/** Claims one sleeve if its lease is unheld or expired (a spawn event); whether this runtime got it. */
-export async function claimOne(db: Db, runtime: string, sleeveId: string, ttlMs: number): Promise<boolean> {
-  const n = await db.$executeRaw`UPDATE "SleeveLease" SET runtime = ${runtime}, "expiresAt" = now() + ${after(ttlMs)} * interval '1 millisecond'
-    WHERE "sleeveId" = ${sleeveId} AND ("expiresAt" <= now() OR runtime = ${runtime})`;
-  return n > 0;
+/** Claims one sleeve if nobody holds its lease yet (a spawn event); whether this runtime got it. */
+export async function claimOne(db: Db, h: Holder, sleeveId: string): Promise<boolean> {
+  const [r] = await db.$queryRaw<{ n: number }[]>`WITH mine AS (${claimerLive(h)}),
+    u AS (
+      UPDATE "SleeveLease" SET runtime = ${h.runtime}, gen = ${h.gen} WHERE "sleeveId" = ${sleeveId} AND runtime = '' AND EXISTS (SELECT 1 FROM mine) RETURNING 1
+    ), b AS (
+      UPDATE "SleeveRuntimeBeat" SET held = held + 1 WHERE id = ${h.runtime} AND gen = ${h.gen} AND EXISTS (SELECT 1 FROM u)
+    ) SELECT count(*)::int AS n FROM u`;
+  return r!.n > 0;
 }
 
 /** Hands these leases back (unheld, claimable at once); only the ones this runtime still holds. */
-export async function release(db: Db, runtime: string, ids: string[]): Promise<void> {
+export async function release(db: Db, h: Holder, ids: string[]): Promise<void> {
   if (!ids.length) return;
-  await db.$executeRaw`UPDATE "SleeveLease" SET runtime = '', "expiresAt" = to_timestamp(0) WHERE runtime = ${runtime} AND "sleeveId" = ANY(${ids})`;
+  await db.$executeRaw`WITH r AS (
+      UPDATE "SleeveLease" SET runtime = '', gen = 0 WHERE runtime = ${h.runtime} AND gen = ${h.gen} AND "sleeveId" = ANY(${ids}) RETURNING 1
+    ) UPDATE "SleeveRuntimeBeat" SET held = GREATEST(0, held - (SELECT count(*) FROM r)) WHERE id = ${h.runtime} AND gen = ${h.gen} AND EXISTS (SELECT 1 FROM r)`;
 }
 
 /**
- * The tick's heartbeat write, fenced by the lease: lastTickAt moves only while this runtime's lease
- * on the sleeve is unexpired (a runtime that stalled past its lease cannot tick a sleeve another
- * has taken). Whether it moved.
+ * The leases this runtime holds, read from the leases (O(held)) and its `held` set from them: only
+ * after a round failed midway, when its own account of them may be off.
  */
-export async function fencedTick(db: Db, runtime: string, sleeveId: string, at: Date): Promise<boolean> {
+export async function heldBy(db: Db, h: Holder): Promise<string[]> {
+  const rows = await db.$queryRaw<{ sleeveId: string }[]>`WITH mine AS (
+      SELECT "sleeveId" FROM "SleeveLease" WHERE runtime = ${h.runtime} AND gen = ${h.gen}
+    ), b AS (
+      UPDATE "SleeveRuntimeBeat" SET held = (SELECT count(*) FROM mine) WHERE id = ${h.runtime} AND gen = ${h.gen}
+    ) SELECT "sleeveId" FROM mine`;
+  return rows.map((r) => r.sleeveId);
+}
+
+/**
+ * Ends this runtime's beat (a clean stop, after handing its leases back): the row goes when no
+ * lease names it; otherwise it is fenced, so what it still held is free at once.
+ */
+export async function endBeat(db: Db, h: Holder): Promise<void> {
+  const gone = await db.$executeRaw`DELETE FROM "SleeveRuntimeBeat" WHERE id = ${h.runtime} AND gen = ${h.gen}
+    AND NOT EXISTS (SELECT 1 FROM "SleeveLease" WHERE runtime = ${h.runtime})`;
+  if (!gone)
+    await db.$executeRaw`UPDATE "SleeveRuntimeBeat" SET gen = ${NEXT_GEN}, held = 0, "expiresAt" = to_timestamp(0) WHERE id = ${h.runtime} AND gen = ${h.gen}`;
+}
+
+/** This holder's beat is live at its generation: the fence of every tick. */
+const holderLive = (h: Holder) => sql`EXISTS (SELECT 1 FROM "SleeveRuntimeBeat" b WHERE b.id = ${h.runtime} AND b.gen = ${h.gen} AND b."expiresAt" > now())`;
+
+/**
+ * The tick's heartbeat write, fenced by the lease: lastTickAt moves only while this runtime holds
+ * the sleeve's lease at its generation and its beat is live (a runtime that stalled past its beat,
+ * or was fenced, cannot tick a sleeve another may have taken). Whether it moved.
+ */
+export async function fencedTick(db: Db, h: Holder, sleeveId: string, at: Date): Promise<boolean> {
   const n = await db.$executeRaw`UPDATE "Sleeve" s SET "lastTickAt" = ${at}
     FROM "SleeveLease" l
-    WHERE s.id = ${sleeveId} AND s.alive AND NOT s.frozen AND l."sleeveId" = s.id AND l.runtime = ${runtime} AND l."expiresAt" > now()`;
+    WHERE s.id = ${sleeveId} AND s.alive AND NOT s.frozen AND l."sleeveId" = s.id AND l.runtime = ${h.runtime} AND l.gen = ${h.gen} AND ${holderLive(h)}`;
   return n > 0;
 }
 
 /**
- * The same write for a batch of due sleeves in one statement: the rows this runtime holds an
- * unexpired lease on and no other transaction has locked (FOR UPDATE SKIP LOCKED: a perceive or a
- * needlecast step holding one is not waited for, nor locked out of order). Returns the sleeves it
- * moved and those it skipped only because their row was locked (the caller ticks those one by one);
- * the others the lease refused (another runtime holds it, or it lapsed), and ticking them alone
- * would be refused too.
+ * The same write for a batch of due sleeves in one statement: the rows this runtime holds the lease
+ * of and no other transaction has locked (FOR UPDATE SKIP LOCKED: a perceive or a needlecast step
+ * holding one is not waited for, nor locked out of order). Returns the sleeves it moved and those it
+ * skipped only because their row was locked (the caller ticks those one by one); the others the
+ * lease refused (another runtime holds it, or this one's beat lapsed), and ticking them alone would
+ * be refused too.
  */
-export async function fencedTicks(db: Db, runtime: string, sleeveIds: string[], at: Date): Promise<{ moved: string[]; locked: string[] }> {
+export async function fencedTicks(db: Db, h: Holder, sleeveIds: string[], at: Date): Promise<{ moved: string[]; locked: string[] }> {
   if (!sleeveIds.length) return { moved: [], locked: [] };
-  const rows = await db.$queryRaw<{ id: string; moved: boolean }[]>(fencedTicksQuery(runtime, sleeveIds, at));
+  const rows = await db.$queryRaw<{ id: string; moved: boolean }[]>(fencedTicksQuery(h, sleeveIds, at));
   return { moved: rows.filter((r) => r.moved).map((r) => r.id), locked: rows.filter((r) => !r.moved).map((r) => r.id) };
 }
 
 /**
  * The statement of fencedTicks. Each sleeve's lease is read by its primary key (the LATERAL with
- * OFFSET 0 is not flattened into a join): a runtime's id is new with each incarnation, so until the
- * next ANALYZE the statistics say no lease has it, and the planner, free to choose, scanned every
- * lease the runtime holds (the runtime index) once per sleeve of the batch: 300 x 5,000 rows,
+ * OFFSET 0 is not flattened into a join): a runtime's generation is new with each registration, so
+ * until the next ANALYZE the statistics say no lease has it, and the planner, free to choose, scanned
+ * every lease the runtime holds (the runtime index) once per sleeve of the batch: 300 x 5,000 rows,
  * seconds a statement (bench/scale.ts found it; the plan test in leases.test.ts keeps it out).
  */
-export function fencedTicksQuery(runtime: string, sleeveIds: string[], at: Date): Sql {
+export function fencedTicksQuery(h: Holder, sleeveIds: string[], at: Date): Sql {
   return sql`WITH leased AS (
       SELECT s.id FROM "Sleeve" s
-      CROSS JOIN LATERAL (SELECT runtime, "expiresAt" FROM "SleeveLease" WHERE "sleeveId" = s.id OFFSET 0) l
-      WHERE s.id = ANY(${sleeveIds}) AND s.alive AND NOT s.frozen AND l.runtime = ${runtime} AND l."expiresAt" > now()
+      CROSS JOIN LATERAL (SELECT runtime, gen FROM "SleeveLease" WHERE "sleeveId" = s.id OFFSET 0) l
+      WHERE s.id = ANY(${sleeveIds}) AND s.alive AND NOT s.frozen AND l.runtime = ${h.runtime} AND l.gen = ${h.gen} AND ${holderLive(h)}
     ), c AS (
       SELECT s.id FROM "Sleeve" s WHERE s.id IN (SELECT id FROM leased) AND s.alive AND NOT s.frozen FOR UPDATE SKIP LOCKED
     ), u AS (

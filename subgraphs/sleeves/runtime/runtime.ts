@@ -1,8 +1,9 @@
 // The sleeve runtime. Any number of them share the alive sleeves through leases in the database
-// (leases.ts; docs/scale.md, "Sleeves across many runtimes"): every half lease a runtime heartbeats,
-// renews what it holds, and claims expired or unheld leases up to its fair share (alive sleeves /
-// live runtimes, the remainder to the first by id) or releases its surplus over it, so a joining runtime gets sleeves within a lease
-// and a dead one's sleeves are taken when its leases expire. Embedded mode runs one, which holds
+// (leases.ts; docs/scale.md, "Sleeves across many runtimes"): every half lease a runtime renews its
+// one beat row (which renews every lease it holds), fences the runtimes whose beat lapsed, and
+// claims free leases up to its fair share (alive sleeves / live runtimes, the remainder to the first
+// by id) or releases its surplus over it, so a joining runtime gets sleeves within a lease and a
+// dead one's sleeves are taken one lease after its last beat. Embedded mode runs one, which holds
 // every sleeve.
 //
 // For the sleeves it holds, a runtime follows the bus (cog.sleeve.spawned/changed/decommissioned)
@@ -13,6 +14,7 @@
 // (lastTickAt, fenced by the lease; `cog.sleeve.tick`) plus the kind's upkeep; it never perceives,
 // spends tokens or changes drift. A failing tick is logged and reported on `cog.sleeve.tick` with
 // ok:false; the loop goes on.
+import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { createHttp, listen } from '../../../lib/http.ts';
@@ -22,7 +24,21 @@ import type { Platform } from '../../../lib/platform.ts';
 import type { Subscription } from '../../../lib/bus/port.ts';
 import type { SleeveRow } from '../view.ts';
 import { sleeveMemory } from '../memory-port.ts';
-import { beat, claim, claimOne, counts, endBeat, fairShare, fencedTick, fencedTicks, release, renew } from './leases.ts';
+import {
+  claim,
+  claimOne,
+  endBeat,
+  fairShare,
+  fenceLapsed,
+  fencedTick,
+  fencedTicks,
+  heldBy,
+  register,
+  release,
+  renewBeat,
+  survey,
+  type Holder,
+} from './leases.ts';
 import { timerWheel, type Due } from './wheel.ts';
 
 /** Kind-specific upkeep a host may register (journaling, inference...); runs inside the tick. */
@@ -42,10 +58,12 @@ const tickingChanged = (a: SleeveRow, b: SleeveRow) =>
   a.tickRate !== b.tickRate || a.frozen !== b.frozen || a.alive !== b.alive || a.embodimentType !== b.embodimentType;
 
 export interface SleeveRuntime {
-  /** This runtime's name in its leases. */
+  /** This runtime's name in its leases (the same across restarts, so a restart takes its sleeves back at once). */
   readonly id: string;
   /** The port of its identity listener. */
   readonly port: number;
+  /** Its name and generation in the leases (undefined before its first round). */
+  lease(): Holder | undefined;
   /** Sleeve ids with a running instance (the leases it holds). */
   running(): string[];
   /** Runs one tick now (tests, event-driven kinds). */
@@ -79,7 +97,11 @@ export interface RuntimeOptions {
   reconcileMs?: number;
   /** Lease (and heartbeat) lifetime; renewed every half. Default: the epoch interval. */
   leaseMs?: number;
-  /** The name in the leases; default COG_SLEEVE_RUNTIME_ID (or `sleeve-runtime`) with the pid. */
+  /**
+   * The name in the leases; default COG_SLEEVE_RUNTIME_ID, or `sleeve-runtime` (`.2`, `.3` for more
+   * in one process). A process that finds a newer one registered under its id goes on under the id
+   * with a random suffix.
+   */
   id?: string;
   /** The identity listener's port; default SLEEVE_RUNTIME_PORT (0: a free one). */
   port?: number;
@@ -90,7 +112,14 @@ let started = 0;
 export const CLAIM_BATCH = 10_000;
 
 export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Promise<SleeveRuntime> {
-  const me = opts.id ?? `${p.config.sleeveRuntimeId ?? 'sleeve-runtime'}:${process.pid}${started++ ? `.${started}` : ''}`;
+  const baseId = opts.id ?? `${p.config.sleeveRuntimeId ?? 'sleeve-runtime'}${started++ ? `.${started}` : ''}`;
+  let me = baseId;
+  /** Its name and generation in the leases, once registered. */
+  let holder: Holder | undefined;
+  /** The leases it holds (its own account, kept with each claim, release and stop). */
+  const leased = new Set<string>();
+  /** A round failed midway: the next reads what it holds from the leases. */
+  let resync = false;
   const leaseMs = opts.leaseMs ?? p.config.epochIntervalMs;
   const instances = new Map<string, Instance>();
   const handlers = new Map<string, TickHandler[]>();
@@ -160,7 +189,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     inst.ticking = true;
     try {
       const now = new Date();
-      if (!(await fencedTick(p.db.prisma, me, id, now))) {
+      if (!holder || !(await fencedTick(p.db.prisma, holder, id, now))) {
         counters.fenced++;
         return false;
       }
@@ -215,7 +244,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
       let moved: Set<string>;
       let locked: Set<string>;
       try {
-        const r = await fencedTicks(p.db.prisma, me, [...insts.keys()], now);
+        const r = holder ? await fencedTicks(p.db.prisma, holder, [...insts.keys()], now) : { moved: [], locked: [] };
         moved = new Set(r.moved);
         locked = new Set(r.locked);
       } catch (e) {
@@ -306,14 +335,20 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
       await p.db.prisma.sleeve.updateMany({ where: { id: { in: gone.slice(i, i + 1000) }, identityPort: port }, data: { identityPort: null } }).catch(() => {});
   }
 
-  /** Starts the sleeves whose leases this runtime just got: their rows, with identityPort set to its listener. */
+  /**
+   * Starts the sleeves whose leases this runtime holds and does not run yet: their rows, with
+   * identityPort set to its listener. A lease whose sleeve is no longer alive went with it.
+   */
   async function start(ids: string[]): Promise<void> {
     const fresh = ids.filter((id) => !instances.has(id));
     for (let i = 0; i < fresh.length; i += 1000) {
+      const chunk = fresh.slice(i, i + 1000);
       const rows = await p.db.prisma.sleeve.updateManyAndReturn({
-        where: { id: { in: fresh.slice(i, i + 1000) }, alive: true },
+        where: { id: { in: chunk }, alive: true },
         data: { identityPort: port },
       });
+      const alive = new Set(rows.map((r) => r.id));
+      for (const id of chunk) if (!alive.has(id)) leased.delete(id);
       for (const row of rows) {
         if (closed || instances.has(row.id)) continue;
         const inst: Instance = { row, gen: 0, ticking: false };
@@ -331,15 +366,20 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
         if (closed) return;
         const inst = instances.get(id);
         if (!inst) {
-          // A spawn: take it if this runtime is under its share and nobody holds it yet.
-          if (claimIt && instances.size < fairShare(view.sleeves + 1, view.runtimes, me) && (await claimOne(p.db.prisma, me, id, leaseMs))) {
-            view.sleeves++;
-            await start([id]);
-          }
+          // A spawn: take it if this runtime is under its share and nobody holds it yet (between
+          // rounds, which keep the leases' account).
+          if (claimIt)
+            await exclusive(async () => {
+              if (closed || !holder || leased.size >= fairShare(view.sleeves + 1, view.runtimes, me)) return;
+              if (!(await claimOne(p.db.prisma, holder, id))) return;
+              leased.add(id);
+              view.sleeves++;
+              await start([id]);
+            });
           return;
         }
         const row = await p.db.prisma.sleeve.findUnique({ where: { id } });
-        if (!row?.alive) return stop(id);
+        if (!row?.alive) return gone(id);
         // The reconcile pass and every sleeve event re-read the row; only a change to how it ticks
         // re-schedules it (from the last tick, so a new rate applies from there), else it keeps its cadence.
         const before = inst.row;
@@ -355,42 +395,92 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     return next;
   }
 
-  /** One lease round: heartbeat, renew, then claim up to the fair share or release the surplus. */
+  /** A sleeve that died here: stopped, and its lease went with it (the decommission trigger). */
+  async function gone(id: string): Promise<void> {
+    leased.delete(id);
+    await stop(id);
+  }
+
+  /** Lease rounds and spawn claims one at a time, so `leased` and the beat's `held` agree. */
+  let chain: Promise<unknown> = Promise.resolve();
+  function exclusive<T>(f: () => Promise<T>): Promise<T> {
+    const r = chain.then(f);
+    chain = r.catch(() => {});
+    return r;
+  }
+
+  /**
+   * One lease round: renew the beat (every lease it holds with it), fence the runtimes whose beat
+   * lapsed, then claim up to the fair share or release the surplus. O(runtimes) when nothing moves,
+   * plus the leases that do.
+   */
   async function leaseRound(): Promise<void> {
     if (closed) return;
     const db = p.db.prisma;
-    await beat(db, me, port, leaseMs);
-    const held = new Set(await renew(db, me, leaseMs));
-    // Leases taken over (this runtime stalled past them) or gone with their sleeve.
-    await stopMany([...instances.keys()].filter((id) => !held.has(id)));
-    const c = await counts(db);
-    view.runtimes = c.runtimes;
-    view.sleeves = c.sleeves;
-    view.share = fairShare(c.sleeves, c.runtimes, me);
-    if (closed) return;
-    if (held.size > view.share) {
-      // Stop ticking first, then hand back: the next holder never overlaps with this one.
-      const surplus = [...held].slice(view.share);
-      for (const id of surplus) held.delete(id);
-      await stopMany(surplus);
-      await release(db, me, surplus);
-    } else if (held.size < view.share) {
-      // At most CLAIM_BATCH a round, so a round stays bounded while a runtime fills its share (the
-      // first of many to start would otherwise claim every sleeve, and its next rounds outlast the lease).
-      for (const id of await claim(db, me, Math.min(CLAIM_BATCH, view.share - held.size), leaseMs)) held.add(id);
+    if (!holder) holder = await register(db, me, port, leaseMs);
+    else {
+      const { state, ended } = await renewBeat(db, holder, port, leaseMs);
+      // Leases gone with their sleeve (decommissioned): stopped here if the sleeve event has not done it.
+      for (const id of ended) leased.delete(id);
+      await stopMany(ended);
+      if (state !== 'live') {
+        // Fenced (its beat lapsed: the others may have taken any of its sleeves) or superseded (a
+        // newer process runs under this id and takes them back): stop everything, register anew.
+        p.log.warn({ runtime: me, state, held: leased.size }, 'sleeve runtime: lost its leases; registering again');
+        const all = [...instances.keys()];
+        leased.clear();
+        await stopMany(all);
+        if (state === 'superseded') me = `${baseId}~${randomBytes(3).toString('hex')}`;
+        holder = await register(db, me, port, leaseMs);
+        resync = false;
+      }
     }
-    await start([...held]);
+    if (resync) {
+      const mine = new Set(await heldBy(db, holder));
+      await stopMany([...instances.keys()].filter((id) => !mine.has(id)));
+      leased.clear();
+      for (const id of mine) leased.add(id);
+      resync = false;
+    }
+    await fenceLapsed(db, me);
+    const s = await survey(db);
+    view.runtimes = s.runtimes;
+    view.sleeves = s.sleeves;
+    view.share = fairShare(s.sleeves, s.runtimes, me);
+    if (closed) return;
+    if (leased.size > view.share) {
+      // Stop ticking first, then hand back: the next holder never overlaps with this one.
+      const surplus = [...leased].slice(view.share);
+      for (const id of surplus) leased.delete(id);
+      await stopMany(surplus);
+      await release(db, holder, surplus);
+    } else if (leased.size < view.share && s.free.length) {
+      // Its own earlier generation's first (a restart takes its sleeves back), then the unheld, then
+      // the fenced runtimes'. At most CLAIM_BATCH a round, so a round stays bounded while a runtime
+      // fills its share (the first of many to start would otherwise claim every sleeve, and its next
+      // rounds outlast the lease).
+      const rank = (r: string) => (r === me ? 0 : r === '' ? 1 : 2);
+      const from = [...s.free].sort((a, b) => rank(a.runtime) - rank(b.runtime));
+      for (const id of await claim(db, holder, Math.min(CLAIM_BATCH, view.share - leased.size), from)) leased.add(id);
+    }
+    await start([...leased]);
   }
 
   async function rebalance(): Promise<void> {
     // One round at a time; a caller during one waits for it and runs its own.
     while (round) await round.catch(() => {});
     const t0 = performance.now();
-    round = leaseRound().finally(() => {
-      round = undefined;
-      counters.rounds++;
-      counters.roundMs += performance.now() - t0;
-    });
+    round = exclusive(leaseRound)
+      .catch((e) => {
+        // Whether its last statement took effect is unknown: the next round reads what it holds.
+        resync = true;
+        throw e;
+      })
+      .finally(() => {
+        round = undefined;
+        counters.rounds++;
+        counters.roundMs += performance.now() - t0;
+      });
     return round;
   }
 
@@ -404,7 +494,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
         const inst = instances.get(id);
         const row = rows.get(id);
         if (!inst) return;
-        if (!row?.alive) return stop(id);
+        if (!row?.alive) return gone(id);
         const before = inst.row;
         inst.row = row;
         if (tickingChanged(before, row)) schedule(inst, row.lastTickAt && !before.frozen ? row.lastTickAt.getTime() : Date.now());
@@ -447,14 +537,18 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     await Promise.all(subs.map((s) => s.close().catch(() => {})));
     await Promise.all([...pending.values()]);
     await round?.catch(() => {});
+    await chain;
     await flushing.catch(() => {});
     await server.close().catch(() => {});
     return [...instances.keys()];
   }
 
   return {
-    id: me,
+    get id() {
+      return me;
+    },
     port,
+    lease: () => holder && { ...holder },
     running: () => [...instances.keys()],
     tick,
     reconcile,
@@ -482,10 +576,11 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
       instances.clear();
     },
     async close() {
-      const held = await halt();
-      await stopMany(held);
-      await release(p.db.prisma, me, held).catch(() => {});
-      await endBeat(p.db.prisma, me).catch(() => {});
+      const running = await halt();
+      await stopMany(running);
+      if (!holder) return;
+      await release(p.db.prisma, holder, [...leased]).catch(() => {});
+      await endBeat(p.db.prisma, holder).catch(() => {});
     },
   };
 }
