@@ -73,7 +73,7 @@ describe('sleeve runtimes in two processes', () => {
     }
     // The child ticks its sleeves (lastTickAt moves, and only this process ticks the others).
     const since = new Date();
-    await until(async () => (await p.db.prisma.sleeve.count({ where: { id: { in: inChild }, lastTickAt: { gt: since } } })) === N / 2);
+    await until(async () => (await p.db.prisma.sleeveLease.count({ where: { sleeveId: { in: inChild }, lastTickAt: { gt: since } } })) === N / 2);
 
     process.kill(ready.pid, 'SIGKILL');
     const t0 = Date.now();
@@ -82,7 +82,7 @@ describe('sleeve runtimes in two processes', () => {
     console.log(`kill -9: ${N / 2} sleeves handed over in ${took} ms (lease ${LEASE_MS} ms)`);
     expect(took).toBeLessThanOrEqual(2 * LEASE_MS);
     const after = new Date();
-    await until(async () => (await p.db.prisma.sleeve.count({ where: { id: { in: inChild }, lastTickAt: { gt: after } } })) === N / 2);
+    await until(async () => (await p.db.prisma.sleeveLease.count({ where: { sleeveId: { in: inChild }, lastTickAt: { gt: after } } })) === N / 2);
     for (const s of inChild) {
       const v = await getSleeveView(p, s);
       expect(v.identityUrl).toBe(`http://127.0.0.1:${local.port}/sleeves/${encodeURIComponent(s)}/identity`);

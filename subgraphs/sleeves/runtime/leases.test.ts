@@ -183,7 +183,7 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
   }, 30_000);
 
   it.runIf(engine === 'postgresql')(
-    'a batch of ticks skips a row another transaction holds, and only ticks what the runtime leases',
+    'a batch of ticks skips a lease row another transaction holds, ticks a sleeve whose own row a perceive holds, and only ticks what the runtime leases',
     async () => {
       const [b, c] = rts;
       const [busy, free] = b!.running();
@@ -194,7 +194,9 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
       });
       const tx = p.db.prisma.$transaction(
         async (t) => {
-          await t.$executeRaw`SELECT 1 FROM "Sleeve" WHERE id = ${busy!} FOR UPDATE`;
+          // A claim moving busy's lease, and a perceive holding free's Sleeve row.
+          await t.$executeRaw`SELECT 1 FROM "SleeveLease" WHERE "sleeveId" = ${busy!} FOR UPDATE`;
+          await t.$executeRaw`SELECT 1 FROM "Sleeve" WHERE id = ${free!} FOR UPDATE`;
           await held;
         },
         { timeout: 10_000 },
@@ -213,9 +215,9 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
       };
       try {
         const r = await ticks([busy!, free!, other]);
-        expect(r.ticked).not.toContain(busy); // locked by the open transaction: skipped
+        expect(r.ticked).not.toContain(busy); // its lease locked by the open transaction: skipped
         expect(r.ticked).not.toContain(other); // c's sleeve: not b's to tick
-        for (const id of r.held) if (id === free) expect(r.ticked).toContain(free);
+        for (const id of r.held) if (id === free) expect(r.ticked).toContain(free); // the Sleeve row is not the tick's
         for (const id of r.unheld) expect(r.ticked).not.toContain(id);
         // Skipped for its row lock while b leased it: reported, so the runtime ticks it on its own;
         // c's sleeve and any row b did not lease are refused by the lease, not reported.
@@ -257,7 +259,9 @@ describe.each(['pglite', 'postgresql'] as const)('renewal, restarts and fencing 
       p = await testPlatform({ DATABASE_URL: db.url });
     } else p = await testPlatform();
     const stack = await createStack(p, { name: `renew-${engine}` });
-    for (let i = 0; i < N; i++) sleeves.push((await spawnSleeve(p, { stackId: stack.id, kind: 'ai', tickRate: 100, shape: 'B' })).id);
+    // Event-driven (no timer ticks): a tick writes its lease row's lastTickAt, so here every lease
+    // write is the runtimes' own lease work.
+    for (let i = 0; i < N; i++) sleeves.push((await spawnSleeve(p, { stackId: stack.id, kind: 'ai', tickRate: 0, shape: 'B' })).id);
   }, 60_000);
   afterAll(async () => {
     for (const rt of rts) await rt.close().catch(() => {});

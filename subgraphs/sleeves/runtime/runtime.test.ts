@@ -52,7 +52,7 @@ describe('sleeve runtime', () => {
 
     await until(() => ticks.filter((x) => x.sleeveId === ai.id && x.ok).length >= 2);
     const before = await row(ai.id);
-    expect(before.lastTickAt).not.toBeNull();
+    expect((await t.p.db.prisma.sleeveLease.findUniqueOrThrow({ where: { sleeveId: ai.id } })).lastTickAt).not.toBeNull();
     expect(before.driftMilli).toBe(0); // a tick never changes drift or spends tokens
 
     await t.p.db.prisma.$transaction((tx) => freezeSleeve(tx, ai.id));

@@ -11,7 +11,8 @@
 // `/sleeves/<id>/identity` on the runtime's one listener (its port is the sleeve's identityPort)
 // and, unless frozen, a tick at its kind's rate: human and ai from the runtime's one timer wheel
 // (wheel.ts), memory once per epoch, mining on each mined block. A tick is the heartbeat
-// (lastTickAt, fenced by the lease; `cog.sleeve.tick`) plus the kind's upkeep; it never perceives,
+// (the lease row's lastTickAt, fenced by the lease; `cog.sleeve.tick`) plus the kind's upkeep; it
+// never writes the Sleeve row, perceives,
 // spends tokens or changes drift. A failing tick is logged and reported on `cog.sleeve.tick` with
 // ok:false; the loop goes on.
 import { randomBytes } from 'node:crypto';
@@ -51,6 +52,8 @@ interface Instance {
   /** When the next timer tick is due (Date.now() ms): ticks keep their cadence, a re-read of the row does not restart it. */
   dueAt?: number;
   ticking: boolean;
+  /** Its last tick (ms), as its lease row holds it: where a change to how it ticks restarts its cadence. */
+  lastTickAt?: number;
 }
 
 /** Whether a re-read row changes how the sleeve ticks (anything else keeps its cadence). */
@@ -146,6 +149,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
 
   /** What follows a tick's heartbeat write: the kind's upkeep and the `cog.sleeve.tick` event. */
   async function afterTick(inst: Instance, now: Date): Promise<boolean> {
+    inst.lastTickAt = now.getTime();
     try {
       await upkeep(inst.row);
       counters.ticks++;
@@ -295,12 +299,12 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
    * one that never ticked starts at a random point of its first period, so sleeves claimed together
    * do not all come due in the same instant.
    */
-  function firstFrom(row: SleeveRow): number {
+  function firstFrom(row: SleeveRow, lastTickAt: Date | null | undefined): number {
     const now = Date.now();
     const rate = row.tickRate;
     if (rate <= 0) return now;
-    if (!row.lastTickAt) return now - rate + Math.random() * rate;
-    const last = row.lastTickAt.getTime();
+    if (!lastTickAt) return now - rate + Math.random() * rate;
+    const last = lastTickAt.getTime();
     return last + Math.max(0, Math.ceil((now - last) / rate) - 1) * rate;
   }
 
@@ -349,11 +353,18 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
       });
       const alive = new Set(rows.map((r) => r.id));
       for (const id of chunk) if (!alive.has(id)) leased.delete(id);
+      // The last ticks (another runtime's, or this one's before a restart) are on the leases.
+      const last = new Map(
+        (await p.db.prisma.sleeveLease.findMany({ where: { sleeveId: { in: [...alive] } }, select: { sleeveId: true, lastTickAt: true } })).map((l) => [
+          l.sleeveId,
+          l.lastTickAt,
+        ]),
+      );
       for (const row of rows) {
         if (closed || instances.has(row.id)) continue;
-        const inst: Instance = { row, gen: 0, ticking: false };
+        const inst: Instance = { row, gen: 0, ticking: false, lastTickAt: last.get(row.id)?.getTime() };
         instances.set(row.id, inst);
-        schedule(inst, firstFrom(row));
+        schedule(inst, firstFrom(row, last.get(row.id)));
       }
     }
   }
@@ -385,7 +396,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
         const before = inst.row;
         inst.row = row;
         if (!tickingChanged(before, row)) return;
-        schedule(inst, row.lastTickAt && !before.frozen ? row.lastTickAt.getTime() : Date.now());
+        schedule(inst, inst.lastTickAt !== undefined && !before.frozen ? inst.lastTickAt : Date.now());
       })
       .catch((e) => p.log.warn({ sleeveId: id, err: (e as Error).message }, 'sleeve runtime: sync failed'))
       .finally(() => {
@@ -497,7 +508,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
         if (!row?.alive) return gone(id);
         const before = inst.row;
         inst.row = row;
-        if (tickingChanged(before, row)) schedule(inst, row.lastTickAt && !before.frozen ? row.lastTickAt.getTime() : Date.now());
+        if (tickingChanged(before, row)) schedule(inst, inst.lastTickAt !== undefined && !before.frozen ? inst.lastTickAt : Date.now());
       }),
     );
   }
