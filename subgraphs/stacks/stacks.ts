@@ -427,12 +427,16 @@ export const stackHeads: StackHeads = {
         WHERE "episodicHead" IS DISTINCT FROM "mirroredHead" AND "episodicHead" IS NOT NULL ORDER BY id LIMIT ${limit}`
     ).map((r) => ({ ...r, epoch: r.epoch ?? 0 })),
   // The chain holds these heads now; a stack whose head is still the one mirrored (and with no other
-  // intent outstanding: `confirm`) has its chain record confirmed. One statement.
+  // intent outstanding: `confirm`) has its chain record confirmed. One statement, which never waits
+  // for a writer: a row a write holds (its head moving on) is left apart, and its new head goes
+  // with the next mirror anyway. Waiting, it queued behind each batch of writes over those stacks in
+  // turn (and, locking in another order than they do, deadlocked with them: seconds a round).
   mirrored: async (db, heads) => {
     if (!heads.length) return;
-    await db.$executeRaw`UPDATE "Stack" s SET "mirroredHead" = v.head,
+    await db.$executeRaw`WITH v AS (SELECT * FROM jsonb_to_recordset(${JSON.stringify(heads)}::jsonb) AS v("stackId" text, head text, confirm boolean)),
+        free AS (SELECT id FROM "Stack" WHERE id = ANY(ARRAY(SELECT "stackId" FROM v)) ORDER BY id FOR UPDATE SKIP LOCKED)
+      UPDATE "Stack" s SET "mirroredHead" = v.head,
         "chainStatus" = CASE WHEN v.confirm AND s."episodicHead" IS NOT DISTINCT FROM v.head THEN 'confirmed' ELSE s."chainStatus" END
-      FROM jsonb_to_recordset(${JSON.stringify(heads)}::jsonb) AS v("stackId" text, head text, confirm boolean)
-      WHERE s.id = v."stackId"`;
+      FROM v, free WHERE s.id = v."stackId" AND s.id = free.id`;
   },
 };

@@ -95,6 +95,9 @@ export async function startCortexWith(
       firstRound: started(p),
       ...opts.submitter,
     });
+    // An epoch's end is when its ledger rows are settled and the moved heads queued: a round at once,
+    // not at the next poll (up to a poll later, behind a round that may be busy confirming).
+    const offEpoch = p.epochs.onAdvance(() => submitter.kick());
     p.log.info({ rpcUrl, chainId, operator: chain.address, fresh }, 'cortex: suite ready, submitter running');
     // Periodic drift check: warns, never repairs.
     const timer = setInterval(() => {
@@ -180,6 +183,7 @@ export async function startCortexWith(
         clearInterval(watch);
         await restarting?.catch(() => {});
         clearInterval(timer);
+        offEpoch();
         await submitter.close();
         await own?.close();
         p.local.delete('cortex');

@@ -114,6 +114,9 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   let timer: NodeJS.Timeout | undefined;
   let firstPass = true;
   let scannedTo: number | undefined;
+  let lastDropCheck = 0;
+  let lastFullConfirm = 0;
+  const dropCheckEveryMs = Math.min(droppedAfterMs / 2, 2000);
 
   /** `applied`: of an updateStacks row, the tokens whose heads the chain took (its receipt's events). */
   type Outcome = { row: Row; outcome: 'confirmed' | 'failed'; data: { blockNumber?: number; lastError?: string | null }; applied?: Set<number> };
@@ -199,13 +202,18 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
 
   /** Receipts of rows mined in blocks since the last scan. */
   const confirm = async () => {
+    // No block since the last scan and no re-send check due: nothing can have changed (a round runs
+    // every poll and at every kick; reading every submitted row each time cost most of a round).
+    const head = await provider.getBlockNumber();
+    if (!firstPass && scannedTo !== undefined && head === scannedTo && Date.now() - lastFullConfirm < dropCheckEveryMs) return;
+    lastFullConfirm = Date.now();
     // Sent rows only: a ledger row is 'submitted' while its settlement is, with no transaction of its own.
     const rows = await db.chainOutbox.findMany({ where: { status: 'submitted', nonce: { not: null } }, orderBy: { nonce: 'asc' } });
     if (!rows.length) {
+      scannedTo = head;
       firstPass = false;
       return;
     }
-    const head = await provider.getBlockNumber();
     let candidates = rows;
     if (scannedTo !== undefined && head >= scannedTo) {
       const mined = new Set<string>();
@@ -231,11 +239,10 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     firstPass = false;
   };
 
-  let lastDropCheck = 0;
   /** Rows the node does not know: re-broadcast the stored bytes; a nonce used by someone else: re-sign. */
   const recoverDropped = async (rows: Row[]) => {
     const now = Date.now();
-    if (!rows.length || (!firstPass && now - lastDropCheck < Math.min(droppedAfterMs / 2, 2000))) return;
+    if (!rows.length || (!firstPass && now - lastDropCheck < dropCheckEveryMs)) return;
     lastDropCheck = now;
     // The mined nonce count first: a receipt checked after it can only be more recent.
     const minedCount = await provider.getTransactionCount(from, 'latest');
@@ -479,19 +486,22 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     headsFor = epoch;
   };
 
+  // The epoch's own work (settle the ended epoch's ledger rows, queue the moved heads) and sending
+  // come before confirming: a round runs at each epoch's start, and a block's receipts (settling
+  // their rows) must not hold the ended epoch's rows pending.
   const round = async () => {
     const t0 = performance.now();
     if (recordsBusy.length) await retryRecords();
-    await confirm();
-    const t1 = performance.now();
-    if (!closed) await mirrorHeads();
     if (!closed) await settleLedger();
-    const t2 = performance.now();
+    if (!closed) await mirrorHeads();
+    const t1 = performance.now();
     const more = closed ? false : await submit();
+    const t2 = performance.now();
+    await confirm();
     const t3 = performance.now();
     if (t3 - t0 > 2000)
       log.warn(
-        { confirmMs: Math.round(t1 - t0), settleMs: Math.round(t2 - t1), submitMs: Math.round(t3 - t2), recordsBusy: recordsBusy.length },
+        { settleMs: Math.round(t1 - t0), submitMs: Math.round(t2 - t1), confirmMs: Math.round(t3 - t2), recordsBusy: recordsBusy.length },
         'cortex submitter: slow round',
       );
     return more;
