@@ -11,6 +11,8 @@ import path from 'node:path';
 import { startCluster, call, type Cluster } from './helpers/cluster.ts';
 import { expectGatedRead, registerE2eSuite } from './e2e/suite.ts';
 import { registerSubscriptionSuite } from './e2e/subscriptions.ts';
+import { randomSecret, seal } from '../lib/crypto.ts';
+import { computeCid } from '../subgraphs/memory/hippocampus/cid.ts';
 
 let c: Cluster;
 const post = (base: string, p: string, body?: unknown) => call('POST', `${base}${p}`, body ?? {});
@@ -138,38 +140,44 @@ describe('cog up --distributed', () => {
     }
   });
 
-  it('replicates pinned nodes to the peer Hippocampus node', async () => {
+  /** A node as a client of the Hippocampus API PUTs it (its payload goes to the node's own store). */
+  const apiNode = (text: string, epoch: number, pinned = false) => {
+    const data = JSON.stringify(seal(randomSecret(32), text));
+    return { cid: computeCid({ data, links: [], epoch, stackId }), data, links: [], epoch, stackId, pinned };
+  };
+  const currentEpoch = async () => (await get(c.gateway, '/v1/epochs/current')).body.epoch as number;
+
+  it("replicates pinned nodes PUT through the Hippocampus API to the peer node; the platform's own writes are served by both", async () => {
     const r = await post(c.gateway, `/v1/stacks/${stackId}/remember`, { text: 'keep me', pin: true });
     expect(r.status, JSON.stringify(r.body)).toBe(200);
-    const key = `dag/${hashOf(r.body.cid)}`;
-    // Written through gateway-1 to hippocampus-1; hippocampus-2 holds it in its own store.
+    // The platform's writes keep their payloads in the shared index: both nodes serve them, no replica needed.
+    for (const h of [c.urls.hippocampus!, c.urls.hippocampus2!])
+      for (const cid of [r.body.cid as string, ...cids]) expect((await get(h, `/dag/${encodeURIComponent(cid)}?epoch=${epochOf(cid)}`)).status, cid).toBe(200);
+    // A pinned node PUT to hippocampus-1: hippocampus-2 holds it in its own store.
+    const n = apiNode('kept through the API', await currentEpoch(), true);
+    expect((await call('PUT', `${c.urls.hippocampus}/dag`, n)).status).toBe(201);
+    const key = `dag/${hashOf(n.cid)}`;
     await expect.poll(async () => (await get(c.urls.hippocampus2!, `/replica/${key}`)).status, { timeout: 15_000, interval: 300 }).toBe(200);
     expect((await get(c.urls.hippocampus!, `/replica/${key}`)).status).toBe(200);
-    const file2 = path.join(c.dataDir, 'hippocampus', 'hippocampus-2', 'dag', hashOf(r.body.cid));
-    expect(fs.existsSync(file2)).toBe(true);
-    // The shards a needlecast pinned were replicated too.
-    for (const cid of cids) {
-      await expect.poll(async () => (await get(c.urls.hippocampus2!, `/replica/dag/${hashOf(cid)}`)).status, { timeout: 15_000, interval: 300 }).toBe(200);
-    }
+    expect(fs.existsSync(path.join(c.dataDir, 'hippocampus', 'hippocampus-2', 'dag', hashOf(n.cid)))).toBe(true);
   });
 
   it('fetches a node it lacks from its peer, and opens a shard-loss residue when no node has it', async () => {
-    const w = await post(c.gateway, `/v1/sleeves/${sleeveId}/perceive`, { input: 'only on node one' });
-    expect(w.status).toBe(200);
-    const cid = w.body.cid as string;
-    const key = `dag/${hashOf(cid)}`;
+    const n = apiNode('only on node one', await currentEpoch());
+    expect((await call('PUT', `${c.urls.hippocampus}/dag`, n)).status).toBe(201);
+    const key = `dag/${hashOf(n.cid)}`;
     expect((await get(c.urls.hippocampus2!, `/replica/${key}`)).status).toBe(404); // unpinned: not replicated
     // Read at its own epoch: unpinned, it is gated once the epoch is 3 past it.
-    const read = await get(c.urls.hippocampus2!, `/dag/${encodeURIComponent(cid)}?epoch=${epochOf(cid)}`);
+    const read = await get(c.urls.hippocampus2!, `/dag/${encodeURIComponent(n.cid)}?epoch=${n.epoch}`);
     expect(read.status).toBe(200);
-    expect(read.body.cid).toBe(cid);
+    expect(read.body.cid).toBe(n.cid);
     expect((await get(c.urls.hippocampus2!, `/replica/${key}`)).status).toBe(200); // kept (read repair)
 
-    const lost = await post(c.gateway, `/v1/sleeves/${sleeveId}/perceive`, { input: 'to be lost' });
-    const lostCid = lost.body.cid as string;
-    for (const n of ['hippocampus-1', 'hippocampus-2']) fs.rmSync(path.join(c.dataDir, 'hippocampus', n, 'dag', hashOf(lostCid)), { force: true });
+    const lost = apiNode('to be lost', await currentEpoch());
+    expect((await call('PUT', `${c.urls.hippocampus}/dag`, lost)).status).toBe(201);
+    for (const h of ['hippocampus-1', 'hippocampus-2']) fs.rmSync(path.join(c.dataDir, 'hippocampus', h, 'dag', hashOf(lost.cid)), { force: true });
     // At its own epoch (gated, it would be a 410 before its payload is looked for).
-    const gone = await get(c.urls.hippocampus!, `/dag/${encodeURIComponent(lostCid)}?epoch=${epochOf(lostCid)}`);
+    const gone = await get(c.urls.hippocampus!, `/dag/${encodeURIComponent(lost.cid)}?epoch=${lost.epoch}`);
     expect(gone.status).toBe(404);
     await expect
       .poll(
@@ -178,7 +186,7 @@ describe('cog up --distributed', () => {
             kind: string;
             trigger: string;
           }>;
-          return rs.some((r) => r.kind === 'shard-loss' && r.trigger.includes(lostCid));
+          return rs.some((r) => r.kind === 'shard-loss' && r.trigger.includes(lost.cid));
         },
         { timeout: 10_000, interval: 300 },
       )

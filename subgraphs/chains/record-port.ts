@@ -26,8 +26,8 @@ export interface StackHead {
 
 /** What the heads mirror needs of the stacks (their owner's): which heads the chain lacks, and which it holds now. */
 export interface StackHeads {
-  /** Stacks whose head the chain does not hold (at most `limit`, in id order). */
-  unmirrored(db: Db, limit: number): Promise<StackHead[]>;
+  /** Stacks whose head the chain does not hold (at most `limit`, in id order, after the id `after`). */
+  unmirrored(db: Db, limit: number, after?: string): Promise<StackHead[]>;
   /** The chain holds these heads now; `confirm`: the stack has no other intent outstanding. */
   mirrored(db: Db, heads: Array<{ stackId: string; head: string; confirm: boolean }>): Promise<void>;
 }

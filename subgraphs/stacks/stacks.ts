@@ -420,11 +420,12 @@ export const stackChainRecords: MirroredTable = {
  */
 export const stackHeads: StackHeads = {
   // One range of the partial index of the stacks whose head the chain does not hold.
-  unmirrored: async (db, limit) =>
+  unmirrored: async (db, limit, after) =>
     (
       await db.$queryRaw<Array<{ stackId: string; tokenId: number; head: string; epoch: number | null }>>`
         SELECT id AS "stackId", "tokenId", "episodicHead" AS head, "headEpoch" AS epoch FROM "Stack"
-        WHERE "episodicHead" IS DISTINCT FROM "mirroredHead" AND "episodicHead" IS NOT NULL ORDER BY id LIMIT ${limit}`
+        WHERE "episodicHead" IS DISTINCT FROM "mirroredHead" AND "episodicHead" IS NOT NULL AND id > ${after ?? ''}
+        ORDER BY id LIMIT ${limit}`
     ).map((r) => ({ ...r, epoch: r.epoch ?? 0 })),
   // The chain holds these heads now; a stack whose head is still the one mirrored (and with no other
   // intent outstanding: `confirm`) has its chain record confirmed. One statement, which never waits

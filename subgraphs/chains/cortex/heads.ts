@@ -17,12 +17,19 @@ import { headsOf } from './calls.ts';
 
 /** Heads in one updateStacks call (gas: about 25k to 110k each; blocks hold 30M). */
 export const MAX_HEADS_PER_CALL = 100;
-/** Heads one round reads at most (the rest go next epoch). */
-export const MAX_HEADS_A_ROUND = 5_000;
+/** Heads one round queues at most (the rest go next epoch), read a page at a time. */
+export const MAX_HEADS_A_ROUND = 50_000;
+const PAGE = 5_000;
 
 /** Queues the heads the chain lacks (less those already on their way) as updateStacks rows; returns how many heads. */
 export async function queueHeads(db: Db, epoch: number | undefined): Promise<number> {
-  const lacking = await stackHeadsPort().unmirrored(db, MAX_HEADS_A_ROUND);
+  const lacking: StackHead[] = [];
+  for (let after: string | undefined; lacking.length < MAX_HEADS_A_ROUND; ) {
+    const page = await stackHeadsPort().unmirrored(db, PAGE, after);
+    lacking.push(...page);
+    if (page.length < PAGE) break;
+    after = page[page.length - 1]!.stackId;
+  }
   if (!lacking.length) return 0;
   const inFlight = new Set<string>();
   const rows = await db.chainOutbox.findMany({ where: { kind: 'updateStacks', status: { in: ['pending', 'submitted'] } }, select: { payload: true } });
@@ -49,12 +56,14 @@ export function appliedHeads(logs: readonly Pick<Log, 'address' | 'topics'>[], s
 }
 
 /**
- * After an updateStacks row is confirmed: the stacks whose heads the chain applied hold them now;
- * each is confirmed when no other intent of its record (the identity's mint) is still outstanding.
+ * After an updateStacks row is confirmed: the stacks whose heads the chain applied hold them now,
+ * each confirmed when no other intent of its record (the identity's mint) is still outstanding. A
+ * head the chain skipped waits for the next epoch while its stack's mint is outstanding (the token
+ * is on its way); with no mint on its way there is no token to hold it, and it is set as sent, so
+ * it is not sent again every epoch (the stack's record is not confirmed).
  */
 export async function headsMirrored(db: Db, payload: Record<string, unknown>, applied: Set<number>): Promise<void> {
-  const heads = headsOf(payload).filter((h) => applied.has(h.tokenId));
-  if (!heads.length) return;
+  const heads = headsOf(payload);
   const outstanding = await db.chainOutbox.findMany({
     where: { kind: { in: ['mintIdentity', 'updateStack'] }, status: { in: ['pending', 'submitted'] }, ref: { in: heads.map((h) => h.stackId) } },
     select: { ref: true },
@@ -62,6 +71,12 @@ export async function headsMirrored(db: Db, payload: Record<string, unknown>, ap
   const busy = new Set(outstanding.map((r) => r.ref));
   await stackHeadsPort().mirrored(
     db,
-    heads.map((h) => ({ stackId: h.stackId, head: h.head, confirm: !busy.has(h.stackId) })),
+    heads.flatMap((h) =>
+      applied.has(h.tokenId)
+        ? [{ stackId: h.stackId, head: h.head, confirm: !busy.has(h.stackId) }]
+        : busy.has(h.stackId)
+          ? []
+          : [{ stackId: h.stackId, head: h.head, confirm: false }],
+    ),
   );
 }
