@@ -47,6 +47,8 @@ export interface LoadResult {
   /** Acknowledged perceives: CID -> stack. */
   acked: Map<string, string>;
   stacks: string[];
+  /** Latencies (ms) of the successful requests per route ("POST /v1/sleeves/:id/perceive"), sorted. */
+  byRoute: Map<string, number[]>;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -74,6 +76,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     maxErrorMs: 0,
     acked: new Map(),
     stacks: [],
+    byRoute: new Map(),
   };
   const lat: number[] = [];
   let stop = false;
@@ -90,6 +93,10 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
       if (expect.includes(res.status)) {
         r.ok++;
         lat.push(res.ms);
+        const route = `${method} ${new URL(url).pathname.replace(/\/(stack|sleeve):[^/]+/g, '/:id')}`;
+        let l = r.byRoute.get(route);
+        if (!l) r.byRoute.set(route, (l = []));
+        l.push(res.ms);
         return res;
       }
       r.errors++;
@@ -167,6 +174,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   await Promise.all(Array.from({ length: o.concurrency }, (_, i) => client(i)));
   r.seconds = (Date.now() - t0) / 1000;
   lat.sort((a, b) => a - b);
+  for (const l of r.byRoute.values()) l.sort((a, b) => a - b);
   r.rps = r.ok / r.seconds;
   r.p50 = percentile(lat, 0.5);
   r.p99 = percentile(lat, 0.99);
@@ -968,6 +976,7 @@ async function main(argv: string[]): Promise<void> {
   const faults = argv.includes('--faults');
   const rows: Array<Record<string, string | number>> = [];
   const faultRows: Array<Record<string, string | number>> = [];
+  const routeRows: Array<Record<string, string | number>> = [];
   const modes = mode === 'both' ? (['embedded', 'distributed'] as const) : [mode];
   for (const m of modes) {
     const c = await startCluster({
@@ -980,6 +989,11 @@ async function main(argv: string[]): Promise<void> {
       const gateways = m === 'distributed' ? [c.gateway, c.gateway2] : [c.gateway];
       const r = await runLoad({ gateways, durationMs: seconds * 1000, concurrency });
       rows.push(loadRow(m, r));
+      routeRows.push(
+        ...[...r.byRoute]
+          .sort((a, b) => b[1].length - a[1].length)
+          .map(([route, l]) => ({ mode: m, route, requests: l.length, 'p50 ms': percentile(l, 0.5), 'p99 ms': percentile(l, 0.99) })),
+      );
       if (r.samples.length) console.error(`${m} errors:`, r.samples.join('\n'));
       if (faults && m === 'distributed') {
         // Every process of the topology, one at a time (Cortex last: its anvil restarts with it).
@@ -1076,6 +1090,7 @@ async function main(argv: string[]): Promise<void> {
     }
   }
   console.log(table(rows));
+  if (routeRows.length) console.log('\n' + table(routeRows));
   if (faultRows.length) console.log('\n' + table(faultRows));
 }
 

@@ -46,7 +46,10 @@ export function scrubSecrets(v: unknown, depth = 0): unknown {
     const x = o[k];
     const y = SECRETS.has(k) ? CENSOR : x !== null && typeof x === 'object' ? scrubSecrets(x, depth + 1) : x;
     if (y === x) continue;
-    out ??= v instanceof Error ? (Object.assign(Object.create(Object.getPrototypeOf(v)), { message: v.message, stack: v.stack }, o) as Record<string, unknown>) : { ...o };
+    out ??=
+      v instanceof Error
+        ? (Object.assign(Object.create(Object.getPrototypeOf(v)), { message: v.message, stack: v.stack }, o) as Record<string, unknown>)
+        : { ...o };
     out[k] = y;
   }
   return out ?? v;

@@ -14,7 +14,7 @@
 // copied when the row is opened at stack creation (neither changes after it), and L itself, which
 // the economy owns and markActive moves. The SQL fragments below read them from a row aliased `s`.
 import { sql, type Db, type Tx } from '../../lib/db/index.ts';
-import { numberedSql, runStatement, type StatementPart } from '../../lib/db/statement.ts';
+import { jsonValue, numberedSql, runStatement, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 
 /** Units of each core token emitted per stack per epoch before scaling (spec: Limits). */
 export const EMISSION_PER_EPOCH = 100;
@@ -122,6 +122,14 @@ export async function openAccrual(tx: Tx, stackId: string, epoch: number, terms:
 
 /** The lastActiveEpoch of a stack without an accrual row (0: the default the stacks' own column had before). */
 export const NEVER_ACTIVE = 0;
+
+/** Each stack's lastActiveEpoch as one read of a read statement (lib/db/statement.ts); a stack without an accrual row is not in the map. */
+export function lastActiveEpochsRead(stackIds: readonly string[]): ReadPart<Map<string, number>> {
+  return {
+    expr: sql`SELECT json_agg(json_build_array("stackId", "lastActiveEpoch")) FROM "EmissionAccrual" WHERE "stackId" = ANY(${[...stackIds]}::text[])`,
+    parse: (v) => new Map(((jsonValue(v) as Array<[string, number]> | null) ?? []).map(([id, l]) => [id, Number(l)])),
+  };
+}
 
 /** Each stack's lastActiveEpoch (the economy owns it); a stack without an accrual row is not in the map. */
 export async function lastActiveEpochs(db: Db | Tx, stackIds: readonly string[]): Promise<Map<string, number>> {

@@ -46,7 +46,17 @@ export {
   type CoreAmounts,
 } from './treasury.ts';
 export { balanceHistoryOf } from './history.ts';
-export { markActive, markActivePart, activeInPart, openAccrual, lastActiveEpochs, NEVER_ACTIVE, tailSql, type AccrualTerms } from './accrual.ts';
+export {
+  markActive,
+  markActivePart,
+  activeInPart,
+  openAccrual,
+  lastActiveEpochs,
+  lastActiveEpochsRead,
+  NEVER_ACTIVE,
+  tailSql,
+  type AccrualTerms,
+} from './accrual.ts';
 export { watchEmissions, type EmissionWatchHandle } from './watch.ts';
 export { drip, DRIP_UNITS, type FaucetGrant } from './faucet.ts';
 export type { StackHolders, StackTerms } from './holders.ts';

@@ -208,14 +208,23 @@ export async function systemBalance(db: Db | Tx, account: (typeof SYSTEM)[keyof 
   return out;
 }
 
-/** Balances in milli-units of several (non-system) accounts (every token, zero when absent), as one read of a read statement. */
-export function balancesMilliRead(accounts: readonly string[]): ReadPart<Map<string, Record<Token, bigint>>> {
+/**
+ * Balances in milli-units of several (non-system) accounts (every token, zero when absent), as one
+ * read of a read statement. `accounts`: the account names, or an SQL query of one column of them (an
+ * account missing from the map then holds nothing).
+ */
+export function balancesMilliRead(accounts: readonly string[] | Sql): ReadPart<Map<string, Record<Token, bigint>>> {
+  const zero = () => Object.fromEntries(TOKENS.map((t) => [t, 0n])) as Record<Token, bigint>;
+  const listed = Array.isArray(accounts) ? (accounts as readonly string[]) : undefined;
   return {
-    expr: sql`SELECT json_agg(json_build_object('a', account, 't', token, 'm', milli::text)) FROM "Balance" WHERE account = ANY(${[...accounts]}::text[])`,
+    expr: listed
+      ? sql`SELECT json_agg(json_build_object('a', account, 't', token, 'm', milli::text)) FROM "Balance" WHERE account = ANY(${[...listed]}::text[])`
+      : sql`SELECT json_agg(json_build_object('a', account, 't', token, 'm', milli::text)) FROM "Balance" WHERE account = ANY(ARRAY(${accounts as Sql}))`,
     parse: (v) => {
-      const out = new Map<string, Record<Token, bigint>>(accounts.map((a) => [a, Object.fromEntries(TOKENS.map((t) => [t, 0n])) as Record<Token, bigint>]));
+      const out = new Map<string, Record<Token, bigint>>((listed ?? []).map((a) => [a, zero()]));
       for (const r of (jsonValue(v) as Array<{ a: string; t: string; m: string }> | null) ?? []) {
-        const a = out.get(r.a);
+        let a = out.get(r.a);
+        if (!a && !listed) out.set(r.a, (a = zero()));
         if (a && (TOKENS as readonly string[]).includes(r.t)) a[r.t as Token] = BigInt(r.m);
       }
       return out;

@@ -30,6 +30,7 @@ export { dhfReconstruct } from './dhf/reconstruct.ts';
 export { hippocampusClient, httpHippocampus, localHippocampus, type HippocampusClient, type NodeMeta } from './hippocampus/client.ts';
 export {
   writeEpochsOf,
+  writeEpochsSql,
   pruneForgotten,
   pruneBatchQuery,
   isReadable,

@@ -44,6 +44,8 @@ export {
   writeRefusal,
   recordSleeveRead,
   sleevesOfStacks,
+  sleevesOfStacksRead,
+  aliveSleeveAccountsSql,
   SLEEVE_KINDS,
   INITIAL_TOKENS,
   MAX_TICK_RATE_MS,

@@ -463,6 +463,37 @@ export async function sleevesOfStacks(db: Db | Tx, stackIds: readonly string[]):
   return out;
 }
 
+/** A Sleeve row as row_to_json gives it: the timestamps as text, leafXid as a number. */
+type SleeveJson = Omit<SleeveRow, 'lastSync' | 'decommissionedAt' | 'createdAt' | 'leafXid'> & {
+  lastSync: string;
+  decommissionedAt: string | null;
+  createdAt: string;
+  leafXid: number | string | null;
+};
+const sleeveFromJson = (r: SleeveJson): SleeveRow => ({
+  ...r,
+  lastSync: new Date(r.lastSync),
+  decommissionedAt: r.decommissionedAt === null ? null : new Date(r.decommissionedAt),
+  createdAt: new Date(r.createdAt),
+  leafXid: r.leafXid === null ? null : BigInt(r.leafXid),
+});
+
+/** sleevesOfStacks as one read of a read statement (lib/db/statement.ts readStatement): each stack's sleeves, in spawn order. */
+export function sleevesOfStacksRead(stackIds: readonly string[]): ReadPart<Map<string, SleeveRow[]>> {
+  return {
+    expr: sql`SELECT json_agg(row_to_json(s) ORDER BY s.seq) FROM "Sleeve" s WHERE s."stackId" = ANY(${[...stackIds]}::text[])`,
+    parse: (v) => {
+      const out = new Map<string, SleeveRow[]>(stackIds.map((id) => [id, []]));
+      for (const r of (jsonValue(v) as SleeveJson[] | null) ?? []) out.get(r.stackId)?.push(sleeveFromJson(r));
+      return out;
+    },
+  };
+}
+
+/** The accounts of the alive sleeves of these stacks, as an SQL query of one column (a read of their balances composes it). */
+export const aliveSleeveAccountsSql = (stackIds: readonly string[]): Sql =>
+  sql`SELECT ${sleeveAccountSql(sql`id`)} FROM "Sleeve" WHERE "stackId" = ANY(${[...stackIds]}::text[]) AND alive`;
+
 /** A sleeve's stack never changes: which stack a sleeve belongs to is cached after the first read. */
 const stackOfSleeveCache = new Map<string, string>();
 const STACK_OF_SLEEVE_CACHE_MAX = 100_000;

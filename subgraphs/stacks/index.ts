@@ -18,6 +18,7 @@ export {
   setEpisodicHead,
   headMovePart,
   writeStacksRead,
+  stackRowsRead,
   type HeadMove,
   type WriteStack,
   HeadMoved,

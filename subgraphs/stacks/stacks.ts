@@ -317,6 +317,20 @@ export function headMovePart(moves: readonly HeadMove[], epoch: number): Stateme
   );
 }
 
+/** Stack rows by id as one read of a read statement (lib/db/statement.ts readStatement); an unknown id is absent. */
+export function stackRowsRead(ids: readonly string[]): ReadPart<Map<string, StackRow>> {
+  return {
+    expr: sql`SELECT json_agg(row_to_json(s)) FROM "Stack" s WHERE s.id = ANY(${[...ids]}::text[])`,
+    parse: (v) =>
+      new Map(
+        ((jsonValue(v) as Array<Omit<StackRow, 'createdAt'> & { createdAt: string }> | null) ?? []).map((r) => [
+          r.id,
+          { ...r, createdAt: new Date(r.createdAt) },
+        ]),
+      ),
+  };
+}
+
 /** What a write reads of its stack (writeStacksRead). */
 export type WriteStack = Pick<StackRow, 'id' | 'tokenId' | 'masterSecret' | 'episodicHead' | 'headSleeveId' | 'headEpoch'>;
 

@@ -367,15 +367,18 @@ export async function dagWritesInEpoch(db: Db | Tx, epoch: number): Promise<stri
   return rows.map((r) => r.cid);
 }
 
+/** Per stack, the newest `perStack` distinct epochs it wrote nodes in, as an SQL query of ("stackId", epoch) rows (a read of other contexts composes it). */
+export const writeEpochsSql = (stackIds: readonly string[], perStack: number): Sql =>
+  sql`SELECT "stackId", epoch FROM (
+      SELECT "stackId", epoch, ROW_NUMBER() OVER (PARTITION BY "stackId" ORDER BY epoch DESC) AS n
+      FROM (SELECT DISTINCT "stackId", epoch FROM "MemoryNode" WHERE "stackId" = ANY(${[...stackIds]}::text[])) d
+    ) w WHERE n <= ${perStack}::int`;
+
 /** Per stack, the newest `perStack` distinct epochs it wrote nodes in, newest first; one query. */
 export async function writeEpochsOf(db: Db | Tx, stackIds: readonly string[], perStack: number): Promise<Map<string, number[]>> {
   const out = new Map<string, number[]>(stackIds.map((id) => [id, []]));
   if (!stackIds.length) return out;
-  const rows = await db.$queryRaw<Array<{ stackId: string; epoch: number }>>`
-    SELECT "stackId", epoch FROM (
-      SELECT "stackId", epoch, ROW_NUMBER() OVER (PARTITION BY "stackId" ORDER BY epoch DESC) AS n
-      FROM (SELECT DISTINCT "stackId", epoch FROM "MemoryNode" WHERE "stackId" = ANY(${[...stackIds]})) d
-    ) w WHERE n <= ${perStack} ORDER BY "stackId", epoch DESC`;
+  const rows = await db.$queryRaw<Array<{ stackId: string; epoch: number }>>`${writeEpochsSql(stackIds, perStack)} ORDER BY "stackId", epoch DESC`;
   for (const r of rows) out.get(r.stackId)?.push(r.epoch);
   return out;
 }
