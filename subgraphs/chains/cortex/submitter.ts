@@ -128,21 +128,32 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   /** Settles many rows in one database transaction; then the mirrored records' chainStatus. */
   const settleAll = async (items: Outcome[]) => {
     if (!items.length) return;
-    await db.$transaction(async (tx) => {
-      for (const { row, outcome, data } of items) {
-        await tx.chainOutbox.update({ where: { id: row.id }, data: { status: outcome, ...data } });
-        // A settlement's outcome is its ledger rows' outcome.
-        if (row.kind === 'settle')
-          await tx.chainOutbox.updateMany({
-            where: { settlementId: row.id },
-            data: {
-              status: outcome,
-              blockNumber: data.blockNumber ?? null,
-              lastError: outcome === 'failed' ? `settlement ${row.id}: ${data.lastError ?? 'failed'}` : null,
-            },
-          });
-      }
-    });
+    // Two statements in one transaction, whatever the count: the rows' outcomes (a field the outcome
+    // leaves out keeps its value), then each settlement's outcome onto its ledger rows. Row by row it
+    // outlasted Prisma's transaction timeout under load (hundreds of rows a block).
+    const rows = items.map(({ row, outcome, data }) => ({
+      id: row.id.toString(),
+      s: outcome,
+      b: data.blockNumber ?? null,
+      hb: data.blockNumber !== undefined,
+      e: data.lastError ?? null,
+      he: data.lastError !== undefined,
+    }));
+    const settles = items
+      .filter(({ row }) => row.kind === 'settle')
+      .map(({ row, outcome, data }) => ({
+        id: row.id.toString(),
+        s: outcome,
+        b: data.blockNumber ?? null,
+        e: outcome === 'failed' ? `settlement ${row.id}: ${data.lastError ?? 'failed'}` : null,
+      }));
+    await db.$transaction([
+      db.$executeRaw`UPDATE "ChainOutbox" o SET status = v.s, "blockNumber" = CASE WHEN v.hb THEN v.b ELSE o."blockNumber" END,
+          "lastError" = CASE WHEN v.he THEN v.e ELSE o."lastError" END, "updatedAt" = now()
+        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(id bigint, s text, b int, hb boolean, e text, he boolean) WHERE o.id = v.id`,
+      db.$executeRaw`UPDATE "ChainOutbox" o SET status = v.s, "blockNumber" = v.b, "lastError" = v.e, "updatedAt" = now()
+        FROM jsonb_to_recordset(${JSON.stringify(settles)}::jsonb) AS v(id bigint, s text, b int, e text) WHERE o."settlementId" = v.id`,
+    ]);
     // The mirrored records' chainStatus after, without waiting for a busy row (retried next round).
     const busy = await trySettleRecords(
       db,
