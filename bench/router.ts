@@ -44,6 +44,9 @@ interface Run {
   p50: number;
   p99: number;
   errors: number;
+  /** Of the errors: answers timed out (10 s), and answers whose body differed from the expected. */
+  timeouts?: number;
+  mismatches?: number;
 }
 type Setup = 'ours' | 'off' | 'stock' | 'stockLocal' | 'hive' | 'hiveOff' | 'hiveRust' | 'small' | 'direct';
 
@@ -59,15 +62,22 @@ const SETUPS: Record<Setup, string> = {
   direct: 'stacks subgraph direct',
 };
 
+/** Concurrent clients of every run (COG_BENCH_CONNECTIONS overrides, for profiling at other loads). */
+const CONNECTIONS = Number(process.env.COG_BENCH_CONNECTIONS ?? 50);
+
 const autocannonBin = createRequire(import.meta.url).resolve('autocannon/autocannon.js');
 
-/** 50 clients for `seconds`, from a separate autocannon process. */
-export function load(name: string, url: string, seconds: number, query = QUERY): Promise<Run> {
+/**
+ * 50 clients for `seconds`, from a separate autocannon process. With `expect`, every answer's body
+ * is compared with it, and a different one counts as an error (an answer of errors with a 200 is
+ * not a request served).
+ */
+export function load(name: string, url: string, seconds: number, query = QUERY, expect?: string): Promise<Run> {
   return new Promise((resolve, reject) => {
     const args = [
       autocannonBin,
       '-c',
-      '50',
+      String(CONNECTIONS),
       '-d',
       String(seconds),
       '-m',
@@ -76,6 +86,7 @@ export function load(name: string, url: string, seconds: number, query = QUERY):
       'content-type=application/json',
       '-b',
       JSON.stringify({ query }),
+      ...(expect === undefined ? [] : ['-E', expect]),
       '--json',
       url,
     ];
@@ -85,8 +96,16 @@ export function load(name: string, url: string, seconds: number, query = QUERY):
     child.on('error', reject);
     child.on('close', () => {
       try {
-        const r = JSON.parse(out) as { requests: { average: number }; latency: { p50: number; p99: number }; errors: number; non2xx: number };
-        resolve({ name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.non2xx });
+        const r = JSON.parse(out) as {
+          requests: { average: number };
+          latency: { p50: number; p99: number };
+          errors: number;
+          non2xx: number;
+          mismatches: number;
+          timeouts: number;
+        };
+        const errors = r.errors + r.non2xx + r.mismatches;
+        resolve({ name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors, timeouts: r.timeouts, mismatches: r.mismatches });
       } catch (e) {
         reject(new Error(`autocannon printed no result for ${name}: ${(e as Error).message}`));
       }
@@ -94,12 +113,16 @@ export function load(name: string, url: string, seconds: number, query = QUERY):
   });
 }
 
-/** One request's answer; each setup must give the same data and no errors before it is loaded. */
-async function answer(url: string, query: string): Promise<string> {
+/**
+ * One request's answer: its data (each setup must give the same data and no errors before it is
+ * loaded) and its body as sent (what every answer under load must be).
+ */
+export async function answer(url: string, query: string): Promise<{ data: string; body: string }> {
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
-  const body = (await res.json()) as { data?: unknown; errors?: unknown };
-  if (res.status !== 200 || body.errors || !body.data) throw new Error(`${url} answered ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
-  return JSON.stringify(body.data);
+  const text = await res.text();
+  const body = JSON.parse(text) as { data?: unknown; errors?: unknown };
+  if (res.status !== 200 || body.errors || !body.data) throw new Error(`${url} answered ${res.status} ${text.slice(0, 300)}`);
+  return { data: JSON.stringify(body.data), body: text };
 }
 
 /** 20 stacks with 3 sleeves, 3 memory nodes and a balance per sleeve. */
@@ -183,32 +206,42 @@ async function runOn(p: TestPlatform, label: string, seconds: number): Promise<R
   const hiveOff = await startHive(false);
   const hiveRust = await startHive(false, true);
 
-  const expected = await answer(`${ours.url}/graphql`, QUERY);
-  for (const url of [`${uncoalesced.url}/graphql`, stockUrl, stockLocalUrl, hive.url, hiveOff.url, hiveRust.url]) {
-    if ((await answer(url, QUERY)) !== expected) throw new Error(`${url} gave a different answer from the platform gateway`);
+  const urls: Record<Setup, string> = {
+    ours: `${ours.url}/graphql`,
+    off: `${uncoalesced.url}/graphql`,
+    stock: stockUrl,
+    stockLocal: stockLocalUrl,
+    hive: hive.url,
+    hiveOff: hiveOff.url,
+    hiveRust: hiveRust.url,
+    small: `${uncoalesced.url}/graphql`,
+    direct: urlOf.get('stacks')!,
+  };
+  const bodies = new Map<Setup, string>();
+  const expected = await answer(urls.ours, QUERY);
+  for (const setup of ['ours', 'off', 'stock', 'stockLocal', 'hive', 'hiveOff', 'hiveRust'] as const) {
+    const a = await answer(urls[setup], QUERY);
+    if (a.data !== expected.data) throw new Error(`${SETUPS[setup]} gave a different answer from the platform gateway`);
+    bodies.set(setup, a.body);
   }
-  if ((await answer(urlOf.get('stacks')!, SMALL)) !== (await answer(`${ours.url}/graphql`, SMALL)))
-    throw new Error('the stacks subgraph and the gateway disagree');
+  const small = await answer(urls.small, SMALL);
+  const direct = await answer(urls.direct, SMALL);
+  if (small.data !== direct.data) throw new Error('the stacks subgraph and the gateway disagree');
+  bodies.set('small', small.body);
+  bodies.set('direct', direct.body);
 
   const runs: Run[] = [];
-  await load('warmup', `${ours.url}/graphql`, 2);
-  const run = async (setup: Setup, url: string, query = QUERY) => runs.push(await load(`${label}: ${SETUPS[setup]}`, url, seconds, query));
-  await run('ours', `${ours.url}/graphql`);
-  await load('warmup', `${uncoalesced.url}/graphql`, 2);
-  await run('off', `${uncoalesced.url}/graphql`);
-  await load('warmup', stockUrl, 2);
-  await run('stock', stockUrl);
-  await load('warmup', stockLocalUrl, 2);
-  await run('stockLocal', stockLocalUrl);
-  await load('warmup', hive.url, 2);
-  await run('hive', hive.url);
-  await load('warmup', hiveOff.url, 2);
-  await run('hiveOff', hiveOff.url);
-  await load('warmup', hiveRust.url, 2);
-  await run('hiveRust', hiveRust.url);
+  await load('warmup', urls.ours, 2);
+  // Each setup's answers under load are checked against its first (a different body is an error).
+  const run = async (setup: Setup, query = QUERY) => runs.push(await load(`${label}: ${SETUPS[setup]}`, urls[setup], seconds, query, bodies.get(setup)));
+  await run('ours');
+  for (const setup of ['off', 'stock', 'stockLocal', 'hive', 'hiveOff', 'hiveRust'] as const) {
+    await load('warmup', urls[setup], 2);
+    await run(setup);
+  }
   // Router overhead: the gateway with nothing shared, against the subgraph it forwards to.
-  await run('small', `${uncoalesced.url}/graphql`, SMALL);
-  await run('direct', urlOf.get('stacks')!, SMALL);
+  await run('small', SMALL);
+  await run('direct', SMALL);
 
   await stock.stop();
   await stockLocal.stop();

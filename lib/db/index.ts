@@ -30,8 +30,10 @@ export interface Database {
   /** Raw driver, for the migrator and for tests that count queries. */
   driver: SqlDriver;
   kind: 'pglite' | 'postgres';
-  /** Number of SQL statements sent through Prisma since open (DataLoader tests count these). */
+  /** Number of SQL statements sent through Prisma since open. */
   queryCount(): number;
+  /** Number of SQL statements sent since open, through Prisma or the driver (DataLoader tests count these). */
+  statementCount(): number;
   /** PostgreSQL pool occupancy (metrics); undefined on PGlite, which has one connection. */
   pool?(): { total: number; idle: number; waiting: number; max: number };
   close(): Promise<void>;
@@ -50,13 +52,18 @@ export async function openDatabase(opts: {
   migrated?: boolean;
 }): Promise<Database> {
   let queries = 0;
+  let driverStatements = 0;
   if (opts.databaseUrl) {
     const [{ default: pg }, { PrismaPg }] = await Promise.all([import('pg'), import('@prisma/adapter-pg')]);
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10 });
     pool.on('error', () => {}); // an idle client lost its server: the pool replaces it
     const driver: SqlDriver = {
-      exec: async (sql) => void (await pool.query(sql)),
+      exec: async (sql) => {
+        driverStatements++;
+        await pool.query(sql);
+      },
       query: async (sql, params, opts) => {
+        driverStatements++;
         try {
           return (
             await (opts?.prepare ? pool.query({ name: preparedName(sql), text: sql, values: params as unknown[] }) : pool.query(sql, params as unknown[]))
@@ -85,6 +92,7 @@ export async function openDatabase(opts: {
       driver,
       kind: 'postgres',
       queryCount: () => queries,
+      statementCount: () => queries + driverStatements,
       pool: poolStats,
       close: async () => {
         await prisma.$disconnect();
@@ -112,8 +120,14 @@ export async function openDatabase(opts: {
   const [{ PGlite }, { PrismaPGlite }] = await Promise.all([import('@electric-sql/pglite'), import('pglite-prisma-adapter')]);
   const lite = await PGlite.create(dir);
   const driver: SqlDriver = {
-    exec: async (sql) => void (await lite.exec(sql)),
-    query: async (sql, params) => (await lite.query(sql, params as unknown[])).rows as never,
+    exec: async (sql) => {
+      driverStatements++;
+      await lite.exec(sql);
+    },
+    query: async (sql, params) => {
+      driverStatements++;
+      return (await lite.query(sql, params as unknown[])).rows as never;
+    },
   };
   await migrate(driver);
   const prisma = new PrismaClient({ adapter: new PrismaPGlite(lite) as never, log: [{ emit: 'event', level: 'query' }] });
@@ -123,6 +137,7 @@ export async function openDatabase(opts: {
     driver,
     kind: 'pglite',
     queryCount: () => queries,
+    statementCount: () => queries + driverStatements,
     close: async () => {
       await prisma.$disconnect();
       await lite.close();

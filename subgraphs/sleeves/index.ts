@@ -13,6 +13,7 @@ export {
   markStaleReported,
   listAliveSleevesOverDrift,
   aliveSleeveTotals,
+  aliveSleeveTotalsRead,
   listAliveSleeveViews,
   getSleeveView,
   requireActiveSleeve,

@@ -12,6 +12,8 @@ export {
   stackCores,
   lastActiveEpochsOf,
   listStackRows,
+  stacksInTokenOrderRead,
+  stacksByIdRead,
   stackMasterSecret,
   setEpisodicHead,
   headMovePart,
@@ -29,6 +31,7 @@ export {
   type StackCore,
   type CreatedStack,
   type StackRow,
+  type StackListRow,
   type StackReadRow,
 } from './stacks.ts';
 

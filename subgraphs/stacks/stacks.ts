@@ -238,6 +238,34 @@ export async function stackCores(db: Db | Tx, rows: readonly StackRow[]): Promis
   return rows.map((r) => stackCore(r, last.get(r.id)!));
 }
 
+/**
+ * A stack as its list and GraphQL reads show it: the row without the secret and the head's writer,
+ * createdAt as the ISO 8601 text `Date.toISOString` gives.
+ */
+export type StackListRow = Omit<StackRow, 'masterSecret' | 'shape' | 'headSleeveId' | 'headEpoch' | 'createdAt'> & { createdAt: string };
+
+/** One stack as a json object of StackListRow over the row `s`. */
+const stackListJson = sql`json_build_object('id', s.id, 'tokenId', s."tokenId", 'name', s.name, 'kind', s.kind, 'pubKey', s."pubKey",
+  'syncCoeff', s."syncCoeff", 'memoryCoeff', s."memoryCoeff", 'computeCoeff', s."computeCoeff", 'residueCoeff', s."residueCoeff",
+  'routingCoeff', s."routingCoeff", 'bindingFloor', s."bindingFloor", 'bindingDecay', s."bindingDecay", 'epoch', s.epoch,
+  'episodicHead', s."episodicHead", 'chainStatus', s."chainStatus",
+  'createdAt', to_char(s."createdAt" AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`;
+
+const stackList = (v: unknown) => (jsonValue(v) as StackListRow[] | null) ?? [];
+
+/** The first `first` stacks, oldest first (token order), as one read (lib/db/statement.ts readStatement): one json value, no row parsing. */
+export function stacksInTokenOrderRead(first: number): ReadPart<StackListRow[]> {
+  return {
+    expr: sql`SELECT json_agg(${stackListJson} ORDER BY s."tokenId") FROM (SELECT * FROM "Stack" ORDER BY "tokenId" LIMIT ${first}::int) s`,
+    parse: stackList,
+  };
+}
+
+/** The stacks of these ids that exist, in no order, as one read. */
+export function stacksByIdRead(ids: readonly string[]): ReadPart<StackListRow[]> {
+  return { expr: sql`SELECT json_agg(${stackListJson}) FROM "Stack" s WHERE s.id = ANY(${[...ids]}::text[])`, parse: stackList };
+}
+
 /** Every stack row, oldest first. */
 export function listStackRows(db: Db | Tx): Promise<StackRow[]> {
   return db.stack.findMany({ orderBy: { tokenId: 'asc' } });
