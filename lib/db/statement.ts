@@ -154,6 +154,35 @@ async function readValues(db: Database | Db | Tx, exprs: readonly Sql[]): Promis
   return exprs.map((_, i) => row?.[`r${i}`] ?? null);
 }
 
+/** A column of jsonRows: its name in the objects read, its SQL expression, and `iso` for a timestamp. */
+export type JsonColumn<T> = readonly [name: keyof T & string, expr: Sql, kind?: 'iso'];
+
+/**
+ * Rows sent as one json value of arrays (json_agg of `row`, a json_build_array: no key repeated in
+ * every row, the least text to build and to parse; PGlite builds json objects and formats dates
+ * slowly), read back as objects with the columns' names. An `iso` column (a timestamp) travels as
+ * epoch milliseconds and is read as the ISO 8601 text `Date.toISOString` gives (null stays null).
+ */
+export function jsonRows<T>(columns: ReadonlyArray<JsonColumn<T>>): { row: Sql; parse: (value: unknown) => T[] } {
+  const exprs = columns.map(([, expr, kind]) => (kind === 'iso' ? Prisma.sql`round(date_part('epoch', ${expr}) * 1000)` : expr));
+  const names = columns.map(([name]) => name);
+  const iso = columns.map(([, , kind]) => kind === 'iso');
+  return {
+    row: Prisma.sql`json_build_array(${Prisma.join(exprs)})`,
+    parse: (value) => {
+      const rows = (jsonValue(value) as unknown[][] | null) ?? [];
+      return rows.map((r) => {
+        const o: Record<string, unknown> = {};
+        for (let i = 0; i < names.length; i++) {
+          const v = r[i];
+          o[names[i]!] = iso[i] && v !== null ? new Date(v as number).toISOString() : v;
+        }
+        return o as T;
+      });
+    },
+  };
+}
+
 /** Reads queued for the next batch of a batchedReads, with their callers. */
 type QueuedRead = { part: ReadPart<unknown>; resolve: (v: unknown) => void; reject: (e: unknown) => void };
 

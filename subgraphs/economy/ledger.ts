@@ -231,16 +231,16 @@ export function balancesMilliRead(accounts: readonly string[]): ReadPart<Map<str
  */
 export function holderTotalsRead(holders: Sql): ReadPart<Map<string, TokenAmounts>> {
   return {
-    expr: sql`SELECT json_agg(json_build_object('h', t.holder, 't', t.token, 'm', t.milli::text)) FROM (
+    expr: sql`SELECT json_agg(json_build_array(t.holder, t.token, t.milli::text)) FROM (
       SELECT h.holder, b.token, SUM(b.milli) AS milli FROM (${holders}) h JOIN "Balance" b ON b.account = h.account GROUP BY h.holder, b.token
     ) t`,
     parse: (v) => {
       const out = new Map<string, TokenAmounts>();
-      for (const r of (jsonValue(v) as Array<{ h: string; t: string; m: string }> | null) ?? []) {
-        if (!(TOKENS as readonly string[]).includes(r.t)) continue;
-        let a = out.get(r.h);
-        if (!a) out.set(r.h, (a = zeroAmounts()));
-        a[r.t as Token] = fromMilli(BigInt(r.m));
+      for (const [holder, token, milli] of (jsonValue(v) as Array<[string, string, string]> | null) ?? []) {
+        if (!(TOKENS as readonly string[]).includes(token)) continue;
+        let a = out.get(holder);
+        if (!a) out.set(holder, (a = zeroAmounts()));
+        a[token as Token] = fromMilli(BigInt(milli));
       }
       return out;
     },

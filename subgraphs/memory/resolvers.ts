@@ -7,7 +7,7 @@ import { hippocampusClient } from './hippocampus/client.ts';
 import { GATING_WINDOW } from './hippocampus/store.ts';
 import { badRequest } from '../../lib/errors.ts';
 import { sql } from '../../lib/db/index.ts';
-import { jsonValue } from '../../lib/db/statement.ts';
+import { jsonRows } from '../../lib/db/statement.ts';
 
 type NodeRow = NonNullable<Awaited<ReturnType<GqlContext['platform']['db']['prisma']['memoryNode']['findUnique']>>>;
 type NodeMeta = Pick<NodeRow, 'cid' | 'stackId' | 'epoch' | 'links' | 'kind' | 'pinned' | 'branchId' | 'sleeveId'>;
@@ -28,19 +28,31 @@ const nodeLoader = (ctx: GqlContext) =>
     byKey(cids, await ctx.platform.db.prisma.memoryNode.findMany({ where: { cid: { in: [...cids] } } }), (r) => r.cid),
   );
 
+/** A node's metadata over the row, as a json array (lib/db/statement.ts jsonRows). */
+const nodeMetaRow = jsonRows<NodeMeta>([
+  ['cid', sql`cid`],
+  ['stackId', sql`"stackId"`],
+  ['epoch', sql`epoch`],
+  ['links', sql`links`],
+  ['kind', sql`kind`],
+  ['pinned', sql`pinned`],
+  ['branchId', sql`"branchId"`],
+  ['sleeveId', sql`"sleeveId"`],
+]);
+
 /**
- * The newest nodes `offset + 1` to `offset + first` of many stacks in one statement through the
- * driver (a window function per stack; the rows come back as one json value).
+ * The newest nodes `offset + 1` to `offset + first` of many stacks in one read (a window function
+ * per stack; the rows come back as one json value), batched with the request's other reads.
  */
 const newestNodes = (ctx: GqlContext, first: number, offset: number) =>
   loader<string, NodeMeta[]>(ctx, `newestNodes:${first}:${offset}`, async (stackIds) => {
     const rows = await read(ctx, {
-      expr: sql`SELECT json_agg(json_build_object('cid', cid, 'stackId', "stackId", 'epoch', epoch, 'links', links, 'kind', kind, 'pinned', pinned,
-            'branchId', "branchId", 'sleeveId', "sleeveId") ORDER BY rn) FROM (
-            SELECT *, row_number() OVER (PARTITION BY "stackId" ORDER BY "writeSeq" DESC) AS rn
-            FROM "MemoryNode" WHERE "stackId" = ANY(${[...stackIds]}::text[])
-          ) t WHERE rn > ${offset}::int AND rn <= ${offset + first}::int`,
-      parse: (v) => (jsonValue(v) as NodeMeta[] | null) ?? [],
+      expr: sql`SELECT json_agg(${nodeMetaRow.row} ORDER BY rn) FROM (
+          SELECT cid, "stackId", epoch, links, kind, pinned, "branchId", "sleeveId",
+            row_number() OVER (PARTITION BY "stackId" ORDER BY "writeSeq" DESC) AS rn
+          FROM "MemoryNode" WHERE "stackId" = ANY(${[...stackIds]}::text[])
+        ) t WHERE rn > ${offset}::int AND rn <= ${offset + first}::int`,
+      parse: nodeMetaRow.parse,
     });
     const byStack = new Map<string, NodeMeta[]>(stackIds.map((id) => [id, []]));
     for (const r of rows) byStack.get(r.stackId)?.push(r);

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { sql, type Database, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
-import { jsonValue, readStatement, runStatement, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
+import { jsonRows, jsonValue, readStatement, runStatement, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
@@ -237,23 +237,35 @@ export function aliveSleeveTotalsRead(stackIds: readonly string[]): ReadPart<Map
 /** A sleeve as its reads show it (sleeveView): the fields they use of its row, the dates as ISO 8601 text. */
 export type SleeveListRow = Omit<SleeveViewRow, 'lastSync' | 'createdAt'> & { lastSync: string; createdAt: string };
 
-/** One sleeve as a json object of SleeveListRow over the row `s`. */
-const sleeveListJson = sql`json_build_object('id', s.id, 'stackId', s."stackId", 'embodimentType', s."embodimentType", 'alive', s.alive,
-  'frozen', s.frozen, 'driftMilli', s."driftMilli", 'syncEpoch', s."syncEpoch", 'finalTokens', s."finalTokens", 'hostname', s.hostname,
-  'tickRate', s."tickRate", 'identityPort', s."identityPort", 'chainStatus', s."chainStatus",
-  'lastSync', to_char(s."lastSync" AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-  'createdAt', to_char(s."createdAt" AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`;
-
-const sleeveList = (v: unknown) => (jsonValue(v) as SleeveListRow[] | null) ?? [];
+/** A sleeve of SleeveListRow over the row `s`, as a json array (lib/db/statement.ts jsonRows). */
+const sleeveListRow = jsonRows<SleeveListRow>([
+  ['id', sql`s.id`],
+  ['stackId', sql`s."stackId"`],
+  ['embodimentType', sql`s."embodimentType"`],
+  ['alive', sql`s.alive`],
+  ['frozen', sql`s.frozen`],
+  ['driftMilli', sql`s."driftMilli"`],
+  ['syncEpoch', sql`s."syncEpoch"`],
+  ['finalTokens', sql`s."finalTokens"`],
+  ['hostname', sql`s.hostname`],
+  ['tickRate', sql`s."tickRate"`],
+  ['identityPort', sql`s."identityPort"`],
+  ['chainStatus', sql`s."chainStatus"`],
+  ['lastSync', sql`s."lastSync"`, 'iso'],
+  ['createdAt', sql`s."createdAt"`, 'iso'],
+]);
 
 /** Every sleeve of these stacks, alive or not, in spawn order, as one read (lib/db/statement.ts readStatement): one json value. */
 export function sleevesOfStacksRead(stackIds: readonly string[]): ReadPart<SleeveListRow[]> {
-  return { expr: sql`SELECT json_agg(${sleeveListJson} ORDER BY s.seq) FROM "Sleeve" s WHERE s."stackId" = ANY(${[...stackIds]}::text[])`, parse: sleeveList };
+  return {
+    expr: sql`SELECT json_agg(${sleeveListRow.row} ORDER BY s.seq) FROM "Sleeve" s WHERE s."stackId" = ANY(${[...stackIds]}::text[])`,
+    parse: sleeveListRow.parse,
+  };
 }
 
 /** The sleeves of these ids that exist, in no order, as one read. */
 export function sleevesByIdRead(ids: readonly string[]): ReadPart<SleeveListRow[]> {
-  return { expr: sql`SELECT json_agg(${sleeveListJson}) FROM "Sleeve" s WHERE s.id = ANY(${[...ids]}::text[])`, parse: sleeveList };
+  return { expr: sql`SELECT json_agg(${sleeveListRow.row}) FROM "Sleeve" s WHERE s.id = ANY(${[...ids]}::text[])`, parse: sleeveListRow.parse };
 }
 
 /** Alive sleeves with their balances (GET /v1/sleeves). */

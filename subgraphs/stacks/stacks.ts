@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import * as ed from '@noble/ed25519';
 import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
-import { joinParts, jsonValue, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
+import { joinParts, jsonRows, jsonValue, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { badRequest, conflict, notFound } from '../../lib/errors.ts';
@@ -244,26 +244,37 @@ export async function stackCores(db: Db | Tx, rows: readonly StackRow[]): Promis
  */
 export type StackListRow = Omit<StackRow, 'masterSecret' | 'shape' | 'headSleeveId' | 'headEpoch' | 'createdAt'> & { createdAt: string };
 
-/** One stack as a json object of StackListRow over the row `s`. */
-const stackListJson = sql`json_build_object('id', s.id, 'tokenId', s."tokenId", 'name', s.name, 'kind', s.kind, 'pubKey', s."pubKey",
-  'syncCoeff', s."syncCoeff", 'memoryCoeff', s."memoryCoeff", 'computeCoeff', s."computeCoeff", 'residueCoeff', s."residueCoeff",
-  'routingCoeff', s."routingCoeff", 'bindingFloor', s."bindingFloor", 'bindingDecay', s."bindingDecay", 'epoch', s.epoch,
-  'episodicHead', s."episodicHead", 'chainStatus', s."chainStatus",
-  'createdAt', to_char(s."createdAt" AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`;
-
-const stackList = (v: unknown) => (jsonValue(v) as StackListRow[] | null) ?? [];
+/** A stack of StackListRow over the row `s`, as a json array (lib/db/statement.ts jsonRows). */
+const stackListRow = jsonRows<StackListRow>([
+  ['id', sql`s.id`],
+  ['tokenId', sql`s."tokenId"`],
+  ['name', sql`s.name`],
+  ['kind', sql`s.kind`],
+  ['pubKey', sql`s."pubKey"`],
+  ['syncCoeff', sql`s."syncCoeff"`],
+  ['memoryCoeff', sql`s."memoryCoeff"`],
+  ['computeCoeff', sql`s."computeCoeff"`],
+  ['residueCoeff', sql`s."residueCoeff"`],
+  ['routingCoeff', sql`s."routingCoeff"`],
+  ['bindingFloor', sql`s."bindingFloor"`],
+  ['bindingDecay', sql`s."bindingDecay"`],
+  ['epoch', sql`s.epoch`],
+  ['episodicHead', sql`s."episodicHead"`],
+  ['chainStatus', sql`s."chainStatus"`],
+  ['createdAt', sql`s."createdAt"`, 'iso'],
+]);
 
 /** The first `first` stacks, oldest first (token order), as one read (lib/db/statement.ts readStatement): one json value, no row parsing. */
 export function stacksInTokenOrderRead(first: number): ReadPart<StackListRow[]> {
   return {
-    expr: sql`SELECT json_agg(${stackListJson} ORDER BY s."tokenId") FROM (SELECT * FROM "Stack" ORDER BY "tokenId" LIMIT ${first}::int) s`,
-    parse: stackList,
+    expr: sql`SELECT json_agg(${stackListRow.row} ORDER BY s."tokenId") FROM (SELECT * FROM "Stack" ORDER BY "tokenId" LIMIT ${first}::int) s`,
+    parse: stackListRow.parse,
   };
 }
 
 /** The stacks of these ids that exist, in no order, as one read. */
 export function stacksByIdRead(ids: readonly string[]): ReadPart<StackListRow[]> {
-  return { expr: sql`SELECT json_agg(${stackListJson}) FROM "Stack" s WHERE s.id = ANY(${[...ids]}::text[])`, parse: stackList };
+  return { expr: sql`SELECT json_agg(${stackListRow.row}) FROM "Stack" s WHERE s.id = ANY(${[...ids]}::text[])`, parse: stackListRow.parse };
 }
 
 /** Every stack row, oldest first. */
