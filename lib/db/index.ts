@@ -117,15 +117,22 @@ export async function openDatabase(opts: {
       }
     }
   }
-  const [{ PGlite }, { PrismaPGlite }] = await Promise.all([import('@electric-sql/pglite'), import('pglite-prisma-adapter')]);
+  const [{ PGlite }, { PrismaPGlite }, { preparedQueries }] = await Promise.all([
+    import('@electric-sql/pglite'),
+    import('pglite-prisma-adapter'),
+    import('./pglite-prepared.ts'),
+  ]);
   const lite = await PGlite.create(dir);
+  // The driver's `prepare` statements run as named prepared statements (parsed and planned once).
+  const prepared = preparedQueries(lite);
   const driver: SqlDriver = {
     exec: async (sql) => {
       driverStatements++;
       await lite.exec(sql);
     },
-    query: async (sql, params) => {
+    query: async (sql, params, opts) => {
       driverStatements++;
+      if (opts?.prepare) return (await prepared(sql, params ?? [])) as never;
       return (await lite.query(sql, params as unknown[])).rows as never;
     },
   };

@@ -15,7 +15,7 @@ export interface SqlDriver {
   /**
    * `prepare`: the statement is one the process sends again and again (the hot path's composed
    * statements): PostgreSQL keeps it prepared per connection, parsed and planned once, not on every
-   * call. PGlite runs it as it is.
+   * call; PGlite too (lib/db/pglite-prepared.ts).
    */
   query<T = Record<string, unknown>>(sql: string, params?: unknown[], opts?: { prepare?: boolean }): Promise<T[]>;
 }
