@@ -86,7 +86,11 @@ export function compiledPlanGateway(gateway: GatewayInterface, sources: Readonly
     stop: () => gateway.stop(),
     load: async (options) => {
       const loaded = await gateway.load(options);
-      return { ...loaded, executor: loaded.executor && compiledPlanExecutor(gateway as unknown as GatewayInternals, loaded.executor, sources, stats) };
+      if (!loaded.executor) return loaded;
+      const { executor, forget } = compiledPlanExecutor(gateway as unknown as GatewayInternals, loaded.executor, sources, stats);
+      // A new supergraph makes new plans (Apollo empties its plan cache then): so are ours forgotten.
+      gateway.onSchemaLoadOrUpdate(forget);
+      return { ...loaded, executor };
     },
   };
 }
@@ -109,14 +113,14 @@ function compiledPlanExecutor(
   apolloExecutor: GatewayExecutor,
   sources: ReadonlyMap<string, GraphQLDataSource>,
   stats: PlanStats,
-): GatewayExecutor {
+): { executor: GatewayExecutor; forget: () => void } {
   // Per query (its hash and operation name): its compiled form, null when it runs on Apollo's.
   const compiled = new Map<string, Compiled | null>();
   const apollo: GatewayExecutor = (requestContext) => {
     stats.apollo++;
     return apolloExecutor(requestContext);
   };
-  return async (requestContext) => {
+  const executor: GatewayExecutor = async (requestContext) => {
     const { request, operation, queryHash, document } = requestContext;
     if (operation?.operation !== 'query' || requestContext.metrics?.captureTraces) return apollo(requestContext);
     if (gateway.config.__exposeQueryPlanExperimental && request.http?.headers.get('Apollo-Query-Plan-Experimental')) return apollo(requestContext);
@@ -143,6 +147,7 @@ function compiledPlanExecutor(
     }
     return execute(gateway, known, requestContext, sources);
   };
+  return { executor, forget: () => compiled.clear() };
 }
 
 function compile(
