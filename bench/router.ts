@@ -27,6 +27,9 @@ import { unifiedGraphHandler as rustPlanner } from '@graphql-hive/router-runtime
 import fs from 'node:fs';
 import http from 'node:http';
 import { testPlatform, type TestPlatform } from '../test/helpers/platform.ts';
+import { seed } from '../test/helpers/router-seed.ts';
+
+export { seed };
 import { freshDatabase } from '../test/helpers/postgres.ts';
 import { openDatabase } from '../lib/db/index.ts';
 import { startGateway } from '../router/service.ts';
@@ -44,6 +47,9 @@ interface Run {
   p50: number;
   p99: number;
   errors: number;
+  /** Of the errors: answers timed out (10 s), and answers whose body differed from the expected. */
+  timeouts?: number;
+  mismatches?: number;
 }
 type Setup = 'ours' | 'off' | 'stock' | 'stockLocal' | 'hive' | 'hiveOff' | 'hiveRust' | 'small' | 'direct';
 
@@ -59,15 +65,22 @@ const SETUPS: Record<Setup, string> = {
   direct: 'stacks subgraph direct',
 };
 
+/** Concurrent clients of every run (COG_BENCH_CONNECTIONS overrides, for profiling at other loads). */
+const CONNECTIONS = Number(process.env.COG_BENCH_CONNECTIONS ?? 50);
+
 const autocannonBin = createRequire(import.meta.url).resolve('autocannon/autocannon.js');
 
-/** 50 clients for `seconds`, from a separate autocannon process. */
-export function load(name: string, url: string, seconds: number, query = QUERY): Promise<Run> {
+/**
+ * 50 clients for `seconds`, from a separate autocannon process. With `expect`, every answer's body
+ * is compared with it, and a different one counts as an error (an answer of errors with a 200 is
+ * not a request served).
+ */
+export function load(name: string, url: string, seconds: number, query = QUERY, expect?: string): Promise<Run> {
   return new Promise((resolve, reject) => {
     const args = [
       autocannonBin,
       '-c',
-      '50',
+      String(CONNECTIONS),
       '-d',
       String(seconds),
       '-m',
@@ -76,6 +89,7 @@ export function load(name: string, url: string, seconds: number, query = QUERY):
       'content-type=application/json',
       '-b',
       JSON.stringify({ query }),
+      ...(expect === undefined ? [] : ['-E', expect]),
       '--json',
       url,
     ];
@@ -85,8 +99,16 @@ export function load(name: string, url: string, seconds: number, query = QUERY):
     child.on('error', reject);
     child.on('close', () => {
       try {
-        const r = JSON.parse(out) as { requests: { average: number }; latency: { p50: number; p99: number }; errors: number; non2xx: number };
-        resolve({ name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.non2xx });
+        const r = JSON.parse(out) as {
+          requests: { average: number };
+          latency: { p50: number; p99: number };
+          errors: number;
+          non2xx: number;
+          mismatches: number;
+          timeouts: number;
+        };
+        const errors = r.errors + r.non2xx + r.mismatches;
+        resolve({ name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors, timeouts: r.timeouts, mismatches: r.mismatches });
       } catch (e) {
         reject(new Error(`autocannon printed no result for ${name}: ${(e as Error).message}`));
       }
@@ -94,44 +116,16 @@ export function load(name: string, url: string, seconds: number, query = QUERY):
   });
 }
 
-/** One request's answer; each setup must give the same data and no errors before it is loaded. */
-async function answer(url: string, query: string): Promise<string> {
+/**
+ * One request's answer: its data (each setup must give the same data and no errors before it is
+ * loaded) and its body as sent (what every answer under load must be).
+ */
+export async function answer(url: string, query: string): Promise<{ data: string; body: string }> {
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
-  const body = (await res.json()) as { data?: unknown; errors?: unknown };
-  if (res.status !== 200 || body.errors || !body.data) throw new Error(`${url} answered ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
-  return JSON.stringify(body.data);
-}
-
-/** 20 stacks with 3 sleeves, 3 memory nodes and a balance per sleeve. */
-export async function seed(p: TestPlatform): Promise<void> {
-  for (let i = 0; i < 20; i++) {
-    const id = `stack:human:${i + 1}:${i.toString(16).padStart(12, '0')}`;
-    await p.db.prisma.stack.create({
-      data: {
-        id,
-        name: `s${i}`,
-        kind: 'human',
-        shape: 'A',
-        pubKey: i.toString(16).padStart(64, '0'),
-        syncCoeff: 1,
-        memoryCoeff: 1,
-        computeCoeff: 1,
-        residueCoeff: 1,
-        routingCoeff: 1,
-        masterSecret: 'x',
-      },
-    });
-    for (let j = 0; j < 3; j++) {
-      const sleeve = `sleeve:ai:${i * 3 + j + 1}:${(i * 3 + j).toString(16).padStart(8, '0')}`;
-      await p.db.prisma.sleeve.create({ data: { id: sleeve, stackId: id, embodimentType: 'ai', shape: 'A', tickRate: 2000 } });
-      await p.db.prisma.balance.create({ data: { account: `sleeve:${sleeve}`, token: 'compute', milli: 1000n } });
-    }
-    for (let k = 0; k < 3; k++) {
-      await p.db.prisma.memoryNode.create({
-        data: { cid: `cog://${(i * 3 + k).toString(16).padStart(64, '0')}@0`, stackId: id, epoch: 0, links: [], size: 10 },
-      });
-    }
-  }
+  const text = await res.text();
+  const body = JSON.parse(text) as { data?: unknown; errors?: unknown };
+  if (res.status !== 200 || body.errors || !body.data) throw new Error(`${url} answered ${res.status} ${text.slice(0, 300)}`);
+  return { data: JSON.stringify(body.data), body: text };
 }
 
 async function runOn(p: TestPlatform, label: string, seconds: number): Promise<Run[]> {
@@ -163,6 +157,13 @@ async function runOn(p: TestPlatform, label: string, seconds: number): Promise<R
     .replace(/@join__graph\(name: "(\w+)", url: "[^"]*"\)/g, (_m, name: string) => `@join__graph(name: "${name}", url: "${urlOf.get(name)}")`);
   // As shipped it shares identical in-flight subgraph requests (deduplicateInflightRequests); the
   // second instance has that off, to compare the engines alone.
+  // The MaxListenersExceededWarning ("11 abort listeners added to [AbortSignal]") these runs print
+  // is Hive's: its HTTP executor (@graphql-tools/executor-http) hands every subgraph fetch the one
+  // dispose signal of that subgraph's executor when the incoming request has no signal of its own,
+  // and @whatwg-node/node-fetch adds an abort listener to it for each response in flight (removed
+  // when the response ends: no leak). With 50 clients more than 10 are in flight on one subgraph.
+  // Our gateway embedded makes no subgraph fetch; distributed, RemoteGraphQLDataSource passes no
+  // shared signal.
   const startHive = async (dedupe: boolean, rust = false) => {
     const runtime = createGatewayRuntime({
       supergraph: sdl,
@@ -183,32 +184,42 @@ async function runOn(p: TestPlatform, label: string, seconds: number): Promise<R
   const hiveOff = await startHive(false);
   const hiveRust = await startHive(false, true);
 
-  const expected = await answer(`${ours.url}/graphql`, QUERY);
-  for (const url of [`${uncoalesced.url}/graphql`, stockUrl, stockLocalUrl, hive.url, hiveOff.url, hiveRust.url]) {
-    if ((await answer(url, QUERY)) !== expected) throw new Error(`${url} gave a different answer from the platform gateway`);
+  const urls: Record<Setup, string> = {
+    ours: `${ours.url}/graphql`,
+    off: `${uncoalesced.url}/graphql`,
+    stock: stockUrl,
+    stockLocal: stockLocalUrl,
+    hive: hive.url,
+    hiveOff: hiveOff.url,
+    hiveRust: hiveRust.url,
+    small: `${uncoalesced.url}/graphql`,
+    direct: urlOf.get('stacks')!,
+  };
+  const bodies = new Map<Setup, string>();
+  const expected = await answer(urls.ours, QUERY);
+  for (const setup of ['ours', 'off', 'stock', 'stockLocal', 'hive', 'hiveOff', 'hiveRust'] as const) {
+    const a = await answer(urls[setup], QUERY);
+    if (a.data !== expected.data) throw new Error(`${SETUPS[setup]} gave a different answer from the platform gateway`);
+    bodies.set(setup, a.body);
   }
-  if ((await answer(urlOf.get('stacks')!, SMALL)) !== (await answer(`${ours.url}/graphql`, SMALL)))
-    throw new Error('the stacks subgraph and the gateway disagree');
+  const small = await answer(urls.small, SMALL);
+  const direct = await answer(urls.direct, SMALL);
+  if (small.data !== direct.data) throw new Error('the stacks subgraph and the gateway disagree');
+  bodies.set('small', small.body);
+  bodies.set('direct', direct.body);
 
   const runs: Run[] = [];
-  await load('warmup', `${ours.url}/graphql`, 2);
-  const run = async (setup: Setup, url: string, query = QUERY) => runs.push(await load(`${label}: ${SETUPS[setup]}`, url, seconds, query));
-  await run('ours', `${ours.url}/graphql`);
-  await load('warmup', `${uncoalesced.url}/graphql`, 2);
-  await run('off', `${uncoalesced.url}/graphql`);
-  await load('warmup', stockUrl, 2);
-  await run('stock', stockUrl);
-  await load('warmup', stockLocalUrl, 2);
-  await run('stockLocal', stockLocalUrl);
-  await load('warmup', hive.url, 2);
-  await run('hive', hive.url);
-  await load('warmup', hiveOff.url, 2);
-  await run('hiveOff', hiveOff.url);
-  await load('warmup', hiveRust.url, 2);
-  await run('hiveRust', hiveRust.url);
+  await load('warmup', urls.ours, 2);
+  // Each setup's answers under load are checked against its first (a different body is an error).
+  const run = async (setup: Setup, query = QUERY) => runs.push(await load(`${label}: ${SETUPS[setup]}`, urls[setup], seconds, query, bodies.get(setup)));
+  await run('ours');
+  for (const setup of ['off', 'stock', 'stockLocal', 'hive', 'hiveOff', 'hiveRust'] as const) {
+    await load('warmup', urls[setup], 2);
+    await run(setup);
+  }
   // Router overhead: the gateway with nothing shared, against the subgraph it forwards to.
-  await run('small', `${uncoalesced.url}/graphql`, SMALL);
-  await run('direct', urlOf.get('stacks')!, SMALL);
+  await run('small', SMALL);
+  await run('direct', SMALL);
 
   await stock.stop();
   await stockLocal.stop();

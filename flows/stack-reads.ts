@@ -21,7 +21,7 @@ import {
   type TokenAmounts,
 } from '../subgraphs/economy/index.ts';
 import { writeEpochsOf, writeEpochsSql } from '../subgraphs/memory/index.ts';
-import { aliveSleeveAccountsSql, sleevesOfStacks, sleevesOfStacksRead, sleeveView, type SleeveRow, type SleeveView } from '../subgraphs/sleeves/index.ts';
+import { aliveSleeveAccountsSql, sleeveRowsOfStacksRead, sleevesOfStacks, sleeveView, type SleeveRow, type SleeveView } from '../subgraphs/sleeves/index.ts';
 import { listStackRows, stackCore, stackCores, stackRowsRead, type StackCore, type StackRow } from '../subgraphs/stacks/index.ts';
 
 /** Milli-unit balances as the units a view shows. */
@@ -84,7 +84,7 @@ export async function readStackView(p: Platform, id: string): Promise<StackView>
   const r = await readStatement(p.db, {
     stacks: stackRowsRead([id]),
     active: lastActiveEpochsRead([id]),
-    sleeves: sleevesOfStacksRead([id]),
+    sleeves: sleeveRowsOfStacksRead([id]),
     held: balancesMilliRead(aliveSleeveAccountsSql([id])),
     anchors: anchorsRead(writeEpochsSql([id], ANCHOR_EPOCHS_WANTED)),
   });

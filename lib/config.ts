@@ -176,6 +176,8 @@ export interface Config {
   graphqlIntrospection: boolean;
   /** Identical concurrent subgraph queries share one fetch (router/coalesce.ts). */
   graphqlCoalesce: boolean;
+  /** In-process subgraph operations run compiled (graphql-jit, router/local-source.ts); off: graphql-js's execute. */
+  graphqlJit: boolean;
   graphqlLimits: { maxDepth: number; maxAliases: number; maxRootFields: number; maxTokens: number; maxCost: number };
   /** OTEL_EXPORTER_OTLP_ENDPOINT: where OTLP/HTTP traces go (`<url>/v1/traces`); unset, tracing is off. OTEL_SERVICE_NAME overrides `cog`/`cog-<service>`. */
   otel?: { endpoint: string; serviceName?: string };
@@ -298,6 +300,7 @@ export function loadConfig(env: Env = process.env): Config {
     logFormat: oneOf(env, 'COG_LOG_FORMAT', 'auto', ['auto', 'json', 'pretty'] as const),
     graphqlIntrospection: oneOf(env, 'COG_GRAPHQL_INTROSPECTION', 'on', ['on', 'off'] as const) === 'on',
     graphqlCoalesce: oneOf(env, 'COG_GRAPHQL_COALESCE', 'on', ['on', 'off'] as const) === 'on',
+    graphqlJit: oneOf(env, 'COG_GRAPHQL_JIT', 'on', ['on', 'off'] as const) === 'on',
     graphqlLimits: {
       maxDepth: int(env, 'COG_GRAPHQL_MAX_DEPTH', 12, 1, 1000),
       maxAliases: int(env, 'COG_GRAPHQL_MAX_ALIASES', 30, 0, 10_000),

@@ -5,10 +5,13 @@ import DataLoader from 'dataloader';
 import { GraphQLError } from 'graphql';
 import type { Platform } from './platform.ts';
 import { databaseProblem, isProblem } from './errors.ts';
+import { batchedReads, type ReadPart } from './db/statement.ts';
 
 export interface GqlContext {
   platform: Platform;
   loaders: Map<string, DataLoader<unknown, unknown>>;
+  /** The request's reads, batched (read()); made on first use. */
+  reads?: <T>(part: ReadPart<T>) => Promise<T>;
 }
 
 export function newContext(platform: Platform): GqlContext {
@@ -23,6 +26,16 @@ export function loader<K, V>(ctx: GqlContext, name: string, batch: (keys: readon
     ctx.loaders.set(name, l as DataLoader<unknown, unknown>);
   }
   return l;
+}
+
+/**
+ * One read of the request (a ReadPart, lib/db/statement.ts): the reads its loaders dispatch in the
+ * same turn, as the parallel fetches of a federated query do, run as one statement through the
+ * driver (batchedReads).
+ */
+export function read<T>(ctx: GqlContext, part: ReadPart<T>): Promise<T> {
+  ctx.reads ??= batchedReads(ctx.platform.db);
+  return ctx.reads(part);
 }
 
 /** Orders batch results by key; missing keys resolve to null. */

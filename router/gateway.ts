@@ -17,6 +17,8 @@ import { InProcessDataSource } from './local-source.ts';
 import { CoalescingDataSource, type CoalesceStats } from './coalesce.ts';
 import { graphqlMetricsPlugin, recordOperation } from './metrics-plugin.ts';
 import { deferUnusedGatewayDeps } from './deferred-deps.ts';
+import { compiledPlanGateway, type PlanStats } from './plan-executor.ts';
+import type { GraphQLDataSource } from '@apollo/gateway';
 
 // @apollo/gateway reports usage data to Apollo and probes cloud metadata endpoints unless told not
 // to; the platform sends nothing off the machine.
@@ -25,6 +27,8 @@ process.env.APOLLO_TELEMETRY_DISABLED = 'true';
 export interface GraphqlOptions {
   /** Reach subgraphs over HTTP at their routing URLs (distributed) instead of in-process. */
   remote?: boolean;
+  /** false: every query runs on @apollo/gateway's executor (tests compare the two); else compiled plans (router/plan-executor.ts). */
+  compiledPlans?: boolean;
 }
 
 export interface Gateway {
@@ -32,6 +36,8 @@ export interface Gateway {
   apiSchema: () => GraphQLSchema;
   /** Per subgraph: fetches run and fetches that joined an identical one (COG_GRAPHQL_COALESCE). */
   coalesced: Map<string, CoalesceStats>;
+  /** Requests run from compiled plans and on @apollo/gateway's executor (none when plans are not compiled). */
+  plans?: PlanStats;
 }
 
 // @apollo/gateway loads after the stand-ins for what it requires and never uses
@@ -48,28 +54,39 @@ export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Pro
   const { ApolloGateway, RemoteGraphQLDataSource } = await loadApolloGateway();
   const subgraphs = readSupergraphConfig();
   const local = new Map<string, InProcessDataSource>();
-  if (!opts.remote) for (const s of subgraphs) local.set(s.name, new InProcessDataSource(await buildSubgraph(s)));
+  if (!opts.remote) for (const s of subgraphs) local.set(s.name, new InProcessDataSource(await buildSubgraph(s), { jit: p.config.graphqlJit }));
   const coalesced = new Map<string, CoalesceStats>();
+  // The data source the gateway fetches each in-process subgraph through (coalescing or not).
+  const sources = new Map<string, GraphQLDataSource>();
   const token = p.config.internalToken;
   const gateway = new ApolloGateway({
     supergraphSdl: fs.readFileSync(supergraphFile, 'utf8'),
     buildService: ({ name, url }) => {
+      const inProcess = local.get(name);
       const source =
-        local.get(name) ??
+        inProcess ??
         new RemoteGraphQLDataSource({
           url: p.config.subgraphUrls[name] ?? url,
           willSendRequest: ({ request }) => {
             for (const [name, value] of Object.entries(internalAuthHeaders(token))) request.http?.headers.set(name, value);
           },
         });
-      if (!p.config.graphqlCoalesce) return source;
-      const coalescing = new CoalescingDataSource(source, name);
-      coalesced.set(name, coalescing.stats);
-      return coalescing;
+      let built: GraphQLDataSource = source;
+      if (p.config.graphqlCoalesce) {
+        const coalescing = new CoalescingDataSource(source, name);
+        coalesced.set(name, coalescing.stats);
+        built = coalescing;
+      }
+      if (inProcess) sources.set(name, built);
+      return built;
     },
   });
+  // Embedded, queries over the in-process subgraphs run from their compiled plans (router/plan-executor.ts);
+  // with tracing on, every query runs on @apollo/gateway's executor, whose spans (gateway.plan,
+  // gateway.fetch, ...) a trace shows.
+  const planned = opts.remote || opts.compiledPlans === false || p.config.otel ? undefined : compiledPlanGateway(gateway, sources);
   const server = new ApolloServer<GqlContext>({
-    gateway,
+    gateway: planned ?? gateway,
     introspection: p.config.graphqlIntrospection,
     includeStacktraceInErrorResponses: false,
     csrfPrevention: true,
@@ -84,7 +101,7 @@ export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Pro
   await server.start();
   // The API schema the gateway serves (supergraph minus federation internals).
   const apiSchema = () => (gateway as unknown as { schema: GraphQLSchema }).schema;
-  return { server, apiSchema, coalesced };
+  return { server, apiSchema, coalesced, plans: planned?.stats };
 }
 
 /** Error codes that mean the client sent a bad operation, never that the server failed. */

@@ -72,7 +72,7 @@ const query = (first: number) => `{ stacks(first: ${first}) {
 } }`;
 
 async function countQueries(first: number): Promise<number> {
-  const before = p.db.queryCount();
+  const before = p.db.statementCount();
   const r = await fetch(`${gw.url}/graphql`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -87,7 +87,7 @@ async function countQueries(first: number): Promise<number> {
   expect(
     body.data.stacks.every((s) => s.sleeves.length === 2 && s.sleeves[0]!.residues.length === 1 && s.emissions.length === 1 && s.head.pinned === false),
   ).toBe(true);
-  return p.db.queryCount() - before;
+  return p.db.statementCount() - before;
 }
 
 describe('DataLoader across the new fields', () => {

@@ -30,8 +30,10 @@ export interface Database {
   /** Raw driver, for the migrator and for tests that count queries. */
   driver: SqlDriver;
   kind: 'pglite' | 'postgres';
-  /** Number of SQL statements sent through Prisma since open (DataLoader tests count these). */
+  /** Number of SQL statements sent through Prisma since open. */
   queryCount(): number;
+  /** Number of SQL statements sent since open, through Prisma or the driver (DataLoader tests count these). */
+  statementCount(): number;
   /** PostgreSQL pool occupancy (metrics); undefined on PGlite, which has one connection. */
   pool?(): { total: number; idle: number; waiting: number; max: number };
   close(): Promise<void>;
@@ -50,13 +52,18 @@ export async function openDatabase(opts: {
   migrated?: boolean;
 }): Promise<Database> {
   let queries = 0;
+  let driverStatements = 0;
   if (opts.databaseUrl) {
     const [{ default: pg }, { PrismaPg }] = await Promise.all([import('pg'), import('@prisma/adapter-pg')]);
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10 });
     pool.on('error', () => {}); // an idle client lost its server: the pool replaces it
     const driver: SqlDriver = {
-      exec: async (sql) => void (await pool.query(sql)),
+      exec: async (sql) => {
+        driverStatements++;
+        await pool.query(sql);
+      },
       query: async (sql, params, opts) => {
+        driverStatements++;
         try {
           return (
             await (opts?.prepare ? pool.query({ name: preparedName(sql), text: sql, values: params as unknown[] }) : pool.query(sql, params as unknown[]))
@@ -85,6 +92,7 @@ export async function openDatabase(opts: {
       driver,
       kind: 'postgres',
       queryCount: () => queries,
+      statementCount: () => queries + driverStatements,
       pool: poolStats,
       close: async () => {
         await prisma.$disconnect();
@@ -109,48 +117,24 @@ export async function openDatabase(opts: {
       }
     }
   }
-  const [{ PGlite, protocol, parse }, { PrismaPGlite }] = await Promise.all([import('@electric-sql/pglite'), import('pglite-prisma-adapter')]);
+  const [{ PGlite }, { PrismaPGlite }, { preparedQueries }] = await Promise.all([
+    import('@electric-sql/pglite'),
+    import('pglite-prisma-adapter'),
+    import('./pglite-prepared.ts'),
+  ]);
   const lite = await PGlite.create(dir);
-  // Named prepared statements, which PGlite's query() does not keep: it parses, analyses and plans
-  // every statement anew, 8 ms of WASM for a composed write of a dozen CTEs against under 1 ms to
-  // run it. The same protocol steps as query(), in the same exclusive sections (after any open
-  // transaction, one at a time); the statement's parameter types are described once, at prepare.
-  const { serialize } = protocol;
-  const prepared = new Map<string, number[]>();
-  const stream = (m: Uint8Array) => lite.execProtocolStream(m, { syncToFs: false });
-  const preparedQuery = (text: string, params: readonly unknown[]) =>
-    lite._runExclusiveTransaction(() =>
-      lite._runExclusiveQuery(async () => {
-        const name = preparedName(text);
-        let types = prepared.get(name);
-        const messages = [];
-        try {
-          if (!types) {
-            await stream(serialize.parse({ name, text }));
-            types = parse.parseDescribeStatementResults(await stream(serialize.describe({ type: 'S', name })));
-            prepared.set(name, types);
-          }
-          const values = params.map((v, i) => {
-            if (v === null || v === undefined) return null;
-            const to = lite.serializers[types![i]!];
-            return to ? to(v) : String(v);
-          });
-          messages.push(...(await stream(serialize.bind({ statement: name, values }))));
-          messages.push(...(await stream(serialize.describe({ type: 'P' }))));
-          messages.push(...(await stream(serialize.execute({}))));
-        } finally {
-          messages.push(...(await stream(serialize.sync())));
-        }
-        await lite.syncToFs();
-        return parse.parseResults(messages, lite.parsers)[0]?.rows ?? [];
-      }),
-    );
+  // The driver's `prepare` statements run as named prepared statements (parsed and planned once).
+  const prepared = preparedQueries(lite);
   const driver: SqlDriver = {
-    exec: async (sql) => void (await lite.exec(sql)),
-    query: async (sql, params = [], opts) =>
-      (opts?.prepare && (prepared.size < PREPARED_MAX || prepared.has(preparedName(sql)))
-        ? await preparedQuery(sql, params)
-        : (await lite.query(sql, params as unknown[])).rows) as never,
+    exec: async (sql) => {
+      driverStatements++;
+      await lite.exec(sql);
+    },
+    query: async (sql, params, opts) => {
+      driverStatements++;
+      if (opts?.prepare) return (await prepared(sql, params ?? [])) as never;
+      return (await lite.query(sql, params as unknown[])).rows as never;
+    },
   };
   await migrate(driver);
   const prisma = new PrismaClient({ adapter: new PrismaPGlite(lite) as never, log: [{ emit: 'event', level: 'query' }] });
@@ -160,6 +144,7 @@ export async function openDatabase(opts: {
     driver,
     kind: 'pglite',
     queryCount: () => queries,
+    statementCount: () => queries + driverStatements,
     close: async () => {
       await prisma.$disconnect();
       await lite.close();
@@ -176,8 +161,6 @@ function fromDatabase(e: unknown): unknown {
   return e;
 }
 
-/** Statements a PGlite database keeps prepared at most (the hot path has a few dozen texts). */
-const PREPARED_MAX = 256;
 const preparedNames = new Map<string, string>();
 /** The name a prepared statement goes by on every connection: a digest of its text (the same text, the same name). */
 function preparedName(text: string): string {

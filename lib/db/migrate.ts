@@ -14,8 +14,8 @@ export interface SqlDriver {
   exec(sql: string): Promise<void>;
   /**
    * `prepare`: the statement is one the process sends again and again (the hot path's composed
-   * statements): kept prepared (per connection on PostgreSQL; PGlite has one), parsed once, and
-   * planned once its generic plan is as good as a fresh one, not on every call.
+   * statements): PostgreSQL keeps it prepared per connection, parsed and planned once, not on every
+   * call; PGlite too (lib/db/pglite-prepared.ts).
    */
   query<T = Record<string, unknown>>(sql: string, params?: unknown[], opts?: { prepare?: boolean }): Promise<T[]>;
 }

@@ -16,7 +16,7 @@
 // every CTE of every part, is undone; runStatement then throws that check's error. Every CTE sees the
 // snapshot the statement started with; one that must see another's effect reads its RETURNING.
 import { Prisma } from '../../generated/prisma/client.ts';
-import { retryTransient, type Database, type Sql, type Tx } from './index.ts';
+import { retryTransient, type Database, type Db, type Sql, type Tx } from './index.ts';
 
 export interface Cte {
   /** Unique in the statement (a part names its CTEs after its table: `stack_head`, `ledger_debit`). */
@@ -124,19 +124,112 @@ export interface ReadPart<T> {
   parse: (value: unknown) => T;
 }
 
-/** Several reads (each a scalar subquery, typically json) in one statement through the driver: one round trip. */
+/**
+ * Several reads (each a scalar subquery, typically json) in one statement: one round trip, through
+ * the driver (prepared on PostgreSQL), or through a Prisma client or transaction when given one.
+ */
 export async function readStatement<R extends Record<string, ReadPart<unknown>>>(
-  db: Database,
+  db: Database | Db | Tx,
   reads: R,
 ): Promise<{ [K in keyof R]: R[K] extends ReadPart<infer T> ? T : never }> {
   const keys = Object.keys(reads);
-  const q = Prisma.sql`SELECT ${Prisma.join(keys.map((k, i) => Prisma.sql`(${reads[k]!.expr}) AS ${Prisma.raw(`r${i}`)}`))}`;
-  const [row] = await db.driver.query<Record<string, unknown>>(q.text, q.values, { prepare: true });
+  const values = await readValues(
+    db,
+    keys.map((k) => reads[k]!.expr),
+  );
   const out: Record<string, unknown> = {};
   keys.forEach((k, i) => {
-    out[k] = reads[k]!.parse(row?.[`r${i}`] ?? null);
+    out[k] = reads[k]!.parse(values[i]);
   });
   return out as never;
+}
+
+/** The values of several scalar subqueries, read by one statement (null for none). */
+async function readValues(db: Database | Db | Tx, exprs: readonly Sql[]): Promise<unknown[]> {
+  const q = Prisma.sql`SELECT ${Prisma.join(exprs.map((e, i) => Prisma.sql`(${e}) AS ${Prisma.raw(`r${i}`)}`))}`;
+  const [row] =
+    'driver' in db
+      ? await db.driver.query<Record<string, unknown>>(q.text, q.values, { prepare: true })
+      : await db.$queryRawUnsafe<Record<string, unknown>[]>(q.text, ...q.values);
+  return exprs.map((_, i) => row?.[`r${i}`] ?? null);
+}
+
+/** A column of jsonRows: its name in the objects read, its SQL expression, and `iso` for a timestamp. */
+export type JsonColumn<T> = readonly [name: keyof T & string, expr: Sql, kind?: 'iso'];
+
+/**
+ * Rows sent as one json value of arrays (json_agg of `row`, a json_build_array: no key repeated in
+ * every row, the least text to build and to parse; PGlite builds json objects and formats dates
+ * slowly), read back as objects with the columns' names. An `iso` column (a timestamp) travels as
+ * epoch milliseconds and is read as the ISO 8601 text `Date.toISOString` gives (null stays null).
+ */
+export function jsonRows<T>(columns: ReadonlyArray<JsonColumn<T>>): { row: Sql; parse: (value: unknown) => T[] } {
+  const exprs = columns.map(([, expr, kind]) => (kind === 'iso' ? Prisma.sql`round(date_part('epoch', ${expr}) * 1000)` : expr));
+  const names = columns.map(([name]) => name);
+  const iso = columns.map(([, , kind]) => kind === 'iso');
+  return {
+    row: Prisma.sql`json_build_array(${Prisma.join(exprs)})`,
+    parse: (value) => {
+      const rows = (jsonValue(value) as unknown[][] | null) ?? [];
+      return rows.map((r) => {
+        const o: Record<string, unknown> = {};
+        for (let i = 0; i < names.length; i++) {
+          const v = r[i];
+          o[names[i]!] = iso[i] && v !== null ? new Date(v as number).toISOString() : v;
+        }
+        return o as T;
+      });
+    },
+  };
+}
+
+/** Reads queued for the next batch of a batchedReads, with their callers. */
+type QueuedRead = { part: ReadPart<unknown>; resolve: (v: unknown) => void; reject: (e: unknown) => void };
+
+/**
+ * A read function whose reads, issued in the same turn of the event loop (the batch functions of
+ * DataLoaders dispatched together, as a GraphQL request's parallel subgraph fetches dispatch
+ * theirs), run as one statement of several reads (readStatement): one round trip for all of them.
+ * Each read is still its own subquery, computed for its caller. A batch the database refuses is
+ * run again read by read, so a read that fails fails only its own caller.
+ */
+export function batchedReads(db: Database): <T>(part: ReadPart<T>) => Promise<T> {
+  let queue: QueuedRead[] | null = null;
+  const run = async (batch: QueuedRead[]) => {
+    let values: unknown[];
+    try {
+      values = await readValues(
+        db,
+        batch.map((r) => r.part.expr),
+      );
+    } catch (e) {
+      if (batch.length === 1) return batch[0]!.reject(e);
+      for (const r of batch) void run([r]);
+      return;
+    }
+    batch.forEach((r, i) => {
+      try {
+        r.resolve(r.part.parse(values[i]));
+      } catch (e) {
+        r.reject(e);
+      }
+    });
+  };
+  return <T>(part: ReadPart<T>) =>
+    new Promise<T>((resolve, reject) => {
+      if (!queue) {
+        const batch: QueuedRead[] = (queue = []);
+        // As DataLoader schedules its batches: after the promise jobs of this turn, then a tick,
+        // so the loaders dispatched in this turn all queue their reads first.
+        void Promise.resolve().then(() =>
+          process.nextTick(() => {
+            queue = null;
+            void run(batch);
+          }),
+        );
+      }
+      queue.push({ part: part as ReadPart<unknown>, resolve: resolve as (v: unknown) => void, reject });
+    });
 }
 
 /**

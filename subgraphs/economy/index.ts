@@ -20,6 +20,7 @@ export {
   sleeveAccountSql,
   burnManyPart,
   balancesMilliRead,
+  holderTotalsRead,
   BalancesShort,
   sweep,
   balanceOf,

@@ -232,6 +232,30 @@ export function balancesMilliRead(accounts: readonly string[] | Sql): ReadPart<M
   };
 }
 
+/**
+ * Token totals (units) per holder, over the accounts an SQL relation `holders` lists (columns
+ * `holder` and `account`, written by the context that knows who holds what), as one read of a read
+ * statement: the balances summed in the database, exact to the milli-unit as addAmounts sums them.
+ * A holder with no balance is absent from the map.
+ */
+export function holderTotalsRead(holders: Sql): ReadPart<Map<string, TokenAmounts>> {
+  return {
+    expr: sql`SELECT json_agg(json_build_array(t.holder, t.token, t.milli::text)) FROM (
+      SELECT h.holder, b.token, SUM(b.milli) AS milli FROM (${holders}) h JOIN "Balance" b ON b.account = h.account GROUP BY h.holder, b.token
+    ) t`,
+    parse: (v) => {
+      const out = new Map<string, TokenAmounts>();
+      for (const [holder, token, milli] of (jsonValue(v) as Array<[string, string, string]> | null) ?? []) {
+        if (!(TOKENS as readonly string[]).includes(token)) continue;
+        let a = out.get(holder);
+        if (!a) out.set(holder, (a = zeroAmounts()));
+        a[token as Token] = fromMilli(BigInt(milli));
+      }
+      return out;
+    },
+  };
+}
+
 /** Balances (units) of several (non-system) accounts in one query. */
 export async function balancesOf(db: Db | Tx, accounts: string[]): Promise<Map<string, TokenAmounts>> {
   const out = new Map<string, TokenAmounts>(accounts.map((a) => [a, zeroAmounts()]));

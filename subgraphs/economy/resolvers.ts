@@ -1,7 +1,7 @@
 // Economy subgraph resolvers: balances (sum over alive sleeves), emissions, claims and the faucet,
 // through the economy domain (ledger.ts, treasury.ts, faucet.ts) the /v1 routes call.
 import type { GqlContext } from '../../lib/graphql.ts';
-import { guarded, health, loader } from '../../lib/graphql.ts';
+import { guarded, health, loader, read } from '../../lib/graphql.ts';
 import { holders } from './holders.ts';
 import type { TokenAmounts } from './ledger.ts';
 import { claim, claimableOf, emissionsById, issuance, issuanceOf, stackBalancesB, type CoreAmounts, type EmissionEvent } from './treasury.ts';
@@ -10,7 +10,7 @@ import { drip } from './faucet.ts';
 /** Sum over each stack's alive sleeves: one query for any number of stacks. */
 const stackBalances = (ctx: GqlContext) =>
   loader<string, TokenAmounts>(ctx, 'stackBalances', async (stackIds) => {
-    const totals = await holders(ctx.platform).aliveSleeveTotals(ctx.platform.db.prisma, stackIds);
+    const totals = await read(ctx, holders(ctx.platform).aliveSleeveTotalsRead(stackIds));
     return stackIds.map((id) => totals.get(id)!);
   });
 

@@ -1,11 +1,13 @@
 // Memory subgraph resolvers: DAG node metadata (contents stay sealed), Stack.memory and the DHF
 // reconstruct. The perceive / remember / recall mutations span contexts: flows/graphql.ts.
 import type { GqlContext } from '../../lib/graphql.ts';
-import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
+import { byKey, guarded, health, loader, read } from '../../lib/graphql.ts';
 import { dhfReconstruct } from './dhf/reconstruct.ts';
 import { hippocampusClient } from './hippocampus/client.ts';
 import { GATING_WINDOW } from './hippocampus/store.ts';
 import { badRequest } from '../../lib/errors.ts';
+import { sql } from '../../lib/db/index.ts';
+import { jsonRows } from '../../lib/db/statement.ts';
 
 type NodeRow = NonNullable<Awaited<ReturnType<GqlContext['platform']['db']['prisma']['memoryNode']['findUnique']>>>;
 type NodeMeta = Pick<NodeRow, 'cid' | 'stackId' | 'epoch' | 'links' | 'kind' | 'pinned' | 'branchId' | 'sleeveId'>;
@@ -26,15 +28,35 @@ const nodeLoader = (ctx: GqlContext) =>
     byKey(cids, await ctx.platform.db.prisma.memoryNode.findMany({ where: { cid: { in: [...cids] } } }), (r) => r.cid),
   );
 
-/** The newest nodes `offset + 1` to `offset + first` of many stacks in one query (a window function per stack). */
+/** A node's metadata over the row, as a json array (lib/db/statement.ts jsonRows). */
+const nodeMetaRow = jsonRows<NodeMeta>([
+  ['cid', sql`cid`],
+  ['stackId', sql`"stackId"`],
+  ['epoch', sql`epoch`],
+  ['links', sql`links`],
+  ['kind', sql`kind`],
+  ['pinned', sql`pinned`],
+  ['branchId', sql`"branchId"`],
+  ['sleeveId', sql`"sleeveId"`],
+]);
+
+/**
+ * The newest nodes `offset + 1` to `offset + first` of many stacks in one read (a window function
+ * per stack; the rows come back as one json value), batched with the request's other reads.
+ */
 const newestNodes = (ctx: GqlContext, first: number, offset: number) =>
   loader<string, NodeMeta[]>(ctx, `newestNodes:${first}:${offset}`, async (stackIds) => {
-    const rows = await ctx.platform.db.prisma.$queryRaw<NodeMeta[]>`
-      SELECT cid, "stackId", epoch, links, kind, pinned, "branchId", "sleeveId" FROM (
-        SELECT *, row_number() OVER (PARTITION BY "stackId" ORDER BY "writeSeq" DESC) AS rn
-        FROM "MemoryNode" WHERE "stackId" = ANY(${[...stackIds]})
-      ) t WHERE rn > ${offset} AND rn <= ${offset + first} ORDER BY rn`;
-    return stackIds.map((id) => rows.filter((r) => r.stackId === id));
+    const rows = await read(ctx, {
+      expr: sql`SELECT json_agg(${nodeMetaRow.row} ORDER BY rn) FROM (
+          SELECT cid, "stackId", epoch, links, kind, pinned, "branchId", "sleeveId",
+            row_number() OVER (PARTITION BY "stackId" ORDER BY "writeSeq" DESC) AS rn
+          FROM "MemoryNode" WHERE "stackId" = ANY(${[...stackIds]}::text[])
+        ) t WHERE rn > ${offset}::int AND rn <= ${offset + first}::int`,
+      parse: nodeMetaRow.parse,
+    });
+    const byStack = new Map<string, NodeMeta[]>(stackIds.map((id) => [id, []]));
+    for (const r of rows) byStack.get(r.stackId)?.push(r);
+    return stackIds.map((id) => byStack.get(id)!);
   });
 
 /** `node` of a result: loaded here (this subgraph owns MemoryNode), batched with every other node. */

@@ -1,7 +1,7 @@
 // Sleeves subgraph resolvers: sleeves, Stack.sleeves, sagas (needlecast lives in this context);
 // batched through DataLoader. Every mutation calls the sleeves domain the /v1 routes call.
 import type { GqlContext } from '../../lib/graphql.ts';
-import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
+import { byKey, guarded, health, loader, read } from '../../lib/graphql.ts';
 import { balancesOf, sleeveAccount, zeroAmounts, type TokenAmounts } from '../economy/index.ts';
 import {
   decommissionSleeve,
@@ -10,27 +10,33 @@ import {
   spawnSleeve,
   stackTokenTotals,
   syncSleeve,
+  sleevesByIdRead,
+  sleevesOfStacksRead,
   sleeveView,
-  type SleeveRow,
   type SleeveView,
+  type SleeveViewRow,
 } from './sleeves.ts';
 import { sagaView, shapeA, shapeB, type SagaRow, type SagaView } from './needlecast/view.ts';
 import { countAliveSleeves, driftLimits, stackBalanceHistory } from './inspect.ts';
 import { callRouter, problemFromRouter, routerRequest, type GatewayNeedlecastRequest } from './needlecast/client.ts';
 
 /** The sleeve read without its balances: Sleeve.tokens batches those (alive) or keeps the snapshot (decommissioned). */
-const gqlSleeve = (r: SleeveRow): SleeveView => sleeveView(r, zeroAmounts());
+const gqlSleeve = (r: SleeveViewRow): SleeveView => sleeveView(r, zeroAmounts());
 
+/** Sleeves by id: one statement through the driver for a request's batch. */
 const sleeveLoader = (ctx: GqlContext) =>
-  loader<string, SleeveRow | null>(ctx, 'sleeve', async (ids) =>
-    byKey(ids, await ctx.platform.db.prisma.sleeve.findMany({ where: { id: { in: [...ids] } } }), (r) => r.id),
-  );
+  loader<string, SleeveViewRow | null>(ctx, 'sleeve', async (ids) => byKey(ids, await read(ctx, sleevesByIdRead(ids)), (r) => r.id));
 
+/** Every sleeve of each stack in spawn order: one statement for a request's batch of stacks. */
 const sleevesOfStack = (ctx: GqlContext) =>
-  loader<string, SleeveRow[]>(ctx, 'sleevesOfStack', async (stackIds) => {
-    const rows = await ctx.platform.db.prisma.sleeve.findMany({ where: { stackId: { in: [...stackIds] } }, orderBy: { seq: 'asc' } });
-    for (const r of rows) sleeveLoader(ctx).prime(r.id, r);
-    return stackIds.map((id) => rows.filter((r) => r.stackId === id));
+  loader<string, SleeveViewRow[]>(ctx, 'sleevesOfStack', async (stackIds) => {
+    const rows = await read(ctx, sleevesOfStacksRead(stackIds));
+    const byStack = new Map<string, SleeveViewRow[]>(stackIds.map((id) => [id, []]));
+    for (const r of rows) {
+      sleeveLoader(ctx).prime(r.id, r);
+      byStack.get(r.stackId)?.push(r);
+    }
+    return stackIds.map((id) => byStack.get(id)!);
   });
 
 /** Ledger balances of many sleeves in one query (economy's public ledger API). */

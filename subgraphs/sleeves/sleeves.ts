@@ -4,19 +4,19 @@
 import { randomBytes } from 'node:crypto';
 import { sql, type Database, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
-import { jsonValue, runStatement, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
+import { jsonRows, jsonValue, readStatement, runStatement, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
 import { enqueueChainTx, type MirroredTable } from '../chains/index.ts';
 import {
-  addAmounts,
   balanceMilliSql,
   balanceOf,
   balancesOf,
   burn,
   burnManyPart,
   BalancesShort,
+  holderTotalsRead,
   activeInPart,
   markActivePart,
   mint,
@@ -31,9 +31,9 @@ import {
   type TokenAmounts,
 } from '../economy/index.ts';
 import { getStackRow, markStackActive, spendLockPart } from '../stacks/index.ts';
-import { sleeveView, type SleeveRow, type SleeveView } from './view.ts';
+import { sleeveView, type SleeveRow, type SleeveView, type SleeveViewRow } from './view.ts';
 
-export { sleeveView, type SleeveRow, type SleeveView };
+export { sleeveView, type SleeveRow, type SleeveView, type SleeveViewRow };
 
 // The four embodiment types (a stack's kind is one of them too: stacks.STACK_KINDS is the same list).
 export const SLEEVE_KINDS = ['human', 'ai', 'mining', 'memory'] as const;
@@ -216,18 +216,56 @@ export function listAliveSleevesOverDrift(db: Db | Tx, aboveMilli: number): Prom
  * Token totals over each stack's alive sleeves, summed in the database (one query for any number
  * of stacks; GET /v1/tokens/balances and GraphQL Stack.balances).
  */
-export async function aliveSleeveTotals(db: Db | Tx, stackIds: readonly string[]): Promise<Map<string, TokenAmounts>> {
-  const out = new Map<string, TokenAmounts>(stackIds.map((id) => [id, zeroAmounts()]));
-  if (!stackIds.length) return out;
-  const alive = await db.sleeve.findMany({ where: { alive: true, stackId: { in: [...stackIds] } }, select: { id: true, stackId: true } });
-  const balances = await balancesOf(
-    db,
-    alive.map((s) => sleeveAccount(s.id)),
-  );
-  for (const s of alive) {
-    addAmounts(out.get(s.stackId)!, balances.get(sleeveAccount(s.id))!);
-  }
-  return out;
+export async function aliveSleeveTotals(db: Database | Db | Tx, stackIds: readonly string[]): Promise<Map<string, TokenAmounts>> {
+  if (!stackIds.length) return new Map();
+  return (await readStatement(db, { totals: aliveSleeveTotalsRead(stackIds) })).totals;
+}
+
+/** aliveSleeveTotals as one read of a read statement: the alive sleeves' accounts (this context's rows) summed by the economy's read. */
+export function aliveSleeveTotalsRead(stackIds: readonly string[]): ReadPart<Map<string, TokenAmounts>> {
+  const holders = sql`SELECT "stackId" AS holder, ${sleeveAccountSql(sql`id`)} AS account FROM "Sleeve" WHERE alive AND "stackId" = ANY(${[...stackIds]}::text[])`;
+  const totals = holderTotalsRead(holders);
+  return {
+    expr: totals.expr,
+    parse: (v) => {
+      const found = totals.parse(v);
+      return new Map(stackIds.map((id) => [id, found.get(id) ?? zeroAmounts()]));
+    },
+  };
+}
+
+/** A sleeve as its reads show it (sleeveView): the fields they use of its row, the dates as ISO 8601 text. */
+export type SleeveListRow = Omit<SleeveViewRow, 'lastSync' | 'createdAt'> & { lastSync: string; createdAt: string };
+
+/** A sleeve of SleeveListRow over the row `s`, as a json array (lib/db/statement.ts jsonRows). */
+const sleeveListRow = jsonRows<SleeveListRow>([
+  ['id', sql`s.id`],
+  ['stackId', sql`s."stackId"`],
+  ['embodimentType', sql`s."embodimentType"`],
+  ['alive', sql`s.alive`],
+  ['frozen', sql`s.frozen`],
+  ['driftMilli', sql`s."driftMilli"`],
+  ['syncEpoch', sql`s."syncEpoch"`],
+  ['finalTokens', sql`s."finalTokens"`],
+  ['hostname', sql`s.hostname`],
+  ['tickRate', sql`s."tickRate"`],
+  ['identityPort', sql`s."identityPort"`],
+  ['chainStatus', sql`s."chainStatus"`],
+  ['lastSync', sql`s."lastSync"`, 'iso'],
+  ['createdAt', sql`s."createdAt"`, 'iso'],
+]);
+
+/** Every sleeve of these stacks, alive or not, in spawn order, as one read (lib/db/statement.ts readStatement): one json value. */
+export function sleevesOfStacksRead(stackIds: readonly string[]): ReadPart<SleeveListRow[]> {
+  return {
+    expr: sql`SELECT json_agg(${sleeveListRow.row} ORDER BY s.seq) FROM "Sleeve" s WHERE s."stackId" = ANY(${[...stackIds]}::text[])`,
+    parse: sleeveListRow.parse,
+  };
+}
+
+/** The sleeves of these ids that exist, in no order, as one read. */
+export function sleevesByIdRead(ids: readonly string[]): ReadPart<SleeveListRow[]> {
+  return { expr: sql`SELECT json_agg(${sleeveListRow.row}) FROM "Sleeve" s WHERE s.id = ANY(${[...ids]}::text[])`, parse: sleeveListRow.parse };
 }
 
 /** Alive sleeves with their balances (GET /v1/sleeves). */
@@ -326,7 +364,7 @@ export async function unfreezeSleeve(tx: Tx, id: string): Promise<SleeveRow> {
 /** Sum over the stack's alive sleeves (GET /v1/tokens/balances/:stackId); 404 for an unknown stack. */
 export async function stackTokenTotals(p: Platform, stackId: string): Promise<{ stackId: string; sleeveTotals: TokenAmounts }> {
   await getStackRow(p.db.prisma, stackId);
-  return { stackId, sleeveTotals: (await aliveSleeveTotals(p.db.prisma, [stackId])).get(stackId)! };
+  return { stackId, sleeveTotals: (await aliveSleeveTotals(p.db, [stackId])).get(stackId)! };
 }
 
 /** Alive sleeves whose drift exceeds the maximum (GET /v1/coordination/desync). */
@@ -478,8 +516,8 @@ const sleeveFromJson = (r: SleeveJson): SleeveRow => ({
   leafXid: r.leafXid === null ? null : BigInt(r.leafXid),
 });
 
-/** sleevesOfStacks as one read of a read statement (lib/db/statement.ts readStatement): each stack's sleeves, in spawn order. */
-export function sleevesOfStacksRead(stackIds: readonly string[]): ReadPart<Map<string, SleeveRow[]>> {
+/** sleevesOfStacks as one read of a read statement (lib/db/statement.ts readStatement): each stack's sleeve rows, in spawn order. */
+export function sleeveRowsOfStacksRead(stackIds: readonly string[]): ReadPart<Map<string, SleeveRow[]>> {
   return {
     expr: sql`SELECT json_agg(row_to_json(s) ORDER BY s.seq) FROM "Sleeve" s WHERE s."stackId" = ANY(${[...stackIds]}::text[])`,
     parse: (v) => {

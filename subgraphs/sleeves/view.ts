@@ -32,7 +32,26 @@ function snapshot(json: unknown): TokenAmounts {
 /** A sleeve's identity endpoint: its path on the identity listener of the runtime that runs it (docs/decisions.md). */
 export const identityUrl = (sleeveId: string, port: number, host = '127.0.0.1') => `http://${host}:${port}/sleeves/${encodeURIComponent(sleeveId)}/identity`;
 
-export function sleeveView(row: SleeveRow, balances: TokenAmounts, opts: { host?: string } = {}): SleeveView {
+/** What a sleeve's read uses of its row; the dates as the row has them, or as their ISO 8601 text (a json read). */
+export type SleeveViewRow = Pick<
+  SleeveRow,
+  | 'id'
+  | 'stackId'
+  | 'embodimentType'
+  | 'alive'
+  | 'frozen'
+  | 'driftMilli'
+  | 'syncEpoch'
+  | 'finalTokens'
+  | 'hostname'
+  | 'tickRate'
+  | 'identityPort'
+  | 'chainStatus'
+> & { lastSync: Date | string; createdAt: Date | string };
+
+const iso = (d: Date | string) => (typeof d === 'string' ? d : d.toISOString());
+
+export function sleeveView(row: SleeveViewRow, balances: TokenAmounts, opts: { host?: string } = {}): SleeveView {
   return {
     id: row.id,
     stackId: row.stackId,
@@ -42,10 +61,10 @@ export function sleeveView(row: SleeveRow, balances: TokenAmounts, opts: { host?
     frozen: row.frozen,
     drift: row.driftMilli / 1000,
     syncEpoch: row.syncEpoch,
-    lastSync: row.lastSync.toISOString(),
+    lastSync: iso(row.lastSync),
     tokens: row.alive ? balances : snapshot(row.finalTokens),
     hostname: row.hostname,
-    createdAt: row.createdAt.toISOString(),
+    createdAt: iso(row.createdAt),
     tickRate: row.tickRate,
     identityUrl: row.identityPort ? identityUrl(row.id, row.identityPort, opts.host) : null,
     chainStatus: row.chainStatus,

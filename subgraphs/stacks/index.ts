@@ -13,6 +13,8 @@ export {
   stackCores,
   lastActiveEpochsOf,
   listStackRows,
+  stacksInTokenOrderRead,
+  stacksByIdRead,
   stackMasterSecret,
   stackEpochKey,
   setEpisodicHead,
@@ -34,6 +36,7 @@ export {
   type StackCore,
   type CreatedStack,
   type StackRow,
+  type StackListRow,
   type StackReadRow,
 } from './stacks.ts';
 

@@ -1,8 +1,17 @@
 // Stacks subgraph resolvers: identity records, batched through DataLoader. Creation and reads call
 // the stacks domain (subgraphs/stacks/stacks.ts), the same functions the /v1 REST routes call.
 import type { GqlContext } from '../../lib/graphql.ts';
-import { byKey, guarded, health, loader } from '../../lib/graphql.ts';
-import { createStack, getStackRow, lastActiveEpochsOf, type CreateStackInput, type StackRow } from './stacks.ts';
+import { byKey, guarded, health, loader, read } from '../../lib/graphql.ts';
+import {
+  createStack,
+  getStackRow,
+  lastActiveEpochsOf,
+  stacksByIdRead,
+  stacksInTokenOrderRead,
+  type CreateStackInput,
+  type StackListRow,
+  type StackRow,
+} from './stacks.ts';
 import { pageStacks, type StackPageInput } from './list.ts';
 
 /** The economy's lastActiveEpoch of many stacks, one query (asked only when a query selects the field). */
@@ -13,13 +22,14 @@ function lastActiveLoader(ctx: GqlContext) {
   });
 }
 
+/** Stacks by id, one statement through the driver for a request's batch. */
 function stackLoader(ctx: GqlContext) {
-  return loader<string, StackRow | null>(ctx, 'stack', async (ids) =>
-    byKey(ids, await ctx.platform.db.prisma.stack.findMany({ where: { id: { in: [...ids] } } }), (r) => r.id),
-  );
+  return loader<string, StackListRow | StackRow | null>(ctx, 'stack', async (ids) => byKey(ids, await read(ctx, stacksByIdRead(ids)), (r) => r.id));
 }
 
-function gqlStack(r: StackRow) {
+const iso = (d: Date | string) => (typeof d === 'string' ? d : d.toISOString());
+
+function gqlStack(r: StackListRow | StackRow) {
   return {
     id: r.id,
     tokenId: r.tokenId,
@@ -31,7 +41,7 @@ function gqlStack(r: StackRow) {
     episodicHead: r.episodicHead,
     cpv: { syncCoeff: r.syncCoeff, memoryCoeff: r.memoryCoeff, computeCoeff: r.computeCoeff, residueCoeff: r.residueCoeff, routingCoeff: r.routingCoeff },
     binding: { floor: r.bindingFloor, decayRate: r.bindingDecay },
-    createdAt: r.createdAt.toISOString(),
+    createdAt: iso(r.createdAt),
     chainStatus: r.chainStatus,
   };
 }
@@ -61,7 +71,8 @@ export const resolvers = {
       return r && gqlStack(r);
     }),
     stacks: guarded(async (_: unknown, a: { first: number }, ctx: GqlContext) => {
-      const rows = await ctx.platform.db.prisma.stack.findMany({ orderBy: { tokenId: 'asc' }, take: Math.min(Math.max(a.first ?? 100, 0), 1000) });
+      const first = Math.min(Math.max(a.first ?? 100, 0), 1000);
+      const rows = await read(ctx, stacksInTokenOrderRead(first));
       for (const r of rows) stackLoader(ctx).prime(r.id, r);
       return rows.map(gqlStack);
     }),

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import * as ed from '@noble/ed25519';
 import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
-import { joinParts, jsonValue, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
+import { joinParts, jsonRows, jsonValue, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { badRequest, conflict, notFound } from '../../lib/errors.ts';
@@ -236,6 +236,45 @@ export async function stackCores(db: Db | Tx, rows: readonly StackRow[]): Promis
     rows.map((r) => r.id),
   );
   return rows.map((r) => stackCore(r, last.get(r.id)!));
+}
+
+/**
+ * A stack as its list and GraphQL reads show it: the row without the secret and the head's writer,
+ * createdAt as the ISO 8601 text `Date.toISOString` gives.
+ */
+export type StackListRow = Omit<StackRow, 'masterSecret' | 'shape' | 'headSleeveId' | 'headEpoch' | 'mirroredHead' | 'createdAt'> & { createdAt: string };
+
+/** A stack of StackListRow over the row `s`, as a json array (lib/db/statement.ts jsonRows). */
+const stackListRow = jsonRows<StackListRow>([
+  ['id', sql`s.id`],
+  ['tokenId', sql`s."tokenId"`],
+  ['name', sql`s.name`],
+  ['kind', sql`s.kind`],
+  ['pubKey', sql`s."pubKey"`],
+  ['syncCoeff', sql`s."syncCoeff"`],
+  ['memoryCoeff', sql`s."memoryCoeff"`],
+  ['computeCoeff', sql`s."computeCoeff"`],
+  ['residueCoeff', sql`s."residueCoeff"`],
+  ['routingCoeff', sql`s."routingCoeff"`],
+  ['bindingFloor', sql`s."bindingFloor"`],
+  ['bindingDecay', sql`s."bindingDecay"`],
+  ['epoch', sql`s.epoch`],
+  ['episodicHead', sql`s."episodicHead"`],
+  ['chainStatus', sql`s."chainStatus"`],
+  ['createdAt', sql`s."createdAt"`, 'iso'],
+]);
+
+/** The first `first` stacks, oldest first (token order), as one read (lib/db/statement.ts readStatement): one json value, no row parsing. */
+export function stacksInTokenOrderRead(first: number): ReadPart<StackListRow[]> {
+  return {
+    expr: sql`SELECT json_agg(${stackListRow.row} ORDER BY s."tokenId") FROM (SELECT * FROM "Stack" ORDER BY "tokenId" LIMIT ${first}::int) s`,
+    parse: stackListRow.parse,
+  };
+}
+
+/** The stacks of these ids that exist, in no order, as one read. */
+export function stacksByIdRead(ids: readonly string[]): ReadPart<StackListRow[]> {
+  return { expr: sql`SELECT json_agg(${stackListRow.row}) FROM "Stack" s WHERE s.id = ANY(${[...ids]}::text[])`, parse: stackListRow.parse };
 }
 
 /** Every stack row, oldest first. */

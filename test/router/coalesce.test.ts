@@ -128,15 +128,15 @@ describe('coalescing through the platform gateway', () => {
 
   it('answers identical concurrent queries alike, with fewer subgraph fetches and database queries than one each', async () => {
     const alone = await gql(QUERY);
-    const before = p.db.queryCount();
+    const before = p.db.statementCount();
     const stats = gatewayCoalesceStats(gw).get('stacks')!;
     const joinedBefore = stats.joined;
     await gql(QUERY);
-    const perQuery = p.db.queryCount() - before;
+    const perQuery = p.db.statementCount() - before;
 
     // Requests join when the server reads them in one turn; the test shares its event loop with the
     // server, so batches go on until some have (they do within the first few).
-    const start = p.db.queryCount();
+    const start = p.db.statementCount();
     let sent = 0;
     for (let batch = 0; batch < 20 && stats.joined === joinedBefore; batch++) {
       const answers = await Promise.all(Array.from({ length: 30 }, () => gql(QUERY)));
@@ -145,7 +145,7 @@ describe('coalescing through the platform gateway', () => {
     }
     expect(alone.stacks).toHaveLength(5);
     expect(stats.joined).toBeGreaterThan(joinedBefore);
-    expect(p.db.queryCount() - start).toBeLessThan(sent * perQuery);
+    expect(p.db.statementCount() - start).toBeLessThan(sent * perQuery);
   });
 
   it('a query sent after a write answered sees it, while identical queries keep coming', async () => {
@@ -176,16 +176,16 @@ describe('coalescing through the platform gateway', () => {
     const off = await startGateway({ ...p, config: { ...p.config, graphqlCoalesce: false } });
     try {
       expect(gatewayCoalesceStats(off).size).toBe(0);
-      const before = p.db.queryCount();
+      const before = p.db.statementCount();
       await fetch(`${off.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: QUERY }) });
-      const one = p.db.queryCount() - before;
-      const start = p.db.queryCount();
+      const one = p.db.statementCount() - before;
+      const start = p.db.statementCount();
       await Promise.all(
         Array.from({ length: 10 }, () =>
           fetch(`${off.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: QUERY }) }),
         ),
       );
-      expect(p.db.queryCount() - start).toBe(10 * one);
+      expect(p.db.statementCount() - start).toBe(10 * one);
     } finally {
       await off.close();
     }

@@ -46,7 +46,7 @@ afterAll(async () => {
 
 describe('DataLoader batching', () => {
   it('100 stacks with sleeves, balances, heads and memory take a bounded number of queries', async () => {
-    const before = p.db.queryCount();
+    const before = p.db.statementCount();
     const r = await fetch(`${gw.url}/graphql`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -56,7 +56,7 @@ describe('DataLoader batching', () => {
     expect(body.errors).toBeUndefined();
     expect(body.data.stacks).toHaveLength(100);
     expect(body.data.stacks.every((s) => s.sleeves.length === 2 && s.memory.length === 1)).toBe(true);
-    const queries = p.db.queryCount() - before;
+    const queries = p.db.statementCount() - before;
     expect(queries).toBeGreaterThan(0);
     expect(queries).toBeLessThanOrEqual(12);
   });
