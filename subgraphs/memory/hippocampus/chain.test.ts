@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testPlatform, type TestPlatform } from '../../../test/helpers/platform.ts';
 import { randomSecret, seal } from '../../../lib/crypto.ts';
 import { computeCid } from './cid.ts';
-import { putNode, walkDag, type WalkResult } from './store.ts';
+import { indexNodesPart, putNode, walkDag, type PutNodeInput, type WalkResult } from './store.ts';
+import { runStatement } from '../../../lib/db/statement.ts';
 
 let p: TestPlatform;
 beforeAll(async () => {
@@ -96,5 +97,41 @@ describe('the stored chain', () => {
     const c = mk('c', [b.cid]);
     await p.db.prisma.memoryNode.createMany({ data: [b, c] });
     expect([await pos(a), await pos(b.cid), await pos(c.cid)]).toEqual([1, 2, 3]);
+  });
+
+  it("a write's runs get their positions in its statement, as the trigger would give them", async () => {
+    const node = (text: string, links: string[], stackId = 'stack:runs'): PutNodeInput => {
+      const data = JSON.stringify(seal(key, text));
+      return { cid: computeCid({ data, links, epoch: 3, stackId }), data, links, epoch: 3, stackId };
+    };
+    const insert = (nodes: PutNodeInput[]) => runStatement(p.db, [indexNodesPart(nodes)!]);
+    // A run from nothing, then a run onto its head, two stacks interleaved in one statement.
+    const r1 = [node('r0', [])];
+    for (let i = 1; i < 5; i++) r1.push(node(`r${i}`, [r1[i - 1]!.cid]));
+    await insert(r1);
+    expect(await Promise.all(r1.map((n) => pos(n.cid)))).toEqual([1, 2, 3, 4, 5]);
+    const other = [node('o0', [], 'stack:runs2')];
+    const r2: PutNodeInput[] = [];
+    let prev = r1.at(-1)!.cid;
+    for (let i = 0; i < 4; i++) {
+      r2.push(node(`s${i}`, [prev]));
+      prev = r2.at(-1)!.cid;
+      other.push(node(`o${i + 1}`, [other.at(-1)!.cid], 'stack:runs2'));
+    }
+    await insert(r2.flatMap((n, i) => [n, other[i]!]).concat(other.at(-1)!));
+    expect(await Promise.all(r2.map((n) => pos(n.cid)))).toEqual([6, 7, 8, 9]);
+    expect(await Promise.all(other.map((n) => pos(n.cid)))).toEqual([1, 2, 3, 4, 5]);
+    // Onto a node without a position (a merge), and a merge itself: no position, as the trigger gives.
+    const merge = node('m', [r2.at(-1)!.cid, other.at(-1)!.cid]);
+    const onMerge = node('after m', [merge.cid]);
+    // Onto another stack's node: a new run whose base is foreign, no position.
+    const foreign = node('f', [other.at(-1)!.cid]);
+    await insert([merge, onMerge, node('after after m', [onMerge.cid]), foreign]);
+    expect([await pos(merge.cid), await pos(onMerge.cid), await pos(foreign.cid)]).toEqual([null, null, null]);
+    // The walk from the head of the first stack is the one range, as over the links.
+    const head = r2.at(-1)!.cid;
+    const w = await walkDag(p.db, p.objects, head, 20, 3);
+    expect(shape(w)).toEqual(await expected(head, 20));
+    expect(w.nodes.map((n) => n.cid)).toEqual([...r1, ...r2].map((n) => n.cid).reverse());
   });
 });

@@ -123,30 +123,56 @@ export async function putNode(db: Db | Tx, objects: ObjectStore, n: PutNodeInput
  * Nodes with their payloads, in order (their write order), as part of a composed statement
  * (lib/db/statement.ts): the write's own, so the payload commits with the index row, the burn and
  * the head move, and a refused write leaves nothing at all. The nodes were sealed and addressed by
- * the writer (sealNodeWith): no object store write, no network call.
+ * the writer (sealNodeWith): no object store write, no network call. Their chain positions
+ * (docs/decisions.md, "Recall: the stored chain") are set here for a whole run at once: a node
+ * without links is 1, the k-th node of a run chained onto `base` (each linking to the one before)
+ * is base's position + k, from one index probe per base; the insert trigger, which ran a plpgsql
+ * lookup per row (half the write statement's time on PGlite), is left for nodes with several links.
  */
 export function indexNodesPart(nodes: readonly PutNodeInput[]): StatementPart | null {
   if (!nodes.length) return null;
-  const rows = nodes.map((n) => ({
-    cid: n.cid,
-    stackId: n.stackId,
-    epoch: n.epoch,
-    links: n.links,
-    kind: n.kind ?? 'episodic',
-    pinned: n.pinned ?? false,
-    sleeveId: n.sleeveId ?? null,
-    size: Buffer.byteLength(n.data),
-    payload: n.data,
-  }));
+  // Each node's run: its base (the node before the run, null for a run starting without links) and place in it.
+  const runs = new Map<string, { base: string | null; k: number; stackId: string }>();
+  const rows = nodes.map((n) => {
+    let chain: { base: string | null; k: number } | null = null;
+    if (n.links.length === 0) chain = { base: null, k: 1 };
+    else if (n.links.length === 1) {
+      const prev = runs.get(n.links[0]!);
+      chain = prev && prev.stackId === n.stackId ? { base: prev.base, k: prev.k + 1 } : { base: n.links[0]!, k: 1 };
+    }
+    if (chain) runs.set(n.cid, { ...chain, stackId: n.stackId });
+    return {
+      cid: n.cid,
+      stackId: n.stackId,
+      epoch: n.epoch,
+      links: n.links,
+      kind: n.kind ?? 'episodic',
+      pinned: n.pinned ?? false,
+      sleeveId: n.sleeveId ?? null,
+      size: Buffer.byteLength(n.data),
+      payload: n.data,
+      chained: chain !== null,
+      base: chain?.base ?? null,
+      k: chain?.k ?? null,
+    };
+  });
+  const json = JSON.stringify(rows);
   return {
     ctes: [
       {
+        name: 'memory_chain',
+        body: sql`SELECT b.base, p."chainPos" AS pos
+          FROM (SELECT DISTINCT base, "stackId" FROM jsonb_to_recordset(${json}::jsonb) AS (base text, "stackId" text) WHERE base IS NOT NULL) b
+          JOIN "MemoryNode" p ON p.cid = b.base AND p."stackId" = b."stackId"`,
+      },
+      {
         name: 'memory_nodes',
-        body: sql`INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, kind, pinned, "sleeveId", size, payload)
-          SELECT r.cid, r."stackId", r.epoch, r.links, r.kind, r.pinned, r."sleeveId", r.size, r.payload
-          FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-            AS (cid text, "stackId" text, epoch int, links text[], kind text, pinned boolean, "sleeveId" text, size int, payload text))
-            WITH ORDINALITY AS r(cid, "stackId", epoch, links, kind, pinned, "sleeveId", size, payload, n)
+        body: sql`INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, kind, pinned, "sleeveId", size, payload, "chainPos")
+          SELECT r.cid, r."stackId", r.epoch, r.links, r.kind, r.pinned, r."sleeveId", r.size, r.payload,
+            CASE WHEN r.chained THEN (CASE WHEN r.base IS NULL THEN r.k ELSE (SELECT c.pos FROM memory_chain c WHERE c.base = r.base) + r.k END) END
+          FROM ROWS FROM (jsonb_to_recordset(${json}::jsonb)
+            AS (cid text, "stackId" text, epoch int, links text[], kind text, pinned boolean, "sleeveId" text, size int, payload text, chained boolean, base text, k int))
+            WITH ORDINALITY AS r(cid, "stackId", epoch, links, kind, pinned, "sleeveId", size, payload, chained, base, k, n)
           ORDER BY r.n
           ON CONFLICT (cid) DO UPDATE SET pinned = "MemoryNode".pinned OR EXCLUDED.pinned, payload = COALESCE("MemoryNode".payload, EXCLUDED.payload)`,
       },
