@@ -119,11 +119,22 @@ export async function startCortexWith(
     const restartAnvil = async () => {
       const old = anvil!;
       p.log.warn({ port: anvilOptions.port }, 'cortex: anvil stopped answering, restarting it');
+      // No round until the outbox matches the new node: one sent to it before rewindToChain would
+      // settle ledger rows against balances that lost their blocks' burns.
+      const quiet = submitter.pause();
       try {
         process.kill(-old.child.pid!, 'SIGKILL');
       } catch {
         /* already gone */
       }
+      try {
+        await quiet; // the round in flight ends once its node is gone
+        await replaceAnvil();
+      } finally {
+        submitter.resume();
+      }
+    };
+    const replaceAnvil = async () => {
       for (let attempt = 1; !closed; attempt++) {
         try {
           anvil = await startAnvil(anvilOptions);

@@ -54,6 +54,13 @@ export interface Submitter {
   /** Runs one round now (confirm, then submit). */
   tick(): Promise<void>;
   kick(): void;
+  /**
+   * Holds rounds until resume() (the node is being replaced: a round against a chain that lost
+   * blocks would settle ledger rows against rewound balances). Resolves once the round in flight
+   * has ended.
+   */
+  pause(): Promise<void>;
+  resume(): void;
   /** Resolves once no row is pending or submitted (or rejects after timeoutMs). */
   idle(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
@@ -298,6 +305,14 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
    * net of the rows in id order, checked against the chain first (eth_estimateGas on the pending
    * state) so one stack whose part cannot apply does not hold back the others.
    */
+  // Sent transactions that may still land and change a stack's balance on chain: every sent row not
+  // settled, however long ago it was sent. After a restart the node's pool is gone and the rows
+  // whose blocks were lost are sent again; this round settles the ended epoch before the drop check
+  // re-broadcasts them, so a stack's later rows must wait for them (up to maxWaitMs) rather than
+  // fail against the rewound state (counting only rows sent within the drop timeout failed
+  // hundreds of burns after an outage longer than it).
+  const mayStillLand = () => db.chainOutbox.count({ where: { status: 'submitted', nonce: { not: null } } });
+
   const settleLedger = async () => {
     const epoch = opts.currentEpoch?.();
     const rows = await db.chainOutbox.findMany({
@@ -312,12 +327,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     if (!rows.length) return;
     const { plans, invalid } = await planSettlements(rows, tokenIdOf);
     if (invalid.length) await settleAll(invalid.map(({ row, error }) => ({ row: row as Row, outcome: 'failed' as const, data: { lastError: error } })));
-    // Sent transactions that may still land and change a stack's balance on chain: not yet
-    // (re)broadcast, or broadcast recently. After a restart that lost blocks, the lost ones are
-    // re-sent; a stack's later rows wait for them instead of failing against the rewound state.
-    const inFlight = await db.chainOutbox.count({
-      where: { status: 'submitted', nonce: { not: null }, OR: [{ sentAt: null }, { sentAt: { gt: new Date(Date.now() - droppedAfterMs) } }] },
-    });
+    const inFlight = await mayStillLand();
     const createdAt = new Map(rows.map((r) => [r.id, r.createdAt.getTime()]));
     const byId = new Map(rows.map((r) => [r.id, r]));
     for (let plan of plans) {
@@ -519,8 +529,9 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   };
 
   // One round at a time; a kick during a round (or a full batch) runs one more; then the poll timer.
+  let paused = 0;
   const loop = singleFlight(round, {
-    stopped: () => closed,
+    stopped: () => closed || paused > 0,
     onError: (e) => log.warn({ err: revertReason(e) }, 'cortex submitter: round failed, will retry'),
     after: () => {
       if (closed) return;
@@ -542,6 +553,14 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   return {
     tick: run,
     kick: () => void (holding || run()),
+    pause() {
+      paused++;
+      return loop.settled();
+    },
+    resume() {
+      paused = Math.max(0, paused - 1);
+      if (!paused && !holding && !closed) void run();
+    },
     async idle(timeoutMs = 60_000) {
       const until = Date.now() + timeoutMs;
       for (;;) {
