@@ -9,6 +9,8 @@ import { completedSagaShards, type SagaShards } from '../subgraphs/sleeves/index
 const EVIDENCE_BRANCHES = 64;
 /** Most branches one pass merges (the oldest first; a backlog drains over the next passes). */
 export const MERGE_BATCH = 10_000;
+/** Most branches one merge statement takes (the rest of the pass's batch in further statements). */
+export const MERGE_STATEMENT = 250;
 
 /**
  * Opens a speculative-divergence residue per sleeve that wrote beside the main line (one for all
@@ -16,7 +18,7 @@ export const MERGE_BATCH = 10_000;
  * one residue per write would flood the residue list), then merges every branch into the main line.
  * The evidence is the sleeve's first branch (its proof: a node descending from that head).
  */
-export async function reconcileBranches(p: Platform, epoch: number): Promise<Record<string, unknown>> {
+export async function reconcileBranches(p: Platform, epoch: number, perStatement = MERGE_STATEMENT): Promise<Record<string, unknown>> {
   const branches = await openBranches(p.db.prisma, undefined, MERGE_BATCH);
   let residues = 0;
   const bySleeve = new Map<string, typeof branches>();
@@ -49,13 +51,14 @@ export async function reconcileBranches(p: Platform, epoch: number): Promise<Rec
     });
     if (created) residues++;
   }
-  // One statement for all of them (a branch per write when sleeves take turns: per-branch
-  // transactions were most of the database's work under such load).
-  const merged = await mergeBranches(
-    p,
-    branches.map((b) => b.id),
-  );
-  return { open: branches.length, merged: merged.length, residues };
+  // A statement per MERGE_STATEMENT branches, not one per branch (a branch per write when sleeves
+  // take turns: per-branch transactions were most of the database's work under such load) nor one
+  // for all: on PGlite a statement holds the only connection, and the writes queued behind one
+  // epoch's merge of ~1,500 branches waited its whole run (30-286 ms, the perceive bench's p99).
+  const ids = branches.map((b) => b.id);
+  let merged = 0;
+  for (let i = 0; i < ids.length; i += perStatement) merged += (await mergeBranches(p, ids.slice(i, i + perStatement))).length;
+  return { open: branches.length, merged, residues };
 }
 
 /** A shard checked this many epochs ago is due again (at most 1/SHARD_RECHECK_EPOCHS of the known shards a pass). */

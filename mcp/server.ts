@@ -25,6 +25,9 @@ import { argumentProblem, compiledTools, fieldProblems, requestOf, type Compiled
 export const SERVER_NAME = 'cog';
 export const SERVER_VERSION = '3.0.0';
 
+/** Least time between the last progress notification and the tool's result (ms). */
+const RESULT_AFTER_PROGRESS_MS = 15;
+
 /** SPEC "Needlecast saga": six ordered steps, in this order; progress k of 6 is step k done. */
 const SAGA_STEPS = ['freeze', 'shard', 'pin', 'anchor', 'reconstruct', 'settle'];
 /** How long a finished needlecast waits for its last step events before reading the saga record. */
@@ -329,12 +332,14 @@ async function needlecast(
 ): Promise<CallToolResult> {
   const sagaId = (args.sagaId as string | undefined) ?? `needle:${randomBytes(16).toString('hex')}`;
   let sent = 0;
+  let lastSentAt = 0;
   let finished: () => void = () => {};
   const ended = new Promise<void>((r) => (finished = r));
   const progress = async (step: string, status: string) => {
     const k = SAGA_STEPS.indexOf(step) + 1;
     if (progressToken === undefined || k <= sent) return;
     sent = k;
+    lastSentAt = performance.now();
     await extra
       .sendNotification({ method: 'notifications/progress', params: { progressToken, progress: k, total: SAGA_STEPS.length, message: `${step} ${status}` } })
       .catch(() => {});
@@ -356,7 +361,15 @@ async function needlecast(
       const rec = await gw.request({ method: 'GET', path: `/v1/needlecast/${encodeURIComponent(sagaId)}` });
       const steps = rec.status === 200 ? ((rec.body as { steps?: Array<{ name: string; status: string }> }).steps ?? []) : [];
       for (const s of steps) if (s.status === 'done' || s.status === 'compensated') await progress(s.name, s.status);
+      // A step's event that arrived meanwhile sends its notification from the queue: it must be
+      // out before the result, after which the client drops the call's notifications.
+      await queue;
     }
+    // The SDK's client handles a notification a microtask after it reads it and a response at once,
+    // dropping the call's progress handler: a last notification read in the same chunk as the
+    // result was lost (1 run in 4 here). A few ms between them puts them in separate reads.
+    const since = performance.now() - lastSentAt;
+    if (lastSentAt && since < RESULT_AFTER_PROGRESS_MS) await new Promise((r) => setTimeout(r, RESULT_AFTER_PROGRESS_MS - since));
     return res.status >= 400 ? toolError(problemOf(res)) : toolResult(res.body);
   } finally {
     await sub?.close();

@@ -5,6 +5,7 @@ import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { createStack, getStackRow } from '../subgraphs/stacks/stacks.ts';
 import { addDrift, getSleeveRow, spawnSleeve } from '../subgraphs/sleeves/sleeves.ts';
 import { perceive } from '../flows/memory.ts';
+import { reconcileBranches } from '../flows/worker-memory.ts';
 import { localHippocampus } from '../subgraphs/memory/hippocampus/client.ts';
 import { createRunner } from '../subgraphs/residues/worker/runner.ts';
 import { workerStarter } from '../subgraphs/residues/worker/service.ts';
@@ -162,9 +163,11 @@ describe('passes', () => {
     for (let i = 0; i < 8; i++) if ((await perceive(p, { sleeveId: i % 2 ? b.id : a.id, text: `turn ${i}` })).branchId) branches++;
     expect(branches).toBe(7);
     const open = await p.db.prisma.memoryBranch.findMany({ where: { stackId: stack.id, status: 'open' } });
-    const r = await memoryReconciler(p, 610);
+    // Three branches a statement: 7 merged in three statements, none left out or merged twice.
+    const r = await reconcileBranches(p, 610, 3);
     expect(r).toMatchObject({ open: 7, merged: 7, residues: 2 });
-    // Merged in one statement: each records the head, each with its event.
+    expect(await memoryReconciler(p, 610)).toMatchObject({ open: 0, merged: 0 });
+    // Each records the head, each with its event.
     const mainHead = (await getStackRow(p.db.prisma, stack.id)).episodicHead;
     const rows = await p.db.prisma.memoryBranch.findMany({ where: { id: { in: open.map((b) => b.id) } } });
     expect(rows.map((b) => [b.status, b.mergedCid])).toEqual(open.map(() => ['merged', mainHead]));

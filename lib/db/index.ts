@@ -25,6 +25,9 @@ export type Db = PrismaClient;
 /** The client handed to a transaction callback. */
 export type Tx = Parameters<Parameters<PrismaClient['$transaction']>[0]>[0];
 
+/** Longest PGlite may hold the event loop before a call into it gives the loop a turn (ms). */
+const TURN_MS = 10;
+
 export interface Database {
   prisma: PrismaClient;
   /** Raw driver, for the migrator and for tests that count queries. */
@@ -123,6 +126,22 @@ export async function openDatabase(opts: {
     import('./pglite-prepared.ts'),
   ]);
   const lite = await PGlite.create(dir);
+  // PGlite runs in this thread and never waits on I/O: a chain of statements (a transaction, a
+  // pass's queries, a group commit) resolves as microtasks and held the event loop until it ended,
+  // so requests arriving meanwhile were not even read (stalls of 150-670 ms under the perceive
+  // bench, which set its p99). A call into the engine more than TURN_MS after the loop's last turn
+  // first gives it one, as a socket round trip would. A turn before every call cut the p99 as much
+  // but cost up to a fifth of the rate (smaller group commits); bench/perceive.ts A/B on this
+  // machine: p99 263-432 ms without, 163-177 ms with.
+  const execProtocol = lite.execProtocol.bind(lite);
+  let turnAt = 0;
+  lite.execProtocol = async (message, options) => {
+    if (performance.now() - turnAt > TURN_MS) {
+      await new Promise((resolve) => setImmediate(resolve));
+      turnAt = performance.now();
+    }
+    return execProtocol(message, options);
+  };
   // The driver's `prepare` statements run as named prepared statements (parsed and planned once).
   const prepared = preparedQueries(lite);
   const driver: SqlDriver = {
