@@ -535,7 +535,7 @@ export async function runScaleBench(o: ScaleOptions, log: (s: string) => void = 
     const warned = new Map<string, number>();
     for (const line of `${cluster.output()}\n${out2}`.split('\n')) {
       const m = /"msg":"([^"]+)"/.exec(line);
-      const err = /"(?:err|lastError)":"([^"]{0,80})/.exec(line);
+      const err = /"(?:err|lastError)":\[?"([^"]{0,80})/.exec(line);
       if (m) warned.set(`${m[1]}${err ? ` (${err[1]})` : ''}`, (warned.get(`${m[1]}${err ? ` (${err[1]})` : ''}`) ?? 0) + 1);
     }
 
