@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Contract, getAddress } from 'ethers';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
+import { stackRow } from './helpers/stack-rows.ts';
 import { createHttp } from '../lib/http.ts';
 import stacksRest from '../compat-rest/stacks.ts';
 import { startCortexWith } from '../subgraphs/chains/cortex/service.ts';
@@ -140,21 +141,7 @@ it('mirrors the moved heads of many stacks in one updateStacks call an epoch; a 
     const epoch = p.epochs.current();
     const head = (i: number, n: number) => `cog://${String(i).repeat(63)}${n}@${epoch}`;
     // A stack with no identity token and none on its way (inserted as the scale bench's fixtures are).
-    const bare = await p.db.prisma.stack.create({
-      data: {
-        id: 'stack:bare',
-        name: 'bare',
-        kind: 'human',
-        shape: 'A',
-        pubKey: 'bare',
-        syncCoeff: 1,
-        memoryCoeff: 1,
-        computeCoeff: 1,
-        residueCoeff: 1,
-        routingCoeff: 1,
-        masterSecret: 'x',
-      },
-    });
+    const bare = await p.db.prisma.stack.create({ data: { ...stackRow(0), id: 'stack:bare', name: 'bare', pubKey: 'bare' } });
     await p.db.prisma.$transaction((tx) => setEpisodicHead(tx, bare.id, head(9, 1)));
     // Two moves of each head in the epoch: no outbox row for any of them, the records go pending.
     for (const n of [1, 2]) for (const [i, s] of made.entries()) await p.db.prisma.$transaction((tx) => setEpisodicHead(tx, s.id, head(i + 1, n), { epoch }));

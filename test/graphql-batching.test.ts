@@ -3,6 +3,7 @@
 // bounded number of database queries, the same for 10 stacks as for 40.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
+import { stackRow } from './helpers/stack-rows.ts';
 import { startGateway } from '../router/service.ts';
 import type { RunningService } from '../lib/service.ts';
 import { openAccrual } from '../subgraphs/economy/index.ts';
@@ -14,20 +15,7 @@ const N = 40;
 beforeAll(async () => {
   p = await testPlatform({ GATEWAY_PORT: '0', COG_GRAPHQL_MAX_COST: '1000000' });
   gw = await startGateway(p);
-  const stacks = Array.from({ length: N }, (_, i) => ({
-    id: `stack:human:${i + 1}:${i.toString(16).padStart(12, '0')}`,
-    name: `s${i}`,
-    kind: 'human',
-    shape: 'A',
-    pubKey: i.toString(16).padStart(64, '0'),
-    syncCoeff: 1,
-    memoryCoeff: 1,
-    computeCoeff: 1,
-    residueCoeff: 1,
-    routingCoeff: 1,
-    masterSecret: 'x',
-    episodicHead: `cog://${i.toString(16).padStart(64, '0')}@0`,
-  }));
+  const stacks = Array.from({ length: N }, (_, i) => ({ ...stackRow(i), episodicHead: `cog://${i.toString(16).padStart(64, '0')}@0` }));
   await p.db.prisma.stack.createMany({ data: stacks });
   // Their accrual rows, as createStack opens them (created, so last active, in epoch 0).
   const terms = { cpv: { syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1, residueCoeff: 1, routingCoeff: 1 }, binding: { floor: 0.25, decayRate: 0.05 } };

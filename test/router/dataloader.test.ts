@@ -1,5 +1,6 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { testPlatform, type TestPlatform } from '../helpers/platform.ts';
+import { stackRow } from '../helpers/stack-rows.ts';
 import { startGateway } from '../../router/service.ts';
 import type { RunningService } from '../../lib/service.ts';
 
@@ -9,20 +10,7 @@ let gw: RunningService;
 beforeAll(async () => {
   p = await testPlatform({ GATEWAY_PORT: '0', COG_GRAPHQL_MAX_COST: '100000' });
   gw = await startGateway(p);
-  const stacks = Array.from({ length: 100 }, (_, i) => ({
-    id: `stack:human:${i + 1}:${i.toString(16).padStart(12, '0')}`,
-    name: `s${i}`,
-    kind: 'human',
-    shape: 'A',
-    pubKey: i.toString(16).padStart(64, '0'),
-    syncCoeff: 1,
-    memoryCoeff: 1,
-    computeCoeff: 1,
-    residueCoeff: 1,
-    routingCoeff: 1,
-    masterSecret: 'x',
-    episodicHead: `cog://${'a'.repeat(64)}@${i}`,
-  }));
+  const stacks = Array.from({ length: 100 }, (_, i) => ({ ...stackRow(i), episodicHead: `cog://${'a'.repeat(64)}@${i}` }));
   await p.db.prisma.stack.createMany({ data: stacks });
   await p.db.prisma.sleeve.createMany({
     data: stacks.flatMap((s, i) =>
