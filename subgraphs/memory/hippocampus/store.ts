@@ -95,26 +95,24 @@ export function validatePut(n: PutNodeInput, currentEpoch: number): { hash: stri
   return { hash: parsed.hash, ciphertext };
 }
 
+/** A node's MemoryNode row without its payload (which putNode keeps in the object store and indexNodesPart inline). */
+const indexRow = (n: PutNodeInput) => ({
+  cid: n.cid,
+  stackId: n.stackId,
+  epoch: n.epoch,
+  links: n.links,
+  kind: n.kind ?? 'episodic',
+  pinned: n.pinned ?? false,
+  sleeveId: n.sleeveId ?? null,
+  size: Buffer.byteLength(n.data),
+});
+
 /** Stores a node (idempotent: the same content is the same CID). Returns whether it was new. */
 export async function putNode(db: Db | Tx, objects: ObjectStore, n: PutNodeInput, currentEpoch: number): Promise<{ created: boolean }> {
   const { hash } = validatePut(n, currentEpoch);
   // Payload first: an index row never points at nothing. Same content, same key: a re-put is harmless.
   await objects.put(payloadKey(hash), new TextEncoder().encode(n.data));
-  const { count } = await db.memoryNode.createMany({
-    data: [
-      {
-        cid: n.cid,
-        stackId: n.stackId,
-        epoch: n.epoch,
-        links: n.links,
-        kind: n.kind ?? 'episodic',
-        pinned: n.pinned ?? false,
-        sleeveId: n.sleeveId ?? null,
-        size: Buffer.byteLength(n.data),
-      },
-    ],
-    skipDuplicates: true,
-  });
+  const { count } = await db.memoryNode.createMany({ data: [indexRow(n)], skipDuplicates: true });
   if (count === 0 && n.pinned) await db.memoryNode.updateMany({ where: { cid: n.cid, pinned: false }, data: { pinned: true } });
   return { created: count === 1 };
 }
@@ -142,14 +140,7 @@ export function indexNodesPart(nodes: readonly PutNodeInput[]): StatementPart | 
     }
     if (chain) runs.set(n.cid, { ...chain, stackId: n.stackId });
     return {
-      cid: n.cid,
-      stackId: n.stackId,
-      epoch: n.epoch,
-      links: n.links,
-      kind: n.kind ?? 'episodic',
-      pinned: n.pinned ?? false,
-      sleeveId: n.sleeveId ?? null,
-      size: Buffer.byteLength(n.data),
+      ...indexRow(n),
       payload: n.data,
       chained: chain !== null,
       base: chain?.base ?? null,
