@@ -300,11 +300,6 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     await broadcast(resend.map((r) => ({ id: r.id, rawTx: r.rawTx! })));
   };
 
-  /**
-   * Folds the pending ledger rows whose epoch has ended into settle rows: per stack and token the
-   * net of the rows in id order, checked against the chain first (eth_estimateGas on the pending
-   * state) so one stack whose part cannot apply does not hold back the others.
-   */
   // Sent transactions that may still land and change a stack's balance on chain: every sent row not
   // settled, however long ago it was sent. After a restart the node's pool is gone and the rows
   // whose blocks were lost are sent again; this round settles the ended epoch before the drop check
@@ -313,6 +308,11 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   // hundreds of burns after an outage longer than it).
   const mayStillLand = () => db.chainOutbox.count({ where: { status: 'submitted', nonce: { not: null } } });
 
+  /**
+   * Folds the pending ledger rows whose epoch has ended into settle rows: per stack and token the
+   * net of the rows in id order, checked against the chain first (eth_estimateGas on the pending
+   * state) so one stack whose part cannot apply does not hold back the others.
+   */
   const settleLedger = async () => {
     const epoch = opts.currentEpoch?.();
     const rows = await db.chainOutbox.findMany({
