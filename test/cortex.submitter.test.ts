@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { startTestChain, type TestChain } from './helpers/test-chain.ts';
 import { startSubmitter, outboxStatus, type Submitter } from '../subgraphs/chains/cortex/submitter.ts';
-import { reconcileChain, cortexTxSource } from '../subgraphs/chains/cortex/reconcile.ts';
+import { reconcileChain, cortexTxSource, driftChecker } from '../subgraphs/chains/cortex/reconcile.ts';
 import { enqueueChainTx, type ChainTxKind } from '../subgraphs/chains/outbox.ts';
 import { recordKey } from '../subgraphs/chains/cortex/calls.ts';
 import { sha256, toHex, fromHex, utf8 } from '../lib/crypto.ts';
@@ -111,7 +111,7 @@ describe('cortex submitter', () => {
     await p.db.prisma.epochAnchor
       .create({ data: { epoch: 2, crossRoot: fold(evm, ipfs, sl), evmRoot: evm, ipfsRoot: ipfs, sleevesRoot: sl, btcRoot: '0'.repeat(64), gaps: [] } })
       .catch(() => undefined);
-    await enqueue('anchor', 'epoch:2', { epoch: 2, crossRoot: fold(evm, ipfs, sl), evmRoot: evm, ipfsRoot: ipfs, sleevesRoot: sl }, 2);
+    await enqueue('anchor', 'anchor:2', { epoch: 2, crossRoot: fold(evm, ipfs, sl), evmRoot: evm, ipfsRoot: ipfs, sleevesRoot: sl }, 2);
     await enqueue('decommissionSleeve', 'sleeve:ai:1:0000aaaa', { sleeveId: 'sleeve:ai:1:0000aaaa' }, 3);
 
     expect((await p.db.prisma.stack.findUnique({ where: { id: stackId(t) } }))!.chainStatus).toBe('pending');
@@ -176,8 +176,8 @@ describe('cortex submitter', () => {
   it('fails a reverting or invalid intent with its reason and keeps the queue moving', async () => {
     const t = 200;
     await enqueue('mintIdentity', stackId(t), { stackId: stackId(t), tokenId: t, cpv: CPV });
-    await enqueue('mintIdentity', 'dup', { stackId: 'stack:dup', tokenId: t, cpv: CPV }); // same tokenId: reverts
-    await enqueue('mintIdentity', 'bad', { stackId: 'stack:bad', tokenId: t + 1, cpv: { ...CPV, syncCoeff: 3 } }); // never a valid call
+    await enqueue('mintIdentity', 'stack:dup', { stackId: 'stack:dup', tokenId: t, cpv: CPV }); // same tokenId: reverts
+    await enqueue('mintIdentity', 'stack:bad', { stackId: 'stack:bad', tokenId: t + 1, cpv: { ...CPV, syncCoeff: 3 } }); // never a valid call
     await enqueue('burn', 'ledger:x', { stackId: stackId(t), amounts: [{ token: 'sync', milli: '1' }] }); // nothing to burn
     await enqueue('mintIdentity', stackId(t + 2), { stackId: stackId(t + 2), tokenId: t + 2, cpv: CPV });
     const s = start();
@@ -265,6 +265,7 @@ describe('cortex submitter', () => {
   }, 60_000);
 
   it('reconcile reports a database that claims what the chain does not have', async () => {
+    const blockNumber = await c.provider.getBlockNumber();
     await p.db.prisma.chainOutbox.create({
       data: {
         kind: 'mintIdentity',
@@ -273,6 +274,7 @@ describe('cortex submitter', () => {
         status: 'confirmed',
         nonce: 1,
         txHash: 'ab'.repeat(32),
+        blockNumber,
       },
     });
     await p.db.prisma.chainOutbox.create({
@@ -283,6 +285,7 @@ describe('cortex submitter', () => {
         status: 'confirmed',
         nonce: 2,
         txHash: 'cd'.repeat(32),
+        blockNumber,
       },
     });
     const drift = await reconcileChain(p.db.prisma, c);
@@ -340,6 +343,10 @@ describe('cortex ledger settlements', () => {
     expect((settles[0].payload as { entries: unknown[] }).entries).toHaveLength(7);
     for (const t of stacks) expect(await balances(t)).toEqual(want.get(t));
     expect(await reconcileChain(p.db.prisma, c)).toEqual([]);
+    // A checker that lives on folds each block once: its next check reads only what landed since.
+    const checker = driftChecker(p.db.prisma, c);
+    expect(await checker.check()).toEqual([]);
+    expect(await checker.check()).toEqual([]);
 
     // Epoch 2: a burn that empties a token, a late row of epoch 1 (committed after the epoch ended).
     await apply('burn', 500, 2, 1, 50_000);
@@ -352,10 +359,35 @@ describe('cortex ledger settlements', () => {
     expect(settles[1].payload).toMatchObject({ epoch: 2, rows: 3 });
     for (const t of stacks) expect(await balances(t)).toEqual(want.get(t));
     expect(await reconcileChain(p.db.prisma, c)).toEqual([]);
+    // The balances it checks now are the sums of both settlements (a check that compared only this
+    // window's rows with the chain would report every stack that moved).
+    expect(await checker.check()).toEqual([]);
     // 3 identities and 2 settlements: 5 transactions for 40 ledger writes.
     const sent = await p.db.prisma.chainOutbox.findMany({ where: { nonce: { not: null } } });
     expect(sent.map((r) => r.kind).sort()).toEqual(['mintIdentity', 'mintIdentity', 'mintIdentity', 'settle', 'settle']);
     expect(await p.db.prisma.chainOutbox.count({ where: { kind: { in: ['mint', 'burn'] }, status: { not: 'confirmed' } } })).toBe(0);
+
+    // A settlement the database claims in a new block and the chain never saw: the running checker
+    // finds it in its next window, on top of what it folded before.
+    await c.provider.send('evm_mine', []);
+    const blockNumber = await c.provider.getBlockNumber();
+    const ghost = await p.db.prisma.chainOutbox.create({
+      data: { kind: 'settle', ref: 'settle:9', epoch: 9, payload: {}, status: 'confirmed', nonce: 99, txHash: 'ef'.repeat(32), blockNumber },
+    });
+    await p.db.prisma.chainOutbox.create({
+      data: {
+        kind: 'mint',
+        ref: 'ledger:ghost',
+        epoch: 9,
+        payload: { stackId: stackId(501), amounts: [{ token: 'sync', milli: '5' }] },
+        status: 'confirmed',
+        settlementId: ghost.id,
+        blockNumber,
+      },
+    });
+    const drift = await checker.check();
+    expect(drift.map((d) => `${d.kind}:${d.ref}`).sort()).toEqual([`settlement:settlement:${ghost.id}`, 'supply:sync', 'balance:token:501:sync'].sort());
+    expect(drift.find((d) => d.kind === 'balance')!.detail).toBe(`Cortex ${want.get(501)![2]}, database ${want.get(501)![2] + 5} (milli)`);
   });
 
   it('a settlement sent again (re-signed after a crash) does not apply twice', async () => {

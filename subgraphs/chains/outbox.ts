@@ -5,7 +5,7 @@
 // epoch as their net per stack and token (cortex/settlement.ts).
 import { sql, type Tx } from '../../lib/db/index.ts';
 import type { StatementPart } from '../../lib/db/statement.ts';
-import { markPending } from './cortex/records.ts';
+import { markPending, recordOf, recordRefOf } from './cortex/records.ts';
 
 export type ChainTxKind =
   | 'mintIdentity'
@@ -29,6 +29,10 @@ export type ChainTxKind =
   | 'updateStacks';
 
 export async function enqueueChainTx(tx: Tx, intent: { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number }): Promise<void> {
+  // A record's intents carry its ref (cortex/records.ts finds the outstanding ones on the ref index).
+  const record = recordOf(intent.kind, intent.payload);
+  if (record && intent.ref !== recordRefOf(record))
+    throw new Error(`enqueueChainTx: a ${intent.kind} intent's ref must be ${recordRefOf(record)}, not ${intent.ref}`);
   await tx.chainOutbox.create({ data: { kind: intent.kind, ref: intent.ref, payload: intent.payload as never, epoch: intent.epoch } });
   await markPending(tx, intent.kind, intent.payload);
 }

@@ -1,7 +1,12 @@
 // Drift between the database and Cortex: confirmed intents whose effect is not on the chain, token
-// supplies that do not mirror the confirmed mints and burns, rows stuck or failed. Reported, not repaired.
-// Balances and supplies are read at the block of the newest confirmed row: the chain as the
-// confirmed settlements left it, so a settlement mined but not yet recorded is no drift.
+// supplies and stacks' balances that do not mirror the confirmed mints and burns, rows stuck or
+// failed. Reported, not repaired.
+// The check is incremental: a checker folds the rows confirmed in blocks it has not seen yet into
+// running sums (the stacks' expected balances, the tokens' supplies) and checks each record once,
+// as it lands, so a check costs what landed since the last one and not the outbox's whole history
+// (reading every confirmed row every minute cost seconds of the process's event loop once the
+// outbox held a few hundred thousand rows). Everything is read at one block, the newest whose rows
+// are all recorded: the chain as those rows left it.
 import { Contract } from 'ethers';
 import type { Db } from '../../../lib/db/index.ts';
 import type { Platform } from '../../../lib/platform.ts';
@@ -18,6 +23,12 @@ export interface Drift {
 export interface ReconcileOptions {
   /** Rows pending or submitted for longer than this count as stuck. */
   stuckAfterMs?: number;
+  /**
+   * Blocks behind the newest recorded one that a check stops at: the receipts of the newest blocks
+   * may still be being recorded (a running checker folds each block once, so it must not fold one
+   * before all of its rows are in). 0 for a one-off check.
+   */
+  lagBlocks?: number;
 }
 
 /** reconcile over the running Cortex service of this process (p.local 'cortex'); logs a warning on drift. */
@@ -29,8 +40,25 @@ export async function reconcile(p: Platform, opts: ReconcileOptions = {}): Promi
   return drift;
 }
 
+/** One check of everything the outbox recorded (a fresh checker's first check). */
 export async function reconcileChain(db: Db, chain: CortexChain, opts: ReconcileOptions = {}): Promise<Drift[]> {
-  const drift: Drift[] = [];
+  return driftChecker(db, chain).check(opts);
+}
+
+/** Confirmed rows read a page at a time. */
+const PAGE = 2_000;
+/** Records (identities, sleeves, residues, anchors, settlements) checked on chain at most per check: the newest. */
+export const MAX_RECORD_CHECKS = 2_000;
+
+/** A checker per chain and suite: a node that lost blocks, or a new suite, needs a new one. */
+export interface DriftChecker {
+  /** Folds what was confirmed since the last check and reports the drift it finds. */
+  check(opts?: ReconcileOptions): Promise<Drift[]>;
+}
+
+type Confirmed = { id: bigint; kind: string; payload: unknown; blockNumber: number };
+
+export function driftChecker(db: Db, chain: CortexChain): DriftChecker {
   const c = (name: Parameters<typeof artifact>[0], addr: string) => new Contract(addr, artifact(name).abi, chain.provider);
   const { contracts } = chain.suite;
   const identity = c('StackIdentity', contracts.StackIdentity);
@@ -40,111 +68,142 @@ export async function reconcileChain(db: Db, chain: CortexChain, opts: Reconcile
   const bandwidth = c('BandwidthToken', contracts.BandwidthToken);
   const tokenIdOf = tokenIdResolver(db);
 
-  const confirmed = await db.chainOutbox.findMany({ where: { status: 'confirmed' }, orderBy: { id: 'asc' } });
-  const pay = (r: (typeof confirmed)[number]) => r.payload as Record<string, unknown>;
-
-  const checks: Promise<void>[] = [];
-  const sleeveFinal = new Map<string, boolean>();
+  // Folded so far: every confirmed row of the blocks up to `doneBlock`.
+  let doneBlock = -1;
   const expectedBalance = new Map<string, bigint>(); // `${tokenId}:${token}`
-  const supply = CHAIN_TOKENS.map(() => 0n);
-  const settlements: bigint[] = [];
-  let lastBlock = -1;
-  for (const row of confirmed) {
-    if (row.blockNumber !== null && row.blockNumber > lastBlock) lastBlock = row.blockNumber;
-    const p = pay(row);
-    switch (row.kind) {
-      case 'mintIdentity':
-        checks.push(
-          (async () => {
+  let supply = CHAIN_TOKENS.map(() => 0n);
+
+  async function check(opts: ReconcileOptions = {}): Promise<Drift[]> {
+    const drift: Drift[] = [];
+    const head = await chain.provider.getBlockNumber();
+    const [{ m }] = await db.$queryRaw<{ m: number | null }[]>`SELECT max("blockNumber") AS m FROM "ChainOutbox" WHERE status = 'confirmed'`;
+    // A database that claims blocks the chain does not have is read at the chain's head.
+    const to = Math.min(m ?? -1, head) - (opts.lagBlocks ?? 0);
+    const at = { blockTag: Math.max(to, 0) };
+    const records: (() => Promise<void>)[] = [];
+    const sleeveFinal = new Map<string, boolean>();
+    // What this window adds to the running sums, merged into them once the check has run through
+    // (a check that fails half way folds nothing, and the next one reads the same blocks again).
+    const delta = new Map<string, bigint>();
+    const sums = [...supply];
+    const add = (tokenId: number | bigint, token: number, v: bigint) => {
+      const key = `${tokenId}:${token}`;
+      delta.set(key, (delta.get(key) ?? 0n) + v);
+      sums[token] += v;
+    };
+    const claims: Promise<void>[] = [];
+    const ledger: Confirmed[] = [];
+    // The window's rows in block order, a page at a time (keyset on block and id); rows confirmed
+    // without a block (ledger rows that netted to nothing) have no chain effect.
+    // (the keyset starts past every id of doneBlock: that block is folded already)
+    for (let after = { b: doneBlock, id: 2n ** 63n - 1n }; to > doneBlock; ) {
+      const page = await db.$queryRaw<Confirmed[]>`
+        SELECT id, kind, payload, "blockNumber" FROM "ChainOutbox"
+        WHERE status = 'confirmed' AND "blockNumber" <= ${to}
+          AND ("blockNumber" > ${after.b} OR ("blockNumber" = ${after.b} AND id > ${after.id}))
+        ORDER BY "blockNumber", id LIMIT ${PAGE}`;
+      for (const row of page) fold(row);
+      if (page.length < PAGE) break;
+      const last = page[page.length - 1]!;
+      after = { b: last.blockNumber, id: BigInt(last.id) };
+      await new Promise((r) => setImmediate(r)); // a long history: the event loop gets its turn
+    }
+
+    function fold(row: Confirmed) {
+      const p = row.payload as Record<string, unknown>;
+      switch (row.kind) {
+        case 'mintIdentity':
+          records.push(async () => {
             const want = ownerAddress(p.owner, chain.suite.operator);
-            const owner = (await identity.ownerOf(p.tokenId).catch(() => undefined)) as string | undefined;
+            const owner = (await identity.ownerOf(p.tokenId, at).catch(() => undefined)) as string | undefined;
             if (owner !== want)
               drift.push({ kind: 'identity', ref: String(p.stackId), detail: `ownerOf(${p.tokenId}) is ${owner ?? 'nobody'}, expected ${want}` });
-          })(),
-        );
-        break;
-      case 'spawnSleeve':
-        sleeveFinal.set(String(p.sleeveId), true);
-        break;
-      case 'decommissionSleeve':
-        sleeveFinal.set(String(p.sleeveId), false);
-        break;
-      case 'claimResidue':
-        checks.push(
-          (async () => {
-            const r = (await residues.residueOf(recordKey(String(p.residueId)))) as { status: bigint; bountyMilli: bigint; claimantTokenId: bigint };
-            if (Number(r.status) !== 2) drift.push({ kind: 'residue', ref: String(p.residueId), detail: 'claimed in the database, not on Cortex' });
-            const k = `${r.claimantTokenId}:4`;
-            expectedBalance.set(k, (expectedBalance.get(k) ?? 0n) + r.bountyMilli);
-            supply[4] += r.bountyMilli;
-          })(),
-        );
-        break;
-      case 'anchor':
-        checks.push(
-          (async () => {
-            const ok = (await anchors.verify(p.epoch, `0x${String(p.crossRoot).replace(/^0x/, '')}`)) as boolean;
+          });
+          break;
+        case 'spawnSleeve':
+          sleeveFinal.set(String(p.sleeveId), true);
+          break;
+        case 'decommissionSleeve':
+          sleeveFinal.set(String(p.sleeveId), false);
+          break;
+        case 'claimResidue':
+          // The bounty is on the chain's record of the residue: every claim is read (it is a balance).
+          claims.push(
+            (async () => {
+              const r = (await residues.residueOf(recordKey(String(p.residueId)), at)) as { status: bigint; bountyMilli: bigint; claimantTokenId: bigint };
+              if (Number(r.status) !== 2) drift.push({ kind: 'residue', ref: String(p.residueId), detail: 'claimed in the database, not on Cortex' });
+              add(r.claimantTokenId, 4, r.bountyMilli);
+            })(),
+          );
+          break;
+        case 'anchor':
+          records.push(async () => {
+            const ok = (await anchors.verify(p.epoch, `0x${String(p.crossRoot).replace(/^0x/, '')}`, at)) as boolean;
             if (!ok) drift.push({ kind: 'anchor', ref: `epoch:${p.epoch}`, detail: 'anchor not verifiable on Cortex' });
-          })(),
-        );
-        break;
-      case 'settle':
-        settlements.push(row.id);
-        break;
-      case 'mint':
-      case 'burn': {
-        const t = await tokenIdOf(String(p.stackId));
-        const { kinds, values } = amountsToChain(p.amounts);
-        kinds.forEach((k, i) => {
-          const key = `${t}:${k}`;
-          const v = row.kind === 'mint' ? values[i] : -values[i];
-          expectedBalance.set(key, (expectedBalance.get(key) ?? 0n) + v);
-          supply[k] += v;
-        });
-        break;
+          });
+          break;
+        case 'settle':
+          records.push(async () => {
+            if (!((await bandwidth.settled(row.id, at)) as boolean))
+              drift.push({ kind: 'settlement', ref: `settlement:${row.id}`, detail: 'confirmed in the database, not on Cortex' });
+          });
+          break;
+        case 'mint':
+        case 'burn':
+          ledger.push(row);
+          break;
       }
     }
-  }
-  for (const [sleeveId, alive] of sleeveFinal) {
-    checks.push(
-      (async () => {
-        const onChain = (await sleeves.isAlive(recordKey(sleeveId))) as boolean;
+    await Promise.all(claims);
+    // The ledger's own rows (not the settlements' nets): the balances are the ledger's.
+    for (const row of ledger) {
+      const p = row.payload as Record<string, unknown>;
+      const t = typeof p.tokenId === 'number' ? p.tokenId : await tokenIdOf(String(p.stackId));
+      const { kinds, values } = amountsToChain(p.amounts);
+      // No token: the row could never have been settled (it fails as invalid), so it is no balance.
+      if (t !== undefined) kinds.forEach((k, i) => add(t, k, row.kind === 'mint' ? values[i] : -values[i]));
+    }
+    for (const [sleeveId, alive] of sleeveFinal)
+      records.push(async () => {
+        const onChain = (await sleeves.isAlive(recordKey(sleeveId), at)) as boolean;
         if (onChain !== alive) drift.push({ kind: 'sleeve', ref: sleeveId, detail: `alive on Cortex is ${onChain}, expected ${alive}` });
-      })(),
+      });
+    // The newest records, each checked once (a catch-up over a long history checks the last ones).
+    await Promise.all(records.slice(-MAX_RECORD_CHECKS).map((f) => f()));
+    // The balances this window changed, and every token's supply: all at the same block.
+    await Promise.all(
+      [...delta].map(async ([key, d]) => {
+        const [tokenId, token] = key.split(':').map(Number);
+        const want = (expectedBalance.get(key) ?? 0n) + d;
+        const have = (await bandwidth.balanceOf(tokenId, token, at)) as bigint;
+        if (have !== want) drift.push({ kind: 'balance', ref: `token:${tokenId}:${CHAIN_TOKENS[token]}`, detail: `Cortex ${have}, database ${want} (milli)` });
+      }),
     );
-  }
-  // The newest settlements are on chain, each once (an older one missing shows in the balances).
-  for (const id of settlements.slice(-100)) {
-    checks.push(
-      (async () => {
-        if (!((await bandwidth.settled(id)) as boolean))
-          drift.push({ kind: 'settlement', ref: `settlement:${id}`, detail: 'confirmed in the database, not on Cortex' });
-      })(),
+    await Promise.all(
+      CHAIN_TOKENS.map(async (t, i) => {
+        const erc20 = c('CortexToken', chain.suite.tokens[t]);
+        const have = (await erc20.totalSupply(at)) as bigint;
+        if (have !== sums[i]) drift.push({ kind: 'supply', ref: t, detail: `totalSupply ${have}, confirmed mints minus burns ${sums[i]} (milli)` });
+      }),
     );
+    // Folded: the next check starts after this block.
+    if (to > doneBlock) {
+      for (const [key, d] of delta) expectedBalance.set(key, (expectedBalance.get(key) ?? 0n) + d);
+      supply = sums;
+      doneBlock = to;
+    }
+    const stuckBefore = new Date(Date.now() - (opts.stuckAfterMs ?? 60_000));
+    // On the status index, unordered: Prisma orders a limited read by id, and the planner then walked
+    // the primary key through every confirmed row looking for a hundred open ones.
+    const open = await db.$queryRaw<{ ref: string; kind: string; status: string; createdAt: Date }[]>`
+    SELECT ref, kind, status, "createdAt" FROM "ChainOutbox" WHERE status IN ('pending', 'submitted') AND "createdAt" < ${stuckBefore} LIMIT 100`;
+    for (const r of open) drift.push({ kind: 'stuck', ref: r.ref, detail: `${r.kind} ${r.status} since ${r.createdAt.toISOString()}` });
+    const failed = await db.chainOutbox.findMany({ where: { status: 'failed' }, orderBy: { id: 'desc' }, take: 100 });
+    for (const r of failed) drift.push({ kind: 'failed', ref: r.ref, detail: `${r.kind}: ${r.lastError ?? 'failed'}` });
+    return drift;
   }
-  await Promise.all(checks);
-  const head = await chain.provider.getBlockNumber();
-  const at = { blockTag: lastBlock >= 0 && lastBlock <= head ? lastBlock : head };
-  await Promise.all(
-    [...expectedBalance].map(async ([key, want]) => {
-      const [tokenId, token] = key.split(':').map(Number);
-      const have = (await bandwidth.balanceOf(tokenId, token, at)) as bigint;
-      if (have !== want) drift.push({ kind: 'balance', ref: `token:${tokenId}:${CHAIN_TOKENS[token]}`, detail: `Cortex ${have}, database ${want} (milli)` });
-    }),
-  );
-  await Promise.all(
-    CHAIN_TOKENS.map(async (t, i) => {
-      const erc20 = c('CortexToken', chain.suite.tokens[t]);
-      const have = (await erc20.totalSupply(at)) as bigint;
-      if (have !== supply[i]) drift.push({ kind: 'supply', ref: t, detail: `totalSupply ${have}, confirmed mints minus burns ${supply[i]} (milli)` });
-    }),
-  );
-  const stuckBefore = new Date(Date.now() - (opts.stuckAfterMs ?? 60_000));
-  const open = await db.chainOutbox.findMany({ where: { status: { in: ['pending', 'submitted'] }, createdAt: { lt: stuckBefore } }, take: 100 });
-  for (const r of open) drift.push({ kind: 'stuck', ref: r.ref, detail: `${r.kind} ${r.status} since ${r.createdAt.toISOString()}` });
-  const failed = await db.chainOutbox.findMany({ where: { status: 'failed' }, orderBy: { id: 'desc' }, take: 100 });
-  for (const r of failed) drift.push({ kind: 'failed', ref: r.ref, detail: `${r.kind}: ${r.lastError ?? 'failed'}` });
-  return drift;
+
+  return { check };
 }
 
 export { cortexTxSource } from './tx-source.ts';

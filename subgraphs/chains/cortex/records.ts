@@ -65,14 +65,28 @@ export async function markRecordPending(tx: Tx, kind: string, payload: Record<st
   if (r) await write(tx, r, 'pending');
 }
 
-/** After an intent settles: confirmed/failed unless another intent of the record is still outstanding. */
-export async function settleRecord(tx: Tx, kind: string, payload: Record<string, unknown>, outcome: 'confirmed' | 'failed', txHash?: string): Promise<void> {
-  const r = recordOf(kind, payload);
-  if (!r) return;
-  const outstanding = await tx.chainOutbox.count({
-    where: { kind: { in: r.kinds }, status: { in: ['pending', 'submitted'] }, payload: { path: [r.key], equals: r.id } },
-  });
-  await write(tx, r, outstanding > 0 ? 'pending' : outcome, txHash);
+/**
+ * The outbox ref of a record's intents: its id (an anchor's: `anchor:<epoch>`). enqueueChainTx holds
+ * every record intent to it, so a record's outstanding intents are found on the ref index.
+ */
+export function recordRefOf(r: RecordRef): string {
+  return r.table === 'anchor' ? `anchor:${r.id}` : r.id;
+}
+
+/**
+ * Of these records (of one table), the ids that still have an intent outstanding: one statement on
+ * the ref index. Filtering the open rows by payload instead scanned every open row once per record,
+ * and under load the open rows are thousands (the ledger rows riding on a settlement): a block's
+ * fifty records took seconds.
+ */
+async function outstandingOf(tx: Tx, records: RecordRef[]): Promise<Set<string>> {
+  if (!records.length) return new Set();
+  const { kinds, key } = records[0];
+  const rows = await tx.$queryRaw<{ id: string }[]>`
+    SELECT DISTINCT payload->>${key} AS id FROM "ChainOutbox"
+    WHERE ref = ANY(${records.map(recordRefOf)}::text[]) AND kind = ANY(${kinds}::text[]) AND status IN ('pending', 'submitted')
+      AND payload->>${key} = ANY(${records.map((r) => String(r.id))}::text[])`;
+  return new Set(rows.map((r) => r.id));
 }
 
 export interface RecordOutcome {
@@ -83,7 +97,8 @@ export interface RecordOutcome {
 }
 
 /**
- * settleRecord for many intents, in one short transaction per table that never waits for a writer
+ * Settles the records of many intents (confirmed or failed, or pending while another of a record's
+ * intents is outstanding), in one short transaction per table that never waits for a writer
  * holding a record's row (a perceive holds its stack's row until it commits; settling every stack's
  * updateStack in one transaction used to queue behind each of them in turn): busy rows are skipped
  * (FOR UPDATE SKIP LOCKED) and returned, to be tried again later. The newest outcome per record wins.
@@ -105,10 +120,14 @@ export async function trySettleRecords(db: Db, items: RecordOutcome[]): Promise<
       const { locked, existing } = await table.lockFree(tx, ids);
       const mine = new Set(locked);
       const there = new Set(existing);
-      for (const [id, { item }] of records) {
-        if (mine.has(String(id))) await settleRecord(tx, item.kind, item.payload, item.outcome, item.txHash);
-        else if (there.has(String(id))) busy.push(item);
-      }
+      const todo = [...records.values()].filter(({ ref }) => mine.has(String(ref.id)));
+      // Confirmed or failed unless another intent of the record is still outstanding.
+      const outstanding = await outstandingOf(
+        tx,
+        todo.map((t) => t.ref),
+      );
+      for (const { ref, item } of todo) await write(tx, ref, outstanding.has(String(ref.id)) ? 'pending' : item.outcome, item.txHash);
+      for (const [id, { item }] of records) if (!mine.has(String(id)) && there.has(String(id))) busy.push(item);
     });
   }
   return busy;

@@ -9,7 +9,7 @@ import { started, type ServiceStarter } from '../../../lib/service.ts';
 import { rpc, startAnvil, waitForRpc, type Anvil, type AnvilOptions } from './anvil.ts';
 import { CORTEX_CHAIN_ID, deploymentsFile, ensureSuite, operatorKey, providerFor, type Deployment } from './deploy.ts';
 import { rewindToChain, startSubmitter, type CortexChain, type Submitter, type SubmitterOptions } from './submitter.ts';
-import { reconcileChain } from './reconcile.ts';
+import { driftChecker } from './reconcile.ts';
 import { artifactsHash } from './artifacts.ts';
 import { reportProgress } from '../../../lib/progress.ts';
 
@@ -99,11 +99,21 @@ export async function startCortexWith(
     // not at the next poll (up to a poll later, behind a round that may be busy confirming).
     const offEpoch = p.epochs.onAdvance(() => submitter.kick());
     p.log.info({ rpcUrl, chainId, operator: chain.address, fresh }, 'cortex: suite ready, submitter running');
-    // Periodic drift check: warns, never repairs.
+    // Periodic drift check: warns, never repairs. One checker for the process's life: each check
+    // folds what landed since the last one (2 blocks behind the newest recorded: their receipts may
+    // still be being written). A restarted node (lost blocks, or a new suite) starts a new one.
+    let checker = driftChecker(p.db.prisma, chain);
+    let checking = false;
     const timer = setInterval(() => {
-      reconcileChain(p.db.prisma, chain)
+      if (checking) return;
+      checking = true;
+      checker
+        .check({ lagBlocks: 2 })
         .then((d) => d.length && p.log.warn({ drift: d.slice(0, 20), count: d.length }, 'cortex: database and chain disagree'))
-        .catch((e) => p.log.warn({ err: (e as Error).message }, 'cortex: reconcile failed'));
+        .catch((e) => p.log.warn({ err: (e as Error).message }, 'cortex: reconcile failed'))
+        .finally(() => {
+          checking = false;
+        });
     }, opts.reconcileMs ?? 60_000);
     timer.unref();
     const service: CortexService = { rpcUrl, chain, suite, submitter, rewound };
@@ -152,6 +162,7 @@ export async function startCortexWith(
       chain.suite = deployment;
       service.suite = deployment;
       const resent = await rewindToChain(p.db.prisma, provider, again, p.log);
+      checker = driftChecker(p.db.prisma, chain);
       p.log.warn({ pid: anvil!.child.pid, fresh: again, resent }, 'cortex: anvil restarted');
     };
     const watch = anvil

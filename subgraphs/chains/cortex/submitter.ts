@@ -75,7 +75,11 @@ export function tokenIdResolver(db: Db) {
   return async (stackId: string): Promise<number | undefined> => {
     const hit = known.get(stackId);
     if (hit !== undefined) return hit;
-    const row = await db.chainOutbox.findFirst({ where: { kind: 'mintIdentity', payload: { path: ['stackId'], equals: stackId } }, orderBy: { id: 'asc' } });
+    // On the ref index: a record's intents carry its id as their ref (enqueueChainTx holds them to it).
+    const row = await db.chainOutbox.findFirst({
+      where: { kind: 'mintIdentity', ref: stackId, payload: { path: ['stackId'], equals: stackId } },
+      orderBy: { id: 'asc' },
+    });
     let t = (row?.payload as { tokenId?: unknown } | undefined)?.tokenId;
     if (typeof t !== 'number') {
       const m = SHAPE_A_STACK.exec(stackId);
@@ -158,8 +162,11 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       db.$executeRaw`UPDATE "ChainOutbox" o SET status = v.s, "blockNumber" = CASE WHEN v.hb THEN v.b ELSE o."blockNumber" END,
           "lastError" = CASE WHEN v.he THEN v.e ELSE o."lastError" END, "updatedAt" = now()
         FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(id bigint, s text, b int, hb boolean, e text, he boolean) WHERE o.id = v.id`,
+      // The settlement ids as an array too: joined to the record set alone, the planner read the whole
+      // outbox (a sequential scan, hundreds of ms once it held a few hundred thousand rows).
       db.$executeRaw`UPDATE "ChainOutbox" o SET status = v.s, "blockNumber" = v.b, "lastError" = v.e, "updatedAt" = now()
-        FROM jsonb_to_recordset(${JSON.stringify(settles)}::jsonb) AS v(id bigint, s text, b int, e text) WHERE o."settlementId" = v.id`,
+        FROM jsonb_to_recordset(${JSON.stringify(settles)}::jsonb) AS v(id bigint, s text, b int, e text)
+        WHERE o."settlementId" = ANY(${settles.map((x) => x.id)}::text[]::bigint[]) AND o."settlementId" = v.id`,
     ]);
     // The mirrored records' chainStatus after, without waiting for a busy row (retried next round).
     const busy = await trySettleRecords(
@@ -428,7 +435,9 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     if (!built.length) return;
     const estimates = await Promise.allSettled(built.map((b) => provider.estimateGas({ from, to: b.call.to, data: b.call.data, blockTag: 'pending' })));
     const [maxNonce, chainNext, fee] = await Promise.all([
-      db.chainOutbox.aggregate({ _max: { nonce: true } }),
+      // On the partial nonce index (Prisma's aggregate wraps the table in a subquery the planner
+      // cannot answer from an index: a scan of the whole outbox every round).
+      db.$queryRaw<{ n: number | null }[]>`SELECT max(nonce) AS n FROM "ChainOutbox" WHERE nonce IS NOT NULL`,
       provider.getTransactionCount(from, 'pending'),
       provider.getFeeData(),
     ]);
@@ -452,7 +461,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     // (a stack's coalesced updateStack, locked by a perceive until it commits) is skipped for this
     // round rather than waited for, and one whose payload changed since it was read goes next
     // round. Nonces are handed out only to the rows stored, so they stay consecutive.
-    const firstNonce = Math.max((maxNonce._max.nonce ?? -1) + 1, chainNext);
+    const firstNonce = Math.max((maxNonce[0]?.n ?? -1) + 1, chainNext);
     const sign = async (list: typeof ready) => {
       const out: { id: bigint; nonce: number; txHash: string; rawTx: string }[] = [];
       let nonce = firstNonce;
