@@ -26,7 +26,7 @@ export type Db = PrismaClient;
 export type Tx = Parameters<Parameters<PrismaClient['$transaction']>[0]>[0];
 
 /** Longest PGlite may hold the event loop before a call into it gives the loop a turn (ms). */
-const TURN_MS = 10;
+const TURN_MS = 4;
 
 export interface Database {
   prisma: PrismaClient;
@@ -132,7 +132,7 @@ export async function openDatabase(opts: {
   // bench, which set its p99). A call into the engine more than TURN_MS after the loop's last turn
   // first gives it one, as a socket round trip would. A turn before every call cut the p99 as much
   // but cost up to a fifth of the rate (smaller group commits); bench/perceive.ts A/B on this
-  // machine: p99 263-432 ms without, 163-177 ms with.
+  // machine: p99 263-432 ms without, 138-181 ms at 10 ms, 109-133 ms at 4 ms (docs/decisions.md).
   const execProtocol = lite.execProtocol.bind(lite);
   let turnAt = 0;
   lite.execProtocol = async (message, options) => {
