@@ -83,22 +83,30 @@ export async function recordEventOnce(tx: Tx, ev: EventRecord & { msgId: string 
 
 let relayNudge: (() => void) | undefined;
 
+const FIRST_BATCH = 'SELECT id, subject, "msgId", data, traceparent FROM "EventOutbox" ORDER BY id LIMIT 200';
+const DELETE_SENT = 'DELETE FROM "EventOutbox" WHERE id = ANY($1::bigint[])';
+// A published batch is deleted by the statement that reads the next one: a round trip a batch, not
+// two (under load the relay's reads and deletes were as many statements as the writes it relays).
+// Both parts see one snapshot, so the read leaves out the rows the delete removes.
+const DELETE_SENT_READ_NEXT = `WITH sent AS (${DELETE_SENT})
+  SELECT id, subject, "msgId", data, traceparent FROM "EventOutbox" WHERE id <> ALL($1::bigint[]) ORDER BY id LIMIT 200`;
+
 /** Publishes outbox rows in order; nudged after each recordEvent, and polls as a fallback. */
 export function startEventRelay(p: Platform, opts: { pollMs?: number } = {}): { close(): Promise<void>; flush(): Promise<void> } {
   let closed = false;
+  type Row = { id: bigint; subject: string; msgId: string; data: unknown; traceparent: string | null };
+  // Through the driver (a statement a second, on the hot path's heels): Prisma's engine costs more than the query.
+  const read = async (sql: string, params: unknown[]): Promise<Row[]> =>
+    (await p.db.driver.query<Omit<Row, 'id'> & { id: string | bigint }>(sql, params, { prepare: true })).map((r) => ({
+      ...r,
+      id: BigInt(r.id),
+      data: jsonValue(r.data),
+    }));
   const drain = async () => {
-    for (;;) {
-      // Through the driver (a statement a second, on the hot path's heels): Prisma's engine costs more than the query.
-      const rows = (
-        await p.db.driver.query<{ id: string | bigint; subject: string; msgId: string; data: unknown; traceparent: string | null }>(
-          'SELECT id, subject, "msgId", data, traceparent FROM "EventOutbox" ORDER BY id LIMIT 200',
-          [],
-          { prepare: true },
-        )
-      ).map((r) => ({ ...r, id: BigInt(r.id), data: jsonValue(r.data) }));
-      if (!rows.length) return;
-      // Publish in order, then delete the batch in one statement; a crash between the two
-      // re-publishes rows the bus de-duplicates by msgId.
+    let rows = await read(FIRST_BATCH, []);
+    while (rows.length) {
+      // Publish in order, then delete the batch; a crash between the two re-publishes rows the bus
+      // de-duplicates by msgId.
       const sent: bigint[] = [];
       try {
         for (const row of rows) {
@@ -120,9 +128,11 @@ export function startEventRelay(p: Platform, opts: { pollMs?: number } = {}): { 
             : publish());
           sent.push(row.id);
         }
-      } finally {
-        if (sent.length) await p.db.driver.query('DELETE FROM "EventOutbox" WHERE id = ANY($1::bigint[])', [sent.map(String)], { prepare: true });
+      } catch (e) {
+        if (sent.length) await p.db.driver.query(DELETE_SENT, [sent.map(String)], { prepare: true });
+        throw e;
       }
+      rows = await read(DELETE_SENT_READ_NEXT, [sent.map(String)]);
     }
   };
   const relay = singleFlight(drain, {
