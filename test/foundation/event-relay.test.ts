@@ -21,16 +21,22 @@ async function until(ok: () => boolean | Promise<boolean>, ms = 10_000) {
   }
 }
 
+/** Writes `count` events on `subject` (data.i = 0..count-1) in one transaction; returns the i's the bus delivers, as they come. */
+async function written(subject: string, count: number): Promise<number[]> {
+  const got: number[] = [];
+  await p.bus.subscribe({ subjects: [subject] }, (d) => {
+    got.push(d.data.i as number);
+  });
+  await p.db.prisma.$transaction(async (tx) => {
+    for (let i = 0; i < count; i++) await recordEvent(tx, { subject, type: 'relaytest', data: { i } });
+  });
+  return got;
+}
+
 describe('event relay', () => {
   it('publishes every row once, in order, over several batches, and leaves the outbox empty', async () => {
-    const got: number[] = [];
-    await p.bus.subscribe({ subjects: ['cog.relaytest.a'] }, (d) => {
-      got.push(d.data.i as number);
-    });
     // 450 rows: three batches of at most 200.
-    await p.db.prisma.$transaction(async (tx) => {
-      for (let i = 0; i < 450; i++) await recordEvent(tx, { subject: 'cog.relaytest.a', type: 'relaytest', data: { i } });
-    });
+    const got = await written('cog.relaytest.a', 450);
     const relay = startEventRelay(p, { pollMs: 50 });
     try {
       await until(() => got.length >= 450);
@@ -43,13 +49,7 @@ describe('event relay', () => {
   });
 
   it('a publish that fails mid-batch: the rows sent are deleted, the rest follow later, none twice', async () => {
-    const got: number[] = [];
-    await p.bus.subscribe({ subjects: ['cog.relaytest.b'] }, (d) => {
-      got.push(d.data.i as number);
-    });
-    await p.db.prisma.$transaction(async (tx) => {
-      for (let i = 0; i < 300; i++) await recordEvent(tx, { subject: 'cog.relaytest.b', type: 'relaytest', data: { i } });
-    });
+    const got = await written('cog.relaytest.b', 300);
     // The bus refuses the 251st publish once (a test double at the bus boundary).
     const publish = p.bus.publish.bind(p.bus);
     let calls = 0;

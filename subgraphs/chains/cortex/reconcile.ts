@@ -48,7 +48,7 @@ export async function reconcileChain(db: Db, chain: CortexChain, opts: Reconcile
 /** Confirmed rows read a page at a time. */
 const PAGE = 2_000;
 /** Records (identities, sleeves, residues, anchors, settlements) checked on chain at most per check: the newest. */
-export const MAX_RECORD_CHECKS = 2_000;
+const MAX_RECORD_CHECKS = 2_000;
 
 /** A checker per chain and suite: a node that lost blocks, or a new suite, needs a new one. */
 export interface DriftChecker {
@@ -93,9 +93,9 @@ export function driftChecker(db: Db, chain: CortexChain): DriftChecker {
     };
     const claims: Promise<void>[] = [];
     const ledger: Confirmed[] = [];
-    // The window's rows in block order, a page at a time (keyset on block and id); rows confirmed
-    // without a block (ledger rows that netted to nothing) have no chain effect.
-    // (the keyset starts past every id of doneBlock: that block is folded already)
+    // The window's rows in block order, a page at a time (keyset on block and id, starting past every
+    // id of doneBlock, which is folded already); rows confirmed without a block (ledger rows that
+    // netted to nothing) have no chain effect.
     for (let after = { b: doneBlock, id: 2n ** 63n - 1n }; to > doneBlock; ) {
       const page = await db.$queryRaw<Confirmed[]>`
         SELECT id, kind, payload, "blockNumber" FROM "ChainOutbox"
@@ -196,7 +196,7 @@ export function driftChecker(db: Db, chain: CortexChain): DriftChecker {
     // On the status index, unordered: Prisma orders a limited read by id, and the planner then walked
     // the primary key through every confirmed row looking for a hundred open ones.
     const open = await db.$queryRaw<{ ref: string; kind: string; status: string; createdAt: Date }[]>`
-    SELECT ref, kind, status, "createdAt" FROM "ChainOutbox" WHERE status IN ('pending', 'submitted') AND "createdAt" < ${stuckBefore} LIMIT 100`;
+      SELECT ref, kind, status, "createdAt" FROM "ChainOutbox" WHERE status IN ('pending', 'submitted') AND "createdAt" < ${stuckBefore} LIMIT 100`;
     for (const r of open) drift.push({ kind: 'stuck', ref: r.ref, detail: `${r.kind} ${r.status} since ${r.createdAt.toISOString()}` });
     const failed = await db.chainOutbox.findMany({ where: { status: 'failed' }, orderBy: { id: 'desc' }, take: 100 });
     for (const r of failed) drift.push({ kind: 'failed', ref: r.ref, detail: `${r.kind}: ${r.lastError ?? 'failed'}` });

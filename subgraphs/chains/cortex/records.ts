@@ -120,13 +120,13 @@ export async function trySettleRecords(db: Db, items: RecordOutcome[]): Promise<
       const { locked, existing } = await table.lockFree(tx, ids);
       const mine = new Set(locked);
       const there = new Set(existing);
-      const todo = [...records.values()].filter(({ ref }) => mine.has(String(ref.id)));
+      const settling = [...records.values()].filter(({ ref }) => mine.has(String(ref.id)));
       // Confirmed or failed unless another intent of the record is still outstanding.
       const outstanding = await outstandingOf(
         tx,
-        todo.map((t) => t.ref),
+        settling.map((r) => r.ref),
       );
-      for (const { ref, item } of todo) await write(tx, ref, outstanding.has(String(ref.id)) ? 'pending' : item.outcome, item.txHash);
+      for (const { ref, item } of settling) await write(tx, ref, outstanding.has(String(ref.id)) ? 'pending' : item.outcome, item.txHash);
       for (const [id, { item }] of records) if (!mine.has(String(id)) && there.has(String(id))) busy.push(item);
     });
   }
