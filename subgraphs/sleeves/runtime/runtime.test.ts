@@ -13,11 +13,16 @@ import { identityUrl } from '../view.ts';
 let t: MemoryTestApp;
 let relay: ReturnType<typeof startEventRelay>;
 let rt: SleeveRuntime;
+/** Each sleeve's tick, as the batch events carry them (with the event's ts and runtime). */
 const ticks: Array<Record<string, unknown>> = [];
+const events: Array<Record<string, unknown>> = [];
 beforeAll(async () => {
   t = await memoryTestApp();
   relay = startEventRelay(t.p, { pollMs: 20 });
-  await t.p.bus.subscribe({ subjects: ['cog.sleeve.tick'] }, (d) => void ticks.push(d.data));
+  await t.p.bus.subscribe({ subjects: ['cog.sleeve.tick'] }, (d) => {
+    events.push(d.data);
+    for (const s of d.data.sleeves as Array<Record<string, unknown>>) ticks.push({ ...s, ts: d.data.ts, runtime: d.data.runtime });
+  });
 });
 afterAll(async () => {
   await rt?.close();
@@ -51,6 +56,16 @@ describe('sleeve runtime', () => {
     expect(earlyId).toMatchObject({ sleeveId: early.id, kind: 'human', hostname: 'h1' });
 
     await until(() => ticks.filter((x) => x.sleeveId === ai.id && x.ok).length >= 2);
+    // One event per batch of ticks, naming the runtime; each tick with its sleeve, stack, kind and outcome.
+    expect(events[0]).toMatchObject({ type: 'sleeve.tick', runtime: rt.id });
+    expect(ticks.find((x) => x.sleeveId === ai.id)).toEqual({
+      sleeveId: ai.id,
+      stackId: stack.id,
+      kind: 'ai',
+      ok: true,
+      ts: expect.any(Number),
+      runtime: rt.id,
+    });
     const before = await row(ai.id);
     expect((await t.p.db.prisma.sleeveLease.findUniqueOrThrow({ where: { sleeveId: ai.id } })).lastTickAt).not.toBeNull();
     expect(before.driftMilli).toBe(0); // a tick never changes drift or spends tokens

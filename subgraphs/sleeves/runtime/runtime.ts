@@ -11,10 +11,10 @@
 // `/sleeves/<id>/identity` on the runtime's one listener (its port is the sleeve's identityPort)
 // and, unless frozen, a tick at its kind's rate: human and ai from the runtime's one timer wheel
 // (wheel.ts), memory once per epoch, mining on each mined block. A tick is the heartbeat
-// (the lease row's lastTickAt, fenced by the lease; `cog.sleeve.tick`) plus the kind's upkeep; it
-// never writes the Sleeve row, perceives,
-// spends tokens or changes drift. A failing tick is logged and reported on `cog.sleeve.tick` with
-// ok:false; the loop goes on.
+// (the lease row's lastTickAt, fenced by the lease) plus the kind's upkeep, reported on
+// `cog.sleeve.tick`, one event per batch of ticks; it never writes the Sleeve row, perceives, spends
+// tokens or changes drift. A failing tick is logged and reported in that event with ok:false; the
+// loop goes on.
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { FastifyInstance } from 'fastify';
@@ -147,41 +147,53 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     for (const h of handlers.get(row.embodimentType) ?? []) await h(row, p);
   }
 
-  /** What follows a tick's heartbeat write: the kind's upkeep and the `cog.sleeve.tick` event. */
-  async function afterTick(inst: Instance, now: Date): Promise<boolean> {
+  /** One sleeve's tick as `cog.sleeve.tick` reports it. */
+  interface Ticked {
+    sleeveId: string;
+    stackId: string;
+    kind: string;
+    ok: boolean;
+    error?: string;
+  }
+  const ticked = (inst: Instance, error?: string): Ticked => ({
+    sleeveId: inst.row.id,
+    stackId: inst.row.stackId,
+    kind: inst.row.embodimentType,
+    ok: error === undefined,
+    ...(error === undefined ? {} : { error }),
+  });
+
+  /** What follows a tick's heartbeat write: the kind's upkeep (a failure is logged and reported, the loop goes on). */
+  async function afterTick(inst: Instance, now: Date): Promise<Ticked> {
     inst.lastTickAt = now.getTime();
     try {
       await upkeep(inst.row);
       counters.ticks++;
-      await p.bus.publish('cog.sleeve.tick', {
-        type: 'sleeve.tick',
-        ts: now.getTime(),
-        ok: true,
-        sleeveId: inst.row.id,
-        stackId: inst.row.stackId,
-        kind: inst.row.embodimentType,
-      });
-      return true;
+      return ticked(inst);
     } catch (e) {
-      await failed(inst, e as Error);
-      return false;
+      return failed(inst, e as Error);
     }
   }
 
-  async function failed(inst: Instance, e: Error): Promise<void> {
+  function failed(inst: Instance, e: Error): Ticked {
     counters.failures++;
     p.log.warn({ sleeveId: inst.row.id, err: e.message }, 'sleeve tick failed; the loop continues');
-    await p.bus
-      .publish('cog.sleeve.tick', {
-        type: 'sleeve.tick',
-        ts: Date.now(),
-        ok: false,
-        sleeveId: inst.row.id,
-        stackId: inst.row.stackId,
-        kind: inst.row.embodimentType,
-        error: e.message,
-      })
-      .catch(() => {});
+    return ticked(inst, e.message);
+  }
+
+  /**
+   * One `cog.sleeve.tick` event for the ticks of a batch (each with its outcome), not one per tick:
+   * at 100,000 sleeves ticking every 8 s, an event per tick was 12,500 JetStream publishes a second,
+   * most of a runtime's CPU, and a stream whose retention held 80 s of everything else
+   * (docs/decisions.md, "One tick event per batch").
+   */
+  async function report(ticks: Ticked[], now: Date): Promise<void> {
+    if (!ticks.length) return;
+    try {
+      await p.bus.publish('cog.sleeve.tick', { type: 'sleeve.tick', ts: now.getTime(), runtime: me, sleeves: ticks });
+    } catch (e) {
+      p.log.warn({ err: (e as Error).message, ticks: ticks.length }, 'sleeve runtime: tick event not published');
+    }
   }
 
   const tickable = (inst: Instance | undefined): inst is Instance => !!inst && !inst.row.frozen && inst.row.alive && !inst.ticking && !closed;
@@ -191,24 +203,27 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     if (inst?.ticking) counters.busy++;
     if (!tickable(inst)) return false;
     inst.ticking = true;
+    const now = new Date();
+    let t: Ticked;
     try {
-      const now = new Date();
       if (!holder || !(await fencedTick(p.db.prisma, holder, id, now))) {
         counters.fenced++;
         return false;
       }
-      return await afterTick(inst, now);
+      t = await afterTick(inst, now);
     } catch (e) {
-      await failed(inst, e as Error);
-      return false;
+      t = failed(inst, e as Error);
     } finally {
       inst.ticking = false;
     }
+    await report([t], now);
+    return t.ok;
   }
 
   /**
    * The wheel's due sleeves, ticked in batches: one heartbeat statement per 500 (fencedTicks), then
-   * each one's upkeep and event; a sleeve the batch skipped (its row locked) is ticked on its own.
+   * each one's upkeep, then one event for the batch; a sleeve the batch skipped (its row locked) is
+   * ticked on its own.
    * Batches run one after another, so ticks never take more than one connection, and a slower
    * database makes bigger batches rather than a longer queue of small ones.
    */
@@ -252,20 +267,24 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
         moved = new Set(r.moved);
         locked = new Set(r.locked);
       } catch (e) {
-        await Promise.all([...insts.values()].map((inst) => failed(inst, e as Error)));
+        await report(
+          [...insts.values()].map((inst) => failed(inst, e as Error)),
+          now,
+        );
         return;
       }
+      const done: Ticked[] = [];
       await Promise.all(
         [...insts.values()].map(async (inst) => {
-          if (moved.has(inst.row.id)) return afterTick(inst, now);
+          if (moved.has(inst.row.id)) return void done.push(await afterTick(inst, now));
           inst.ticking = false;
           // Skipped for a row lock: ticked on its own, waiting for it. Refused by the lease: a tick
           // on its own would be refused too (and, a whole batch of them at once, crowd the pool).
-          if (locked.has(inst.row.id)) return tick(inst.row.id);
+          if (locked.has(inst.row.id)) return void (await tick(inst.row.id));
           counters.fenced++;
-          return false;
         }),
       );
+      await report(done, now);
     } finally {
       for (const inst of insts.values()) inst.ticking = false;
       for (const d of batch) {
