@@ -58,7 +58,10 @@ export async function openDatabase(opts: {
   let driverStatements = 0;
   if (opts.databaseUrl) {
     const [{ default: pg }, { PrismaPg }] = await Promise.all([import('pg'), import('@prisma/adapter-pg')]);
-    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10 });
+    // JIT off (an `options` in the URL still wins): every statement here is short, and one whose
+    // estimate was off (statistics from before a mass claim of sleeve leases) passed jit_above_cost
+    // and spent 300-800 ms compiling, every round (docs/decisions.md, "No JIT").
+    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10, options: '-c jit=off' });
     pool.on('error', () => {}); // an idle client lost its server: the pool replaces it
     const driver: SqlDriver = {
       exec: async (sql) => {

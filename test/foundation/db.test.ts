@@ -104,6 +104,9 @@ describe('database', () => {
       const others = await Promise.all([1, 2, 3].map(() => openDatabase({ databaseUrl: pgdb.url, dataDir: os.tmpdir() })));
       const applied = await db.driver.query<{ n: string }>('SELECT count(*)::text AS n FROM _cog_migrations');
       expect(Number(applied[0].n)).toBe(readMigrations().length);
+      // No JIT on the platform's connections, through Prisma and the driver alike (docs/decisions.md).
+      expect((await db.prisma.$queryRawUnsafe<{ jit: string }[]>('SHOW jit'))[0]!.jit).toBe('off');
+      expect((await db.driver.query<{ jit: string }>('SHOW jit'))[0]!.jit).toBe('off');
       await Promise.all(others.map((o) => o.close()));
       await db.close();
     } finally {
