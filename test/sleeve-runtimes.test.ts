@@ -55,8 +55,23 @@ describe('sleeve runtimes in two processes', () => {
       env: { ...process.env, DATABASE_URL: db.url, RUNTIME_ID: 'rt-child', LEASE_MS: String(LEASE_MS) },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
+    // The child's first line says it runs; then a line per tick event, with the sleeves it ticked.
+    const childTicks: Array<{ at: number; ids: string[] }> = [];
+    const lines = readline.createInterface({ input: child!.stdout! });
+    lines.on('line', (l) => {
+      const m = JSON.parse(l) as { ticked?: string[] };
+      if (m.ticked) childTicks.push({ at: Date.now(), ids: m.ticked });
+    });
+    // This process's runtime reports its ticks on this process's bus.
+    const localTicks: Array<{ at: number; ids: string[] }> = [];
+    await p.bus.subscribe(
+      { subjects: ['cog.sleeve.tick'] },
+      (d) =>
+        void localTicks.push({ at: Date.now(), ids: (d.data.sleeves as Array<{ sleeveId: string; ok: boolean }>).filter((x) => x.ok).map((x) => x.sleeveId) }),
+    );
+    const tickedSince = (log: typeof localTicks, since: number) => new Set(log.filter((e) => e.at > since).flatMap((e) => e.ids));
     const ready = await new Promise<{ port: number; pid: number }>((resolve, reject) => {
-      readline.createInterface({ input: child!.stdout! }).once('line', (l) => resolve(JSON.parse(l)));
+      lines.once('line', (l) => resolve(JSON.parse(l)));
       child!.once('exit', (code) => reject(new Error(`child exited ${code}`)));
     });
     await until(async () => (await held('rt-child')) === N);
@@ -71,9 +86,12 @@ describe('sleeve runtimes in two processes', () => {
       expect(v.identityUrl).toBe(`http://127.0.0.1:${inChild.includes(s) ? ready.port : local.port}/sleeves/${encodeURIComponent(s)}/identity`);
       expect(await fetch(v.identityUrl!).then((r) => r.json())).toMatchObject({ sleeveId: s, kind: 'ai', stackId: v.stackId });
     }
-    // The child ticks its sleeves (lastTickAt moves, and only this process ticks the others).
-    const since = new Date();
-    await until(async () => (await p.db.prisma.sleeveLease.count({ where: { sleeveId: { in: inChild }, lastTickAt: { gt: since } } })) === N / 2);
+    // The child ticks its sleeves, and only this process ticks the others.
+    const since = Date.now();
+    await until(() => inChild.every((s) => tickedSince(childTicks, since).has(s)));
+    await until(() => sleeves.filter((s) => !inChild.includes(s)).every((s) => tickedSince(localTicks, since).has(s)));
+    for (const s of inChild) expect(tickedSince(localTicks, since).has(s)).toBe(false);
+    for (const s of sleeves.filter((x) => !inChild.includes(x))) expect(tickedSince(childTicks, since).has(s)).toBe(false);
 
     process.kill(ready.pid, 'SIGKILL');
     const t0 = Date.now();
@@ -81,8 +99,8 @@ describe('sleeve runtimes in two processes', () => {
     const took = Date.now() - t0;
     console.log(`kill -9: ${N / 2} sleeves handed over in ${took} ms (lease ${LEASE_MS} ms)`);
     expect(took).toBeLessThanOrEqual(2 * LEASE_MS);
-    const after = new Date();
-    await until(async () => (await p.db.prisma.sleeveLease.count({ where: { sleeveId: { in: inChild }, lastTickAt: { gt: after } } })) === N / 2);
+    const after = Date.now();
+    await until(() => inChild.every((s) => tickedSince(localTicks, after).has(s)));
     for (const s of inChild) {
       const v = await getSleeveView(p, s);
       expect(v.identityUrl).toBe(`http://127.0.0.1:${local.port}/sleeves/${encodeURIComponent(s)}/identity`);

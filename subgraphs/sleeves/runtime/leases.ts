@@ -179,29 +179,22 @@ export async function endBeat(db: Db, h: Holder): Promise<void> {
 const holderLive = (h: Holder) => sql`EXISTS (SELECT 1 FROM "SleeveRuntimeBeat" b WHERE b.id = ${h.runtime} AND b.gen = ${h.gen} AND b."expiresAt" > now())`;
 
 /**
- * The tick's heartbeat write, fenced by the lease: the lease row's lastTickAt moves only while this
- * runtime holds it at its generation, its beat is live (a runtime that stalled past its beat, or was
- * fenced, cannot tick a sleeve another may have taken) and the sleeve is alive and unfrozen. The
- * Sleeve row is read, not written: a tick never waits for a perceive holding it. Whether it moved.
+ * The fence of a tick: whether this runtime may tick these sleeves now. A sleeve passes while this
+ * runtime holds its lease at its generation, its beat is live (a runtime that stalled past its beat,
+ * or was fenced, cannot tick a sleeve another may have taken) and the sleeve is alive and unfrozen.
+ * A read, one statement per batch: a tick writes no row (docs/decisions.md, "A tick writes
+ * nothing"). No row is locked either, so a tick never waits for a perceive holding the Sleeve row or
+ * a claim moving a lease; a lease moves only from a runtime whose beat lapsed, which this check
+ * refuses already. Returns the sleeves that passed.
  */
-export async function fencedTick(db: Db, h: Holder, sleeveId: string, at: Date): Promise<boolean> {
-  const n = await db.$executeRaw`UPDATE "SleeveLease" l SET "lastTickAt" = ${at}
-    FROM "Sleeve" s
-    WHERE l."sleeveId" = ${sleeveId} AND l.runtime = ${h.runtime} AND l.gen = ${h.gen} AND s.id = l."sleeveId" AND s.alive AND NOT s.frozen AND ${holderLive(h)}`;
-  return n > 0;
+export async function fencedTicks(db: Db, h: Holder, sleeveIds: string[]): Promise<string[]> {
+  if (!sleeveIds.length) return [];
+  return (await db.$queryRaw<{ id: string }[]>(fencedTicksQuery(h, sleeveIds))).map((r) => r.id);
 }
 
-/**
- * The same write for a batch of due sleeves in one statement: the leases this runtime holds whose
- * row no other transaction has locked (FOR UPDATE SKIP LOCKED: a claim or a release moving one is
- * not waited for). Returns the sleeves it moved and those it skipped only because their lease row
- * was locked (the caller ticks those one by one); the others the lease refused (another runtime
- * holds it, or this one's beat lapsed), and ticking them alone would be refused too.
- */
-export async function fencedTicks(db: Db, h: Holder, sleeveIds: string[], at: Date): Promise<{ moved: string[]; locked: string[] }> {
-  if (!sleeveIds.length) return { moved: [], locked: [] };
-  const rows = await db.$queryRaw<{ id: string; moved: boolean }[]>(fencedTicksQuery(h, sleeveIds, at));
-  return { moved: rows.filter((r) => r.moved).map((r) => r.id), locked: rows.filter((r) => !r.moved).map((r) => r.id) };
+/** fencedTicks for one sleeve. */
+export async function fencedTick(db: Db, h: Holder, sleeveId: string): Promise<boolean> {
+  return (await fencedTicks(db, h, [sleeveId])).length > 0;
 }
 
 /**
@@ -209,21 +202,10 @@ export async function fencedTicks(db: Db, h: Holder, sleeveIds: string[], at: Da
  * OFFSET 0 is not flattened into a join): a runtime's generation is new with each registration, so
  * until the next ANALYZE the statistics say no lease has it, and the planner, free to choose, scanned
  * every lease the runtime holds (the runtime index) once per sleeve of the batch: 300 x 5,000 rows,
- * seconds a statement (bench/scale.ts found it; the plan test in leases.test.ts keeps it out). The
- * lease rows are locked (and then written) by key too; the runtime's hold is checked on the rows as
- * locked.
+ * seconds a statement (bench/scale.ts found it; the plan test in leases.test.ts keeps it out).
  */
-export function fencedTicksQuery(h: Holder, sleeveIds: string[], at: Date): Sql {
-  return sql`WITH leased AS (
-      SELECT s.id FROM "Sleeve" s
-      CROSS JOIN LATERAL (SELECT runtime, gen FROM "SleeveLease" WHERE "sleeveId" = s.id OFFSET 0) l
-      WHERE s.id = ANY(${sleeveIds}) AND s.alive AND NOT s.frozen AND l.runtime = ${h.runtime} AND l.gen = ${h.gen} AND ${holderLive(h)}
-    ), c AS (
-      SELECT k.id FROM leased x CROSS JOIN LATERAL (
-        SELECT "sleeveId" AS id, runtime, gen FROM "SleeveLease" WHERE "sleeveId" = x.id OFFSET 0 FOR UPDATE SKIP LOCKED
-      ) k WHERE k.runtime = ${h.runtime} AND k.gen = ${h.gen}
-    ), u AS (
-      UPDATE "SleeveLease" l SET "lastTickAt" = ${at} WHERE l."sleeveId" = ANY(ARRAY(SELECT id FROM c)) RETURNING l."sleeveId" AS id
-    )
-    SELECT leased.id, u.id IS NOT NULL AS moved FROM leased LEFT JOIN u ON u.id = leased.id`;
+export function fencedTicksQuery(h: Holder, sleeveIds: string[]): Sql {
+  return sql`SELECT s.id FROM "Sleeve" s
+    CROSS JOIN LATERAL (SELECT runtime, gen FROM "SleeveLease" WHERE "sleeveId" = s.id OFFSET 0) l
+    WHERE s.id = ANY(${sleeveIds}) AND s.alive AND NOT s.frozen AND l.runtime = ${h.runtime} AND l.gen = ${h.gen} AND ${holderLive(h)}`;
 }

@@ -7,7 +7,7 @@ import { decommissionSleeve, freezeSleeve, spawnSleeve, unfreezeSleeve } from '.
 import { createStack } from '../../stacks/stacks.ts';
 import { remember } from '../../../flows/memory.ts';
 import { payloadKey, parseCid } from '../../memory/hippocampus/cid.ts';
-import { startRuntime, type SleeveRuntime } from './runtime.ts';
+import { startRuntime, tickPhase, type SleeveRuntime } from './runtime.ts';
 import { identityUrl } from '../view.ts';
 
 let t: MemoryTestApp;
@@ -47,6 +47,9 @@ describe('sleeve runtime', () => {
     expect(rt.running()).toContain(early.id); // picked up from the database at start
     const ai = await spawnSleeve(t.p, { stackId: stack.id, kind: 'ai', tickRate: 100, shape: 'B' });
     await until(() => rt.running().includes(ai.id)); // picked up from the bus
+    const leaseVersion = async () =>
+      (await t.p.db.prisma.$queryRaw<{ v: string }[]>`SELECT xmin::text AS v FROM "SleeveLease" WHERE "sleeveId" = ${ai.id}`)[0]!.v;
+    const leased = await leaseVersion();
     const port = (await row(ai.id)).identityPort!;
     expect(port).toBe(rt.port);
     const id = await fetch(identityUrl(ai.id, port)).then((r) => r.json());
@@ -67,7 +70,7 @@ describe('sleeve runtime', () => {
       runtime: rt.id,
     });
     const before = await row(ai.id);
-    expect((await t.p.db.prisma.sleeveLease.findUniqueOrThrow({ where: { sleeveId: ai.id } })).lastTickAt).not.toBeNull();
+    expect(await leaseVersion()).toBe(leased); // a tick writes no row: its fence is a read
     expect(before.driftMilli).toBe(0); // a tick never changes drift or spends tokens
 
     await t.p.db.prisma.$transaction((tx) => freezeSleeve(tx, ai.id));
@@ -143,5 +146,20 @@ describe('sleeve runtime', () => {
     const ts = ticks.filter((x) => x.sleeveId === ai.id && x.ok).map((x) => x.ts as number);
     // Never faster than the rate: the k-th tick comes at least k × 300 ms after the first (less timer slack).
     for (let k = 1; k < ts.length; k++) expect(ts[k]! - ts[0]!, `tick ${k}`).toBeGreaterThanOrEqual(k * 300 - 30);
+    // On the sleeve's own grid (its phase is a function of its id, the same in any runtime that takes
+    // it over): the ticks start just after a grid point; the median of how long after, well inside
+    // the period (a tick starts late only when the process is busy).
+    const after = ts.map((x) => (((x - tickPhase(ai.id, 300)) % 300) + 300) % 300).sort((a, b) => a - b);
+    expect(after[Math.floor(after.length / 2)]!).toBeLessThan(100);
+  });
+
+  it("a sleeve's phase: a function of its id within the period, spread across sleeves", () => {
+    expect(tickPhase('sleeve:ai:1:abc', 8000)).toBe(tickPhase('sleeve:ai:1:abc', 8000));
+    const phases = Array.from({ length: 1000 }, (_, i) => tickPhase(`sleeve:human:${i}:x`, 8000));
+    for (const ph of phases) expect(ph >= 0 && ph < 8000 && Number.isInteger(ph)).toBe(true);
+    // Spread: every eighth of the period holds some of a thousand sleeves' ticks (none crowded into one).
+    const eighths = new Array(8).fill(0);
+    for (const ph of phases) eighths[Math.floor(ph / 1000)]++;
+    for (const n of eighths) expect(n).toBeGreaterThan(80);
   });
 });

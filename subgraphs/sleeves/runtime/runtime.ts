@@ -11,7 +11,7 @@
 // `/sleeves/<id>/identity` on the runtime's one listener (its port is the sleeve's identityPort)
 // and, unless frozen, a tick at its kind's rate: human and ai from the runtime's one timer wheel
 // (wheel.ts), memory once per epoch, mining on each mined block. A tick is the heartbeat
-// (the lease row's lastTickAt, fenced by the lease) plus the kind's upkeep, reported on
+// (fenced by the lease: a read, no row written) plus the kind's upkeep, reported on
 // `cog.sleeve.tick`, one event per batch of ticks; it never writes the Sleeve row, perceives, spends
 // tokens or changes drift. A failing tick is logged and reported in that event with ok:false; the
 // loop goes on.
@@ -52,7 +52,7 @@ interface Instance {
   /** When the next timer tick is due (Date.now() ms): ticks keep their cadence, a re-read of the row does not restart it. */
   dueAt?: number;
   ticking: boolean;
-  /** Its last tick (ms), as its lease row holds it: where a change to how it ticks restarts its cadence. */
+  /** Its last tick here (ms): where a change to how it ticks restarts its cadence. */
   lastTickAt?: number;
 }
 
@@ -108,6 +108,17 @@ export interface RuntimeOptions {
   id?: string;
   /** The identity listener's port; default SLEEVE_RUNTIME_PORT (0: a free one). */
   port?: number;
+}
+
+/**
+ * Where in its period a sleeve's timer ticks fall (ms past a multiple of `rate` since the epoch): a
+ * function of its id (FNV-1a), the same in every runtime, so a sleeve keeps its cadence when another
+ * runtime takes it over.
+ */
+export function tickPhase(sleeveId: string, rate: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < sleeveId.length; i++) h = Math.imul(h ^ sleeveId.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % rate;
 }
 
 let started = 0;
@@ -206,7 +217,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     const now = new Date();
     let t: Ticked;
     try {
-      if (!holder || !(await fencedTick(p.db.prisma, holder, id, now))) {
+      if (!holder || !(await fencedTick(p.db.prisma, holder, id))) {
         counters.fenced++;
         return false;
       }
@@ -221,9 +232,8 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
   }
 
   /**
-   * The wheel's due sleeves, ticked in batches: one heartbeat statement per 500 (fencedTicks), then
-   * each one's upkeep, then one event for the batch; a sleeve the batch skipped (its row locked) is
-   * ticked on its own.
+   * The wheel's due sleeves, ticked in batches: one fence statement per 500 (fencedTicks), then
+   * each one's upkeep, then one event for the batch.
    * Batches run one after another, so ticks never take more than one connection, and a slower
    * database makes bigger batches rather than a longer queue of small ones.
    */
@@ -260,12 +270,9 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     for (const inst of insts.values()) inst.ticking = true;
     try {
       const now = new Date();
-      let moved: Set<string>;
-      let locked: Set<string>;
+      let passed: Set<string>;
       try {
-        const r = holder ? await fencedTicks(p.db.prisma, holder, [...insts.keys()], now) : { moved: [], locked: [] };
-        moved = new Set(r.moved);
-        locked = new Set(r.locked);
+        passed = new Set(holder ? await fencedTicks(p.db.prisma, holder, [...insts.keys()]) : []);
       } catch (e) {
         await report(
           [...insts.values()].map((inst) => failed(inst, e as Error)),
@@ -276,11 +283,10 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
       const done: Ticked[] = [];
       await Promise.all(
         [...insts.values()].map(async (inst) => {
-          if (moved.has(inst.row.id)) return void done.push(await afterTick(inst, now));
+          if (passed.has(inst.row.id)) return void done.push(await afterTick(inst, now));
+          // Refused by the lease (another runtime holds it, this one's beat lapsed) or the sleeve
+          // (frozen, dead): the next round or the sleeve's event sorts it out.
           inst.ticking = false;
-          // Skipped for a row lock: ticked on its own, waiting for it. Refused by the lease: a tick
-          // on its own would be refused too (and, a whole batch of them at once, crowd the pool).
-          if (locked.has(inst.row.id)) return void (await tick(inst.row.id));
           counters.fenced++;
         }),
       );
@@ -313,18 +319,16 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
   }
 
   /**
-   * Where a sleeve this runtime just took starts its cadence: a sleeve that ticked before (on another
-   * runtime, or before a restart) keeps its phase, the next tick one period after the last due one;
-   * one that never ticked starts at a random point of its first period, so sleeves claimed together
-   * do not all come due in the same instant.
+   * Where a sleeve this runtime just took starts its cadence: its last point on its own grid
+   * (tickPhase), so the next tick comes one period later. A sleeve keeps its phase across a handover
+   * or a restart without any runtime writing down its last tick, and sleeves claimed together come
+   * due spread over the period, not in one instant.
    */
-  function firstFrom(row: SleeveRow, lastTickAt: Date | null | undefined): number {
+  function firstFrom(row: SleeveRow): number {
     const now = Date.now();
     const rate = row.tickRate;
     if (rate <= 0) return now;
-    if (!lastTickAt) return now - rate + Math.random() * rate;
-    const last = lastTickAt.getTime();
-    return last + Math.max(0, Math.ceil((now - last) / rate) - 1) * rate;
+    return now - ((((now - tickPhase(row.id, rate)) % rate) + rate) % rate);
   }
 
   const server: FastifyInstance = createHttp({ name: 'sleeve-runtime', log: p.log, metrics: false });
@@ -372,18 +376,11 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
       });
       const alive = new Set(rows.map((r) => r.id));
       for (const id of chunk) if (!alive.has(id)) leased.delete(id);
-      // The last ticks (another runtime's, or this one's before a restart) are on the leases.
-      const last = new Map(
-        (await p.db.prisma.sleeveLease.findMany({ where: { sleeveId: { in: [...alive] } }, select: { sleeveId: true, lastTickAt: true } })).map((l) => [
-          l.sleeveId,
-          l.lastTickAt,
-        ]),
-      );
       for (const row of rows) {
         if (closed || instances.has(row.id)) continue;
-        const inst: Instance = { row, gen: 0, ticking: false, lastTickAt: last.get(row.id)?.getTime() };
+        const inst: Instance = { row, gen: 0, ticking: false };
         instances.set(row.id, inst);
-        schedule(inst, firstFrom(row, last.get(row.id)));
+        schedule(inst, firstFrom(row));
       }
     }
   }
