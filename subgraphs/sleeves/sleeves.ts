@@ -175,6 +175,32 @@ export async function sleeveLeafChanges(db: Db, sinceXid: bigint | null): Promis
   return { rows, xmin };
 }
 
+/**
+ * The sleeves whose running changed (alive, frozen, tickRate, kind, hostname) in a transaction the
+ * snapshot of xmin `sinceXid` did not see, whole rows, with the xmin of this statement's snapshot
+ * to pass to the next call: on the "runXid" index the trigger "Sleeve_runXid" keeps, O(changes).
+ * With `sinceXid` null, no rows: only where a reader that then reads its sleeves in full goes on
+ * from. A sleeve runtime's re-read (a change whose event it missed).
+ */
+export async function sleeveRunChanges(db: Db, sinceXid: bigint | null): Promise<{ rows: SleeveRow[]; xmin: bigint }> {
+  type Out = { row: SleeveJson | string | null; xmin: string | null }[];
+  // One statement, so the rows and the xmin are of one snapshot (the first branch carries the xmin).
+  const out =
+    sinceXid === null
+      ? await db.$queryRaw<Out>`SELECT NULL::json AS row, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`
+      : await db.$queryRaw<Out>`
+          SELECT NULL::json AS row, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin
+          UNION ALL SELECT row_to_json(s), NULL FROM "Sleeve" s WHERE s."runXid" >= ${sinceXid}`;
+  let xmin: bigint | null = null;
+  const rows: SleeveRow[] = [];
+  for (const r of out) {
+    if (r.xmin !== null) xmin = BigInt(r.xmin);
+    else rows.push(sleeveFromJson(jsonValue(r.row) as SleeveJson));
+  }
+  if (xmin === null) throw new Error('sleeveRunChanges: no snapshot row');
+  return { rows, xmin };
+}
+
 /** A sleeve the residue collector finds stale: behind since GREATEST(syncEpoch, spawnEpoch). */
 export interface StaleSleeve {
   id: string;
@@ -501,12 +527,13 @@ export async function sleevesOfStacks(db: Db | Tx, stackIds: readonly string[]):
   return out;
 }
 
-/** A Sleeve row as row_to_json gives it: the timestamps as text, leafXid as a number. */
-type SleeveJson = Omit<SleeveRow, 'lastSync' | 'decommissionedAt' | 'createdAt' | 'leafXid'> & {
+/** A Sleeve row as row_to_json gives it: the timestamps as text, the xids as numbers. */
+type SleeveJson = Omit<SleeveRow, 'lastSync' | 'decommissionedAt' | 'createdAt' | 'leafXid' | 'runXid'> & {
   lastSync: string;
   decommissionedAt: string | null;
   createdAt: string;
   leafXid: number | string | null;
+  runXid: number | string | null;
 };
 const sleeveFromJson = (r: SleeveJson): SleeveRow => ({
   ...r,
@@ -514,6 +541,7 @@ const sleeveFromJson = (r: SleeveJson): SleeveRow => ({
   decommissionedAt: r.decommissionedAt === null ? null : new Date(r.decommissionedAt),
   createdAt: new Date(r.createdAt),
   leafXid: r.leafXid === null ? null : BigInt(r.leafXid),
+  runXid: r.runXid === null ? null : BigInt(r.runXid),
 });
 
 /** sleevesOfStacks as one read of a read statement (lib/db/statement.ts readStatement): each stack's sleeve rows, in spawn order. */

@@ -153,6 +153,34 @@ describe('sleeve runtime', () => {
     expect(after[Math.floor(after.length / 2)]!).toBeLessThan(100);
   });
 
+  it('a change whose event was missed is found by the next re-read, which reads only the rows whose running changed', async () => {
+    await rt.close();
+    rt = await startRuntime(t.p, { reconcileMs: 60_000 });
+    const stack = await createStack(t.p, { name: 'rt5' });
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await spawnSleeve(t.p, { stackId: stack.id, kind: 'ai', tickRate: 100, shape: 'B' })).id);
+    await until(() => ids.every((id) => rt.running().includes(id)));
+    await rt.reconcile(); // the first re-read: every sleeve held
+    const first = rt.stats().reread;
+    expect(first).toBeGreaterThanOrEqual(3);
+    await rt.reconcile();
+    expect(rt.stats().reread).toBe(first); // nothing changed: no row read
+    // Written past the domain (no event): one sleeve frozen, another's drift moved (not its running).
+    await t.p.db.prisma.sleeve.update({ where: { id: ids[0]! }, data: { frozen: true } });
+    await t.p.db.prisma.sleeve.update({ where: { id: ids[1]! }, data: { driftMilli: 5 } });
+    expect(await rt.tick(ids[0]!)).toBe(false); // the fence reads the row: frozen, no tick
+    await rt.reconcile();
+    expect(rt.stats().reread).toBe(first + 1); // only the frozen one
+    const before = ticks.filter((x) => x.sleeveId === ids[0]).length;
+    await new Promise((r) => setTimeout(r, 400));
+    expect(ticks.filter((x) => x.sleeveId === ids[0]).length).toBe(before); // its timer stopped
+    expect(ticks.filter((x) => x.sleeveId === ids[2]).length).toBeGreaterThan(0);
+    // Unfrozen past the domain too: the next re-read starts it again.
+    await t.p.db.prisma.sleeve.update({ where: { id: ids[0]! }, data: { frozen: false } });
+    await rt.reconcile();
+    await until(() => ticks.filter((x) => x.sleeveId === ids[0]).length > before);
+  });
+
   it("a sleeve's phase: a function of its id within the period, spread across sleeves", () => {
     expect(tickPhase('sleeve:ai:1:abc', 8000)).toBe(tickPhase('sleeve:ai:1:abc', 8000));
     const phases = Array.from({ length: 1000 }, (_, i) => tickPhase(`sleeve:human:${i}:x`, 8000));

@@ -7,7 +7,8 @@
 // every sleeve.
 //
 // For the sleeves it holds, a runtime follows the bus (cog.sleeve.spawned/changed/decommissioned)
-// and re-reads their rows every reconcile interval. Each gets its identity at
+// and, every reconcile interval, re-reads the rows whose running changed since its last re-read
+// (an event it missed). Each gets its identity at
 // `/sleeves/<id>/identity` on the runtime's one listener (its port is the sleeve's identityPort)
 // and, unless frozen, a tick at its kind's rate: human and ai from the runtime's one timer wheel
 // (wheel.ts), memory once per epoch, mining on each mined block. A tick is the heartbeat
@@ -24,6 +25,7 @@ import { sleeveTickLateness } from '../../../lib/metrics.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import type { Subscription } from '../../../lib/bus/port.ts';
 import type { SleeveRow } from '../view.ts';
+import { sleeveRunChanges } from '../sleeves.ts';
 import { sleeveMemory } from '../memory-port.ts';
 import {
   claim,
@@ -84,6 +86,8 @@ export interface SleeveRuntime {
     /** Lease rounds run, and their total time. */
     rounds: number;
     roundMs: number;
+    /** Sleeve rows the re-reads read (all held at the first, then only the changed ones). */
+    reread: number;
     share: number;
     runtimes: number;
     maxLateMs: number;
@@ -137,7 +141,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
   const leaseMs = opts.leaseMs ?? p.config.epochIntervalMs;
   const instances = new Map<string, Instance>();
   const handlers = new Map<string, TickHandler[]>();
-  const counters = { ticks: 0, failures: 0, fenced: 0, busy: 0, maxLateMs: 0, rounds: 0, roundMs: 0 };
+  const counters = { ticks: 0, failures: 0, fenced: 0, busy: 0, maxLateMs: 0, rounds: 0, roundMs: 0, reread: 0 };
   const late = new Float64Array(4096);
   let lateN = 0;
   const pending = new Map<string, Promise<void>>();
@@ -511,11 +515,29 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     return round;
   }
 
+  /** Where the next re-read goes on from: the xmin of the last one's snapshot (none yet: a full read). */
+  let runXmin: bigint | undefined;
+  /**
+   * Re-reads the rows of the sleeves it holds whose running changed (an event it missed): the first
+   * time all of them, then only the rows stamped since the last read (`sleeveRunChanges`), so a
+   * quiet minute costs an index probe, not a read of every sleeve held.
+   */
   async function reread(): Promise<void> {
-    const ids = [...instances.keys()];
     const rows = new Map<string, SleeveRow>();
-    for (let i = 0; i < ids.length; i += 1000)
-      for (const r of await p.db.prisma.sleeve.findMany({ where: { id: { in: ids.slice(i, i + 1000) } } })) rows.set(r.id, r);
+    let ids: string[];
+    let xmin: bigint;
+    if (runXmin === undefined) {
+      xmin = (await sleeveRunChanges(p.db.prisma, null)).xmin;
+      ids = [...instances.keys()];
+      for (let i = 0; i < ids.length; i += 1000)
+        for (const r of await p.db.prisma.sleeve.findMany({ where: { id: { in: ids.slice(i, i + 1000) } } })) rows.set(r.id, r);
+    } else {
+      const changed = await sleeveRunChanges(p.db.prisma, runXmin);
+      xmin = changed.xmin;
+      for (const r of changed.rows) if (instances.has(r.id)) rows.set(r.id, r);
+      ids = [...rows.keys()];
+    }
+    counters.reread += ids.length;
     await Promise.all(
       ids.map(async (id) => {
         const inst = instances.get(id);
@@ -527,6 +549,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
         if (tickingChanged(before, row)) schedule(inst, inst.lastTickAt !== undefined && !before.frozen ? inst.lastTickAt : Date.now());
       }),
     );
+    runXmin = xmin;
   }
 
   async function reconcile(): Promise<void> {
@@ -592,6 +615,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
         busy: counters.busy,
         rounds: counters.rounds,
         roundMs: counters.roundMs,
+        reread: counters.reread,
         share: view.share,
         runtimes: view.runtimes.length,
         maxLateMs: counters.maxLateMs,
