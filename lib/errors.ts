@@ -111,13 +111,29 @@ function lostConnection(e: unknown): boolean {
 }
 
 /**
+ * Prisma's P2028 when an interactive transaction waited past its maxWait for a connection of the
+ * pool (every one busy), or ran past its timeout: the platform is overloaded, and the request may
+ * be tried again. Not its other P2028s (a transaction used after it closed is a bug).
+ */
+function busyPool(e: unknown): boolean {
+  const x = e as { code?: unknown; message?: unknown } | null;
+  return (
+    x?.code === 'P2028' &&
+    typeof x.message === 'string' &&
+    /Unable to start a transaction in the given time|cannot be executed on an expired transaction/.test(x.message)
+  );
+}
+
+/**
  * Maps a database error a client can cause, or a database outage, to a problem (undefined for
  * anything else): data exceptions (class 22, e.g. a NUL byte in a text value) are a 400; lost
- * connections, serialization failures and resource exhaustion are a retryable 503.
+ * connections, serialization failures, resource exhaustion and a pool with no connection free in
+ * time are a retryable 503.
  */
 export function databaseProblem(e: unknown): Problem | undefined {
   const prismaCode = (e as { code?: unknown } | null)?.code;
   if (typeof prismaCode === 'string' && /^P10(0[12]|17)$/.test(prismaCode)) return unavailable('the database is not reachable', 2);
+  if (busyPool(e)) return unavailable('the database is busy (no connection free in time); retry', 1);
   if (lostConnection(e)) return unavailable('the database connection was lost; retry', 2);
   const state = sqlState(e);
   if (!state) return undefined;

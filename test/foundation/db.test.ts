@@ -183,12 +183,45 @@ describe('database', () => {
     }
     const fresh = await freshDatabase();
     const db = await openDatabase({ databaseUrl: fresh.url, dataDir: os.tmpdir() });
+    const one = await openDatabase({ databaseUrl: fresh.url, dataDir: os.tmpdir(), poolSize: 1, migrated: true });
     try {
+      // Every connection of the pool busy past a transaction's maxWait (an overloaded platform): a
+      // retryable 503, not a 500.
+      let release!: () => void;
+      const held = new Promise<void>((r) => {
+        release = r;
+      });
+      const holding = one.prisma.$transaction(async (tx) => {
+        await tx.$queryRaw`SELECT 1`;
+        await held;
+      });
+      await new Promise((r) => setTimeout(r, 100));
+      const waited = await one.prisma.$transaction(async (tx) => tx.$queryRaw`SELECT 1`, { maxWait: 200 }).catch((e: unknown) => e);
+      expect((waited as { code?: string }).code).toBe('P2028');
+      expect(databaseProblem(waited)).toMatchObject({ status: 503 });
+      release();
+      await holding;
+      // A transaction run past its timeout: the same.
+      const late = await one.prisma
+        .$transaction(
+          async (tx) => {
+            await tx.$queryRaw`SELECT 1`;
+            await new Promise((r) => setTimeout(r, 400));
+            return tx.$queryRaw`SELECT 1`;
+          },
+          { timeout: 100 },
+        )
+        .catch((e: unknown) => e);
+      expect((late as { code?: string }).code).toBe('P2028');
+      expect(databaseProblem(late)).toMatchObject({ status: 503 });
+      // Another P2028 (a transaction used after it closed: a bug) stays unmapped.
+      expect(databaseProblem(Object.assign(new Error('Transaction API error: Transaction not found.'), { code: 'P2028' }))).toBeUndefined();
       class Refused extends Error {}
       const part = { checks: [{ holds: sql`1 = 2`, fail: () => new Refused('no') }] };
       await expect(runStatement(db, [part])).rejects.toBeInstanceOf(Refused);
       expect(await runStatement(db, [{ outputs: [{ name: 'v', expr: sql`40 + 2` }] }])).toEqual({ v: 42 });
     } finally {
+      await one.close();
       await db.close();
       await fresh.drop();
     }
