@@ -155,23 +155,34 @@ export interface SleeveLeafRow {
  * the next call.
  */
 export async function sleeveLeafChanges(db: Db, sinceXid: bigint | null): Promise<{ rows: SleeveLeafRow[]; xmin: bigint }> {
-  type Out = { id: string | null; type: string | null; alive: boolean | null; xmin: string | null }[];
-  // One statement, so the rows and the xmin are of one snapshot (the first branch carries the xmin).
+  type Out = { id: string | null; type: string | null; alive: boolean | null; xmin: string | null };
   const out =
     sinceXid === null
-      ? await db.$queryRaw<Out>`
-          SELECT NULL::text AS id, NULL::text AS type, NULL::boolean AS alive, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin
+      ? await db.$queryRaw<Out[]>`
+          SELECT NULL::text AS id, NULL::text AS type, NULL::boolean AS alive, ${SNAPSHOT_XMIN}
           UNION ALL SELECT id, "embodimentType", alive, NULL FROM "Sleeve" WHERE alive`
-      : await db.$queryRaw<Out>`
-          SELECT NULL::text AS id, NULL::text AS type, NULL::boolean AS alive, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin
+      : await db.$queryRaw<Out[]>`
+          SELECT NULL::text AS id, NULL::text AS type, NULL::boolean AS alive, ${SNAPSHOT_XMIN}
           UNION ALL SELECT id, "embodimentType", alive, NULL FROM "Sleeve" WHERE "leafXid" >= ${sinceXid}`;
+  return withSnapshotXmin(out, (r) => ({ id: r.id!, type: r.type!, alive: r.alive! }), 'sleeveLeafChanges');
+}
+
+/**
+ * The xmin of the statement's snapshot, as its first branch's last column: the reads of changes
+ * since a snapshot (sleeveLeafChanges, sleeveRunChanges) take their rows and the xmin to go on from
+ * in one statement, so both are of one snapshot.
+ */
+const SNAPSHOT_XMIN = sql`pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`;
+
+/** Splits such a statement's result: the row carrying the xmin, and the others as rows. */
+function withSnapshotXmin<R extends { xmin: string | null }, T>(out: R[], row: (r: R) => T, what: string): { rows: T[]; xmin: bigint } {
   let xmin: bigint | null = null;
-  const rows: SleeveLeafRow[] = [];
+  const rows: T[] = [];
   for (const r of out) {
     if (r.xmin !== null) xmin = BigInt(r.xmin);
-    else rows.push({ id: r.id!, type: r.type!, alive: r.alive! });
+    else rows.push(row(r));
   }
-  if (xmin === null) throw new Error('sleeveLeafChanges: no snapshot row');
+  if (xmin === null) throw new Error(`${what}: no snapshot row`);
   return { rows, xmin };
 }
 
@@ -183,22 +194,14 @@ export async function sleeveLeafChanges(db: Db, sinceXid: bigint | null): Promis
  * from. A sleeve runtime's re-read (a change whose event it missed).
  */
 export async function sleeveRunChanges(db: Db, sinceXid: bigint | null): Promise<{ rows: SleeveRow[]; xmin: bigint }> {
-  type Out = { row: SleeveJson | string | null; xmin: string | null }[];
-  // One statement, so the rows and the xmin are of one snapshot (the first branch carries the xmin).
+  type Out = { row: SleeveJson | string | null; xmin: string | null };
   const out =
     sinceXid === null
-      ? await db.$queryRaw<Out>`SELECT NULL::json AS row, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`
-      : await db.$queryRaw<Out>`
-          SELECT NULL::json AS row, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin
+      ? await db.$queryRaw<Out[]>`SELECT NULL::json AS row, ${SNAPSHOT_XMIN}`
+      : await db.$queryRaw<Out[]>`
+          SELECT NULL::json AS row, ${SNAPSHOT_XMIN}
           UNION ALL SELECT row_to_json(s), NULL FROM "Sleeve" s WHERE s."runXid" >= ${sinceXid}`;
-  let xmin: bigint | null = null;
-  const rows: SleeveRow[] = [];
-  for (const r of out) {
-    if (r.xmin !== null) xmin = BigInt(r.xmin);
-    else rows.push(sleeveFromJson(jsonValue(r.row) as SleeveJson));
-  }
-  if (xmin === null) throw new Error('sleeveRunChanges: no snapshot row');
-  return { rows, xmin };
+  return withSnapshotXmin(out, (r) => sleeveFromJson(jsonValue(r.row) as SleeveJson), 'sleeveRunChanges');
 }
 
 /** A sleeve the residue collector finds stale: behind since GREATEST(syncEpoch, spawnEpoch). */

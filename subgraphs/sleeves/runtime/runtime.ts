@@ -178,7 +178,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     ...(error === undefined ? {} : { error }),
   });
 
-  /** What follows a tick's heartbeat write: the kind's upkeep (a failure is logged and reported, the loop goes on). */
+  /** What follows a tick's fence: the kind's upkeep (a failure is logged and reported, the loop goes on). */
   async function afterTick(inst: Instance, now: Date): Promise<Ticked> {
     inst.lastTickAt = now.getTime();
     try {
@@ -290,7 +290,6 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
           if (passed.has(inst.row.id)) return void done.push(await afterTick(inst, now));
           // Refused by the lease (another runtime holds it, this one's beat lapsed) or the sleeve
           // (frozen, dead): the next round or the sleeve's event sorts it out.
-          inst.ticking = false;
           counters.fenced++;
         }),
       );
