@@ -202,7 +202,15 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
         if (!down.length) return Date.now() - t0;
         await sleep(500);
       }
-      throw new Error(`not healthy after ${timeoutMs} ms (down: ${down.join(', ')}):\n${out.slice(-4000)}`);
+      // What the processes that never answered printed (all of it, not only the last lines, which
+      // the other processes' warnings fill), then the tail of everything.
+      const stem = (n: string) => n.replace(/-?\d+$/, '');
+      const theirs = out
+        .split('\n')
+        .filter((l) => down.some((n) => l.startsWith(`[${stem(n)}`) || l.startsWith(`[up] ${stem(n)}`)))
+        .slice(-60)
+        .join('\n');
+      throw new Error(`not healthy after ${timeoutMs} ms (down: ${down.join(', ')}):\n${theirs}\n--- last output:\n${out.slice(-4000)}`);
     },
     async stop() {
       if (stopped) return;
