@@ -104,7 +104,7 @@ describe.each(['pglite', 'postgresql'] as const)('the emitter by cohorts (%s)', 
   }, 120_000);
 
   it.runIf(engine === 'postgresql')(
-    'its statements run on their indexes: the uncounted runs, the untallied stacks',
+    'its statements run on their indexes: the uncounted runs and their terms, the untallied stacks',
     async () => {
       const plan = async (q: Sql) => (await p.db.prisma.$queryRaw<{ 'QUERY PLAN': string }[]>(sql`EXPLAIN ${q}`)).map((r) => r['QUERY PLAN']).join('\n');
       // Many tallied stacks and counted runs (the tables' steady state), then fresh statistics.
@@ -123,10 +123,17 @@ describe.each(['pglite', 'postgresql'] as const)('the emitter by cohorts (%s)', 
       expect(untallied).not.toContain('EmissionAccrual_pkey');
       await p.db.prisma.$executeRawUnsafe(`INSERT INTO "EmissionRun" ("stackId", "fromEpoch", "toEpoch", "lastActiveEpoch", counted)
       SELECT 'stack:plan:' || g, 1, g % 100 + 1, 0, true FROM generate_series(1, 20000) g`);
+      // And the last epoch's 2,000 active stacks, not counted yet.
+      await p.db.prisma.$executeRawUnsafe(`INSERT INTO "EmissionRun" ("stackId", "fromEpoch", "toEpoch", "lastActiveEpoch", counted)
+      SELECT 'stack:stale:' || g, 1, ${epoch}, 0, false FROM generate_series(1, 2000) g`);
       await p.db.prisma.$executeRawUnsafe('ANALYZE');
-      const runs = await plan(countRunsQuery(epoch + 1));
+      // (Counted at a later epoch, so the estimate takes in every uncounted run.)
+      const runs = await plan(countRunsQuery(epoch + 1000));
       expect(runs).toContain('EmissionRun_uncounted_idx');
       expect(runs).not.toMatch(/Seq Scan on "EmissionRun"/);
+      // Each run's terms by the accrual's key, not a join against every stack's accrual row.
+      expect(runs).toContain('EmissionAccrual_pkey');
+      expect(runs).not.toMatch(/Seq Scan on "EmissionAccrual"/);
       expect(await plan(untalliedQuery(epoch + 1, 10_000))).toContain('EmissionAccrual_untallied_idx');
       expect(await plan(cohortSumQuery(epoch + 1))).not.toContain('EmissionAccrual');
     },

@@ -9,6 +9,7 @@ import { detectShardLoss, SHARD_RECHECK_EPOCHS } from '../flows/worker-memory.ts
 import { listStaleSleeves, staleSleevesQuery, unfreezeSleeve, freezeSleeve } from '../subgraphs/sleeves/index.ts';
 import { EXPIRY_BATCH, expireBatchQuery, expireResidues } from '../subgraphs/residues/index.ts';
 import { ANCHOR_BATCH, enqueueChainTx, pendingAnchorsQuery } from '../subgraphs/chains/index.ts';
+import { unmirroredHeadsQuery } from '../subgraphs/stacks/index.ts';
 import { freshDatabase } from './helpers/postgres.ts';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 
@@ -228,6 +229,11 @@ describe('passes on PostgreSQL: their queries run on their indexes', () => {
       INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, pinned, size)
       SELECT 'cog://' || md5(g::text) || md5((g + 1)::text) || '@' || e, 'stack:' || (g % 500), e, '{}', e < 1999, 1
       FROM (SELECT g, CASE WHEN g % 5 = 0 THEN g / 15 ELSE 1999 + g / 30 END AS e FROM generate_series(1, 30000) g) s`);
+    // 20,000 stacks, none written yet (their heads move after the statistics are taken, below).
+    await db.$executeRawUnsafe(`
+      INSERT INTO "Stack" (id, name, kind, shape, "pubKey", "syncCoeff", "memoryCoeff", "computeCoeff", "residueCoeff", "routingCoeff", "masterSecret")
+      SELECT 'stack:human:' || g || ':' || substr(md5(g::text), 1, 8), 'fixture', 'human', 'A', 'pk:' || g, 1, 1, 1, 1, 1, 'sealed'
+      FROM generate_series(1, 20000) g`);
     await db.$executeRawUnsafe('ANALYZE');
   }, 120_000);
   afterAll(async () => {
@@ -268,6 +274,20 @@ describe('passes on PostgreSQL: their queries run on their indexes', () => {
     expect(shown).toContain('using MemoryNode_unpinned_epoch_idx');
     expect(shown).toContain('using MemoryNode_pkey');
     expect(shown).not.toContain('Seq Scan');
+  });
+
+  it('heads mirror: the stacks whose head moved on "Stack_unmirrored_head_idx", also with statistics from before', async () => {
+    // 600 heads moved since the statistics (which say none differ), 300 of them mirrored since:
+    // with the comparison as the index's predicate, the planner read every stack here.
+    await p.db.prisma.$executeRawUnsafe(`UPDATE "Stack" SET "episodicHead" = 'cog://' || md5(id) || '@1' WHERE "tokenId" % 33 = 0 AND "tokenId" <= 19800`);
+    await p.db.prisma.$executeRawUnsafe(`UPDATE "Stack" SET "mirroredHead" = "episodicHead" WHERE "tokenId" % 66 = 0`);
+    const shown = await plan(unmirroredHeadsQuery(100));
+    expect(shown).toContain('using Stack_unmirrored_head_idx on Stack');
+    expect(shown).not.toContain('Seq Scan');
+    const all = await p.db.prisma.$queryRaw<{ stackId: string }[]>(unmirroredHeadsQuery(1000));
+    expect(all).toHaveLength(300);
+    const page = await p.db.prisma.$queryRaw<{ stackId: string }[]>(unmirroredHeadsQuery(100, all[99]!.stackId));
+    expect(page.map((r) => r.stackId)).toEqual(all.slice(100, 200).map((r) => r.stackId));
   });
 
   it('residue expiry: the due open residues on "Residue_open_expiresAtEpoch_idx"', async () => {

@@ -28,6 +28,7 @@ export {
   stackPubKey,
   stackChainRecords,
   stackHeads,
+  unmirroredHeadsQuery,
   STACK_KINDS,
   CPV_KEYS,
   type StackKind,

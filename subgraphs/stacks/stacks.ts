@@ -471,15 +471,21 @@ export const stackChainRecords: MirroredTable = {
  * moved heads of many stacks in one call once an epoch (docs/decisions.md, "Heads mirrored once an
  * epoch").
  */
+/**
+ * One range of the stacks whose head the chain does not hold, on the partial index
+ * "Stack_unmirrored_head_idx" (of the generated column "headUnmirrored": episodicHead set and not
+ * the mirrored one): O(limit), whatever the number of stacks.
+ */
+export const unmirroredHeadsQuery = (limit: number, after = ''): Sql =>
+  sql`SELECT id AS "stackId", "tokenId", "episodicHead" AS head, "headEpoch" AS epoch FROM "Stack"
+      WHERE "headUnmirrored" AND id > ${after} ORDER BY id LIMIT ${limit}`;
+
 export const stackHeads: StackHeads = {
-  // One range of the partial index of the stacks whose head the chain does not hold.
   unmirrored: async (db, limit, after) =>
-    (
-      await db.$queryRaw<Array<{ stackId: string; tokenId: number; head: string; epoch: number | null }>>`
-        SELECT id AS "stackId", "tokenId", "episodicHead" AS head, "headEpoch" AS epoch FROM "Stack"
-        WHERE "episodicHead" IS DISTINCT FROM "mirroredHead" AND "episodicHead" IS NOT NULL AND id > ${after ?? ''}
-        ORDER BY id LIMIT ${limit}`
-    ).map((r) => ({ ...r, epoch: r.epoch ?? 0 })),
+    (await db.$queryRaw<Array<{ stackId: string; tokenId: number; head: string; epoch: number | null }>>(unmirroredHeadsQuery(limit, after))).map((r) => ({
+      ...r,
+      epoch: r.epoch ?? 0,
+    })),
   // The chain holds these heads now; a stack whose head is still the one mirrored (and with no other
   // intent outstanding: `confirm`) has its chain record confirmed. One statement, which never waits
   // for a writer: a row a write holds (its head moving on) is left apart, and its new head goes
