@@ -19,6 +19,7 @@
 //     wrote (an idle stack), read by xmin from every table keyed by stack, sleeve or account.
 //   flock /tmp/cog-bench.lock npx tsx bench/scale.ts [stacks=10000] [--sleeves=2*stacks] [--ticking=stacks/10]
 //     [--epochs=30] [--active=0.01] [--tick-rate=8000] [--epoch-ms=4000] [--concurrency=32] [--shift=18000] [--profile=DIR]
+//     [--weights=1,1] (COG_SLEEVE_RUNTIME_WEIGHT of the platform's runtime, then of the second runtime process)
 // --profile: one .cpuprofile of the measured epochs for the platform and one for the second runtime
 // in DIR (summary: npx tsx bench/profile-summary.ts <file>).
 // The issue's size: `bench/scale.ts 1000000` (2,000,000 sleeves, 100,000 ticking).
@@ -45,6 +46,8 @@ export interface ScaleOptions {
   shift: number;
   /** A directory: the platform and the second runtime are CPU-profiled over the measured epochs (bench/cpu-profile.mjs). */
   profile?: string;
+  /** COG_SLEEVE_RUNTIME_WEIGHT of the platform's own runtime and of the second runtime process. */
+  weights: [number, number];
 }
 
 export function scaleOptions(argv: string[]): ScaleOptions {
@@ -68,7 +71,14 @@ export function scaleOptions(argv: string[]): ScaleOptions {
     concurrency: num('concurrency', 32),
     shift: num('shift', 18_000),
     profile: arg('profile') ? path.resolve(arg('profile')!) : undefined,
+    weights: weightsOf(arg('weights') ?? '1,1'),
   };
+}
+
+function weightsOf(v: string): [number, number] {
+  const w = v.split(',').map(Number);
+  if (w.length !== 2 || !w.every((x) => Number.isInteger(x) && x >= 0 && x <= 1000)) throw new Error(`--weights=${v}: two weights 0-1000, the platform's runtime's then the second runtime's`);
+  return [w[0]!, w[1]!];
 }
 
 /** The fixtures' ids: stack g and sleeve g (1-based), as Shape A spells them. */
@@ -171,6 +181,8 @@ export interface Snapshot {
   lateness: Array<Map<number, number>>;
   foldSum: number;
   foldCount: number;
+  /** Per process: the longest event-loop delay since the previous scrape (prom-client resets it on each). */
+  loopMaxMs: number[];
   writes: number;
   writeErrors: number;
 }
@@ -295,6 +307,7 @@ export interface EpochFigures {
   walBytes: number;
   dbBytes: number;
   lateP99Ms: Array<number | undefined>;
+  loopMaxMs: number[];
   writes: number;
   writeErrors: number;
 }
@@ -359,6 +372,7 @@ export async function runScaleBench(o: ScaleOptions, log: (s: string) => void = 
       // The writers never sync; their drift is out of the way (the bench measures the passes, not desyncs).
       COG_DRIFT_MAX: '1000000',
       COG_SLEEVE_RUNTIME_ID: 'sleeve-runtime-1',
+      COG_SLEEVE_RUNTIME_WEIGHT: String(o.weights[0]),
       DATABASE_POOL_SIZE: '20',
       LOG_LEVEL: 'warn',
       ...(o.profile
@@ -379,6 +393,7 @@ export async function runScaleBench(o: ScaleOptions, log: (s: string) => void = 
         ...cluster.env,
         COG_DATA_DIR: dataDir2,
         COG_SLEEVE_RUNTIME_ID: 'sleeve-runtime-2',
+        COG_SLEEVE_RUNTIME_WEIGHT: String(o.weights[1]),
         COG_OPS_PORT: String(opsPort),
         SLEEVE_RUNTIME_PORT: '0',
         DATABASE_POOL_SIZE: '10',
@@ -395,7 +410,8 @@ export async function runScaleBench(o: ScaleOptions, log: (s: string) => void = 
         `SELECT l.runtime, count(*) AS n FROM "SleeveLease" l JOIN "SleeveRuntimeBeat" b ON b.id = l.runtime AND b.gen = l.gen AND b."expiresAt" > now() GROUP BY l.runtime`,
       );
       const held = r.rows.filter((x) => x.runtime).map((x) => Number(x.n));
-      if (held.length === 2 && held.reduce((a, b) => a + b, 0) === o.ticking) {
+      const holders = o.weights.every((w) => w === 0) ? 2 : o.weights.filter((w) => w > 0).length;
+      if (held.length === holders && held.reduce((a, b) => a + b, 0) === o.ticking) {
         log(`platform up in ${((performance.now() - tStart) / 1000).toFixed(1)} s; the sleeves split ${held.join(' / ')} across the two runtime processes`);
         break;
       }
@@ -451,6 +467,7 @@ export async function runScaleBench(o: ScaleOptions, log: (s: string) => void = 
         lateness: texts.map((t) => histogramBuckets(t, 'cog_sleeve_tick_lateness_seconds')),
         foldSum: metricValue(texts[0]!, 'cog_thalamus_fold_duration_seconds_sum'),
         foldCount: metricValue(texts[0]!, 'cog_thalamus_fold_duration_seconds_count'),
+        loopMaxMs: texts.map((t) => metricValue(t, 'nodejs_eventloop_lag_max_seconds') * 1000),
         writes,
         writeErrors,
       };
@@ -524,6 +541,7 @@ export async function runScaleBench(o: ScaleOptions, log: (s: string) => void = 
           const v = quantileBetween(a.lateness[k] ?? new Map(), l, 0.99);
           return v === undefined ? undefined : v * 1000;
         }),
+        loopMaxMs: b.loopMaxMs,
         writes: b.writes - a.writes,
         writeErrors: b.writeErrors - a.writeErrors,
       });
@@ -555,7 +573,7 @@ export async function runScaleBench(o: ScaleOptions, log: (s: string) => void = 
       'sleeve-watchdog': 'watchdog',
     };
     log(
-      `\n${pad('epoch', 6)} ${passNames.map((n) => pad(short[n] ?? n, 9)).join('')}${pad('fold', 8)}${pad('sum', 8)}${pad('/epoch', 8)}${pad('writes', 8)}${pad('rows', 9)}${pad('WAL KiB', 9)}${pad('DB KiB', 8)}${pad('late p99 ms', 14)}`,
+      `\n${pad('epoch', 6)} ${passNames.map((n) => pad(short[n] ?? n, 9)).join('')}${pad('fold', 8)}${pad('sum', 8)}${pad('/epoch', 8)}${pad('writes', 8)}${pad('rows', 9)}${pad('WAL KiB', 9)}${pad('DB KiB', 8)}${pad('late p99 ms', 14)}${pad('loop max ms', 13)}`,
     );
     for (const f of figures) {
       const sum = f.passMs + f.foldMs;
@@ -563,7 +581,7 @@ export async function runScaleBench(o: ScaleOptions, log: (s: string) => void = 
         `${pad(f.epoch, 6)} ${passNames.map((n) => pad((f.passes[n] ?? 0).toFixed(0), 9)).join('')}${pad(f.foldMs.toFixed(0), 8)}${pad(sum.toFixed(0), 8)}${pad(`${((sum / o.epochMs) * 100).toFixed(1)}%`, 8)}${pad(f.writes, 8)}${pad(
           [...f.rows.values()].reduce((x, y) => x + y, 0),
           9,
-        )}${pad((f.walBytes / 1024).toFixed(0), 9)}${pad((f.dbBytes / 1024).toFixed(0), 8)}${pad(f.lateP99Ms.map((x) => (x === undefined ? '-' : x.toFixed(0))).join('/'), 14)}`,
+        )}${pad((f.walBytes / 1024).toFixed(0), 9)}${pad((f.dbBytes / 1024).toFixed(0), 8)}${pad(f.lateP99Ms.map((x) => (x === undefined ? '-' : x.toFixed(0))).join('/'), 14)}${pad(f.loopMaxMs.map((x) => x.toFixed(0)).join('/'), 13)}`,
       );
     }
     const n = figures.length;

@@ -195,6 +195,8 @@ export interface Config {
   sleeveRuntimeId?: string;
   /** SLEEVE_RUNTIME_PORT: the sleeve runtime's one identity listener (`/sleeves/<id>/identity`); 0 picks a free port. */
   sleeveRuntimePort: number;
+  /** COG_SLEEVE_RUNTIME_WEIGHT: this runtime's share of the alive sleeves relative to the others' (default 1; 0: a standby). */
+  sleeveRuntimeWeight: number;
   /** HIPPOCAMPUS_NODE_ID: this Hippocampus node's id (its own payload store without S3). */
   hippocampusNodeId?: string;
   /** COG_SUBGRAPHS: the gateway runs the subgraphs in-process (local) or reaches each over HTTP (remote). */
@@ -321,6 +323,7 @@ export function loadConfig(env: Env = process.env): Config {
     runnerId: env.COG_RUNNER_ID ? name(env, 'COG_RUNNER_ID', '', /^[A-Za-z0-9_.:-]{1,64}$/) : undefined,
     sleeveRuntimeId: env.COG_SLEEVE_RUNTIME_ID ? name(env, 'COG_SLEEVE_RUNTIME_ID', '', /^[A-Za-z0-9_.:-]{1,64}$/) : undefined,
     sleeveRuntimePort: int(env, 'SLEEVE_RUNTIME_PORT', 0, 0, 65535),
+    sleeveRuntimeWeight: int(env, 'COG_SLEEVE_RUNTIME_WEIGHT', 1, 0, 1000),
     hippocampusNodeId: env.HIPPOCAMPUS_NODE_ID ? name(env, 'HIPPOCAMPUS_NODE_ID', '', /^[A-Za-z0-9_.-]{1,64}$/) : undefined,
     subgraphs: oneOf(env, 'COG_SUBGRAPHS', 'local', ['local', 'remote'] as const),
     subgraphUrls: subgraphs.urls,

@@ -61,6 +61,7 @@ describe('config', () => {
       SUBGRAPH_STACKS_PORT: '9081',
       SUBGRAPH_MEMORY_PORT: '0',
       COG_RUNNER_ID: 'worker-1',
+      COG_SLEEVE_RUNTIME_WEIGHT: '0',
       HIPPOCAMPUS_NODE_ID: 'hippocampus-2',
       COG_MASTER_KEY: 'ab'.repeat(32),
       MEDULLA_NODE_ID: 'medulla-2',
@@ -75,7 +76,14 @@ describe('config', () => {
     expect(c.subgraphs).toBe('remote');
     expect(c.subgraphUrls).toEqual({ stacks: 'http://127.0.0.1:9081/graphql' });
     expect(c.subgraphPorts).toEqual({ stacks: 9081, memory: 0 });
-    expect(c).toMatchObject({ runnerId: 'worker-1', hippocampusNodeId: 'hippocampus-2', masterKeyHex: 'ab'.repeat(32), thalamusOperatorKey: 'ef'.repeat(32) });
+    expect(d.sleeveRuntimeWeight).toBe(1);
+    expect(c).toMatchObject({
+      runnerId: 'worker-1',
+      sleeveRuntimeWeight: 0,
+      hippocampusNodeId: 'hippocampus-2',
+      masterKeyHex: 'ab'.repeat(32),
+      thalamusOperatorKey: 'ef'.repeat(32),
+    });
     expect(c.medulla).toEqual({ nodeId: 'medulla-2', autoMine: false, duty: 0.5, paced: false, genesisDifficulty: 12 });
     expect(c.cortex).toEqual({ blockTimeS: 1, operatorKey: `0x${'cd'.repeat(32)}` });
   });
@@ -85,6 +93,8 @@ describe('config', () => {
     ['SUBGRAPH_STACKS_URL', 'not a url'],
     ['SUBGRAPH_MEMORY_PORT', '70000'],
     ['COG_RUNNER_ID', 'has space'],
+    ['COG_SLEEVE_RUNTIME_WEIGHT', '-1'],
+    ['COG_SLEEVE_RUNTIME_WEIGHT', 'heavy'],
     ['HIPPOCAMPUS_NODE_ID', '../up'],
     ['COG_MASTER_KEY', 'abc'],
     ['MEDULLA_NODE_ID', 'a/b'],

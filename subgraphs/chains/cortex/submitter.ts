@@ -12,6 +12,7 @@ import { Transaction, type Wallet, keccak256, type JsonRpcProvider, type Log } f
 import type { Db } from '../../../lib/db/index.ts';
 import type { Logger } from '../../../lib/log.ts';
 import { buildCall, canonicalJson, IntentError, type ChainCall } from './calls.ts';
+import { timeSlicer } from '../../../lib/time-slice.ts';
 import { iface, SUITE } from './artifacts.ts';
 import type { Deployment } from './deploy.ts';
 import { markRecordPending, trySettleRecords, type RecordOutcome } from './records.ts';
@@ -361,7 +362,9 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   /** A plan without the stacks whose part reverts: failed (or left pending while in-flight transactions may change the answer). */
   const checkPlan = async (plan: SettlementPlan, inFlight: number, createdAt: Map<bigint, number>, byId: Map<bigint, Row>): Promise<SettlementPlan> => {
     const bt = chain.suite.contracts.BandwidthToken;
+    const slice = timeSlicer();
     for (let attempt = 0; attempt < 8 && plan.entries.length; attempt++) {
+      await slice();
       // A settlement id no settle row has (the real one is the row's id, known once stored).
       const probe = buildCall(
         'settle',
@@ -423,6 +426,9 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       take: Math.min(batchSize, maxInFlight - inFlight),
     });
     if (!rows.length) return;
+    // Encoding, estimating and signing a batch is seconds of synchronous ethers work at scale: each
+    // loop hands the event loop back every few milliseconds (lib/time-slice.ts).
+    const slice = timeSlicer();
     const built: { row: Row; call: ChainCall }[] = [];
     for (const row of rows) {
       try {
@@ -431,9 +437,21 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
         if (!(e instanceof IntentError)) throw e;
         await settle(row, 'failed', { lastError: `invalid intent: ${e.message}` });
       }
+      await slice();
     }
     if (!built.length) return;
-    const estimates = await Promise.allSettled(built.map((b) => provider.estimateGas({ from, to: b.call.to, data: b.call.data, blockTag: 'pending' })));
+    // Sent together (each settles as its own answer arrives), built one slice at a time.
+    const pendingEstimates: Promise<PromiseSettledResult<bigint>>[] = [];
+    for (const b of built) {
+      pendingEstimates.push(
+        provider.estimateGas({ from, to: b.call.to, data: b.call.data, blockTag: 'pending' }).then(
+          (value) => ({ status: 'fulfilled', value }),
+          (reason: unknown) => ({ status: 'rejected', reason }),
+        ),
+      );
+      await slice();
+    }
+    const estimates = await Promise.all(pendingEstimates);
     const [maxNonce, chainNext, fee] = await Promise.all([
       // On the partial nonce index (Prisma's aggregate wraps the table in a subquery the planner
       // cannot answer from an index: a scan of the whole outbox every round).
@@ -466,6 +484,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       const out: { id: bigint; nonce: number; txHash: string; rawTx: string }[] = [];
       let nonce = firstNonce;
       for (const { b, gasLimit } of list) {
+        await slice();
         const rawTx = await chain.wallet.signTransaction({
           to: b.call.to,
           data: b.call.data,

@@ -44,6 +44,34 @@ describe('fair shares and the due heap', () => {
       }
   });
 
+  it('shares follow the weights, add up to the sleeves, and a weight of 0 is a standby', () => {
+    const ids = ['a', 'b', 'c'];
+    const share = (n: number, w: number[]) => ids.map((me, i) => fairShare(n, ids, me, w, w[i]));
+    expect(share(100, [1, 2, 1])).toEqual([25, 50, 25]);
+    expect(share(10, [1, 2, 1])).toEqual([3, 5, 2]); // 2.5, 5, 2.5: the remainder by id
+    expect(share(100_000, [0, 1, 1])).toEqual([0, 50_000, 50_000]);
+    expect(share(7, [0, 0, 0])).toEqual([3, 2, 2]); // none with a weight: equal, as without weights
+    expect(share(9, [1, 1, 1])).toEqual(ids.map((me) => fairShare(9, ids, me)));
+    // Not yet among them: counted with its own weight, last.
+    expect(fairShare(90, ['a', 'b'], 'c', [1, 1], 1)).toBe(30);
+    expect(fairShare(90, ['a', 'b'], 'c', [1, 1], 0)).toBe(0);
+    for (let n = 0; n < 60; n++)
+      for (const w of [
+        [1, 2, 3],
+        [0, 5, 1],
+        [3, 0, 0],
+        [7, 7, 2],
+        [0, 0, 0],
+      ]) {
+        const shares = share(n, w);
+        expect(shares.reduce((x, y) => x + y, 0)).toBe(n);
+        const total = w.reduce((x, y) => x + y, 0);
+        // Each within one of its exact quota.
+        if (total > 0) shares.forEach((x, i) => expect(Math.abs(x - (n * w[i]!) / total)).toBeLessThan(1));
+        if (total > 0) shares.forEach((x, i) => w[i] === 0 && expect(x).toBe(0));
+      }
+  });
+
   it('pops in due order', () => {
     const h = new DueHeap();
     const ats = Array.from({ length: 200 }, () => Math.floor(Math.random() * 1000));
@@ -363,4 +391,41 @@ describe('the batch tick on PostgreSQL with statistics from before the runtime h
     // The first 2,000 are held by it: 300 of those asked, every fifth.
     expect(await fencedTicks(p.db.prisma, h, ids)).toHaveLength(ids.filter((id) => Number(id.split(':')[2]) <= 2000).length);
   }, 60_000);
+});
+
+describe('runtimes by weight (COG_SLEEVE_RUNTIME_WEIGHT)', () => {
+  let p: TestPlatform;
+  const rts: SleeveRuntime[] = [];
+  const sleeves: string[] = [];
+  beforeAll(async () => {
+    p = await testPlatform();
+    const stack = await createStack(p, { name: 'weights' });
+    for (let i = 0; i < 12; i++) sleeves.push((await spawnSleeve(p, { stackId: stack.id, kind: 'ai', tickRate: 0, shape: 'B' })).id);
+  }, 60_000);
+  afterAll(async () => {
+    for (const rt of rts) await rt.close().catch(() => {});
+    await p?.cleanup();
+  });
+
+  it('shares follow the weights; a standby (weight 0) runs nothing until the weighted ones are gone, then all', async () => {
+    for (const [id, weight] of [
+      ['rt-w1', 1],
+      ['rt-w3', 3],
+      ['rt-standby', 0],
+    ] as const)
+      rts.push(await startRuntime(p, { id, weight, leaseMs: LEASE_MS, reconcileMs: 60_000 }));
+    const [w1, w3, standby] = rts as [SleeveRuntime, SleeveRuntime, SleeveRuntime];
+    const sizes = () => rts.map((r) => r.running().length).join();
+    await until(() => sizes() === '3,9,0');
+    expect(new Set([...w1.running(), ...w3.running()]).size).toBe(12);
+    expect((await p.db.prisma.sleeveRuntimeBeat.findMany({ orderBy: { id: 'asc' } })).map((b) => [b.id, b.weight])).toEqual([
+      ['rt-standby', 0],
+      ['rt-w1', 1],
+      ['rt-w3', 3],
+    ]);
+    await w1.abandon();
+    await w3.abandon();
+    await until(() => standby.running().length === 12, 4 * LEASE_MS);
+    expect([...standby.running()].sort()).toEqual([...sleeves].sort());
+  }, 30_000);
 });

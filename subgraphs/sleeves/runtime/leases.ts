@@ -24,10 +24,10 @@ const NEXT_GEN = sql`nextval('"SleeveRuntimeBeat_gen_seq"')::int`;
  * earlier generations become free, its own to take back first (a restart with the same id need not
  * wait for anything to expire). Returns the holder.
  */
-export async function register(db: Db, runtime: string, port: number | null, ttlMs: number): Promise<Holder> {
-  const [r] = await db.$queryRaw<{ gen: number }[]>`INSERT INTO "SleeveRuntimeBeat" (id, gen, held, port, "expiresAt")
-    VALUES (${runtime}, ${NEXT_GEN}, 0, ${port}, now() + ${after(ttlMs)} * interval '1 millisecond')
-    ON CONFLICT (id) DO UPDATE SET gen = EXCLUDED.gen, held = 0, port = EXCLUDED.port, "startedAt" = now(), "beatAt" = now(), "expiresAt" = EXCLUDED."expiresAt"
+export async function register(db: Db, runtime: string, port: number | null, ttlMs: number, weight = 1): Promise<Holder> {
+  const [r] = await db.$queryRaw<{ gen: number }[]>`INSERT INTO "SleeveRuntimeBeat" (id, gen, held, port, weight, "expiresAt")
+    VALUES (${runtime}, ${NEXT_GEN}, 0, ${port}, ${weight}, now() + ${after(ttlMs)} * interval '1 millisecond')
+    ON CONFLICT (id) DO UPDATE SET gen = EXCLUDED.gen, held = 0, port = EXCLUDED.port, weight = EXCLUDED.weight, "startedAt" = now(), "beatAt" = now(), "expiresAt" = EXCLUDED."expiresAt"
     RETURNING gen`;
   return { runtime, gen: Number(r!.gen) };
 }
@@ -77,34 +77,47 @@ export interface FreeLeases {
 }
 
 /**
- * One snapshot of the shares: the live runtimes (by id), the alive sleeves (each runtime's `held`,
+ * One snapshot of the shares: the live runtimes (by id) and their weights, the alive sleeves (each runtime's `held`,
  * less the leases that ended since its last round, plus the free ones) and where the free leases
  * are. O(runtimes + free leases + ended ones): no lease a live runtime holds is read.
  */
-export async function survey(db: Db): Promise<{ runtimes: string[]; sleeves: number; free: FreeLeases[] }> {
-  const [r] = await db.$queryRaw<{ runtimes: string[] | null; held: number; free: unknown }[]>`WITH b AS (
-      SELECT id, gen, held, "expiresAt" > now() AS live FROM "SleeveRuntimeBeat"
+export async function survey(db: Db): Promise<{ runtimes: string[]; weights: number[]; sleeves: number; free: FreeLeases[] }> {
+  const [r] = await db.$queryRaw<{ runtimes: string[] | null; weights: number[] | null; held: number; free: unknown }[]>`WITH b AS (
+      SELECT id, gen, held, weight, "expiresAt" > now() AS live FROM "SleeveRuntimeBeat"
     ), h AS (
       SELECT ''::text AS id, 1 AS below UNION ALL SELECT id, gen FROM b
     ) SELECT
       (SELECT array_agg(id ORDER BY id) FROM b WHERE live) AS runtimes,
+      (SELECT array_agg(weight ORDER BY id) FROM b WHERE live) AS weights,
       ((SELECT COALESCE(sum(held), 0) FROM b) - (SELECT count(*) FROM "SleeveLeaseEnd" e JOIN b ON b.id = e.runtime AND b.gen = e.gen))::int AS held,
       (SELECT COALESCE(json_agg(json_build_object('runtime', h.id, 'below', h.below, 'n', x.n)), '[]'::json) FROM h
         CROSS JOIN LATERAL (SELECT count(*)::int AS n FROM "SleeveLease" l WHERE l.runtime = h.id AND l.gen < h.below) x WHERE x.n > 0) AS free`;
   const free = (typeof r!.free === 'string' ? JSON.parse(r!.free) : r!.free) as FreeLeases[];
-  return { runtimes: r!.runtimes ?? [], sleeves: Number(r!.held) + free.reduce((s, f) => s + f.n, 0), free };
+  const runtimes = r!.runtimes ?? [];
+  return { runtimes, weights: (r!.weights ?? []).map(Number), sleeves: Number(r!.held) + free.reduce((s, f) => s + f.n, 0), free };
 }
 
 /**
- * The fair share of runtime `me` among the live `runtimes` (sorted): floor(sleeves / runtimes), one
- * more for the first (sleeves mod runtimes) by id. The shares add up to the sleeves exactly, so
- * every runtime can tell its own without asking the others what they hold. A runtime not (yet)
- * among them counts as one more, last.
+ * The fair share of runtime `me` among the live `runtimes` (sorted by id) with their `weights`
+ * (aligned; none given: 1 each): each gets floor(sleeves x weight / total weight), and the sleeves
+ * left over go one each to the largest remainders, then by id. The shares add up to the sleeves
+ * exactly, so every runtime can tell its own without asking the others what they hold. A runtime
+ * not (yet) among them counts with `myWeight`, last. Weight 0 is a standby: it gets nothing while
+ * any live runtime has a weight, and an equal share when none has.
  */
-export function fairShare(sleeves: number, runtimes: string[], me: string): number {
-  const live = runtimes.includes(me) ? runtimes : [...runtimes, me];
-  const rank = live.indexOf(me);
-  return Math.floor(sleeves / live.length) + (rank < sleeves % live.length ? 1 : 0);
+export function fairShare(sleeves: number, runtimes: string[], me: string, weights?: readonly number[], myWeight = 1): number {
+  const known = runtimes.indexOf(me);
+  const ids = known >= 0 ? runtimes : [...runtimes, me];
+  let w = ids.map((_, i) => (i === known || (known < 0 && i === ids.length - 1) ? myWeight : (weights?.[i] ?? 1)));
+  if (w.every((x) => x <= 0)) w = w.map(() => 1);
+  const total = w.reduce((s, x) => s + Math.max(0, x), 0);
+  const base = w.map((x) => Math.floor((sleeves * Math.max(0, x)) / total));
+  const rem = w.map((x) => (sleeves * Math.max(0, x)) % total);
+  const left = sleeves - base.reduce((s, x) => s + x, 0);
+  const mine = known >= 0 ? known : ids.length - 1;
+  // Ties in remainder go by position, which is id order (the live runtimes come sorted).
+  const order = ids.map((_, i) => i).sort((a, b) => rem[b]! - rem[a]! || a - b);
+  return base[mine]! + (order.indexOf(mine) < left ? 1 : 0);
 }
 
 /** The row lock that makes a claim hold only while the claimer is live at its generation (a fence waits for it, or refuses it). */

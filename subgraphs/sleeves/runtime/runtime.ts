@@ -112,6 +112,8 @@ export interface RuntimeOptions {
   id?: string;
   /** The identity listener's port; default SLEEVE_RUNTIME_PORT (0: a free one). */
   port?: number;
+  /** Its share of the alive sleeves relative to the other runtimes' weights; default COG_SLEEVE_RUNTIME_WEIGHT (1). 0: a standby. */
+  weight?: number;
 }
 
 /**
@@ -139,13 +141,14 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
   /** A round failed midway: the next reads what it holds from the leases. */
   let resync = false;
   const leaseMs = opts.leaseMs ?? p.config.epochIntervalMs;
+  const weight = opts.weight ?? p.config.sleeveRuntimeWeight;
   const instances = new Map<string, Instance>();
   const handlers = new Map<string, TickHandler[]>();
   const counters = { ticks: 0, failures: 0, fenced: 0, busy: 0, maxLateMs: 0, rounds: 0, roundMs: 0, reread: 0 };
   const late = new Float64Array(4096);
   let lateN = 0;
   const pending = new Map<string, Promise<void>>();
-  const view = { share: 0, runtimes: [] as string[], sleeves: 0 };
+  const view = { share: 0, runtimes: [] as string[], weights: [] as number[], sleeves: 0 };
   let closed = false;
   let round: Promise<void> | undefined;
 
@@ -400,7 +403,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
           // rounds, which keep the leases' account).
           if (claimIt)
             await exclusive(async () => {
-              if (closed || !holder || leased.size >= fairShare(view.sleeves + 1, view.runtimes, me)) return;
+              if (closed || !holder || leased.size >= fairShare(view.sleeves + 1, view.runtimes, me, view.weights, weight)) return;
               if (!(await claimOne(p.db.prisma, holder, id))) return;
               leased.add(id);
               view.sleeves++;
@@ -447,7 +450,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
   async function leaseRound(): Promise<void> {
     if (closed) return;
     const db = p.db.prisma;
-    if (!holder) holder = await register(db, me, port, leaseMs);
+    if (!holder) holder = await register(db, me, port, leaseMs, weight);
     else {
       const { state, ended } = await renewBeat(db, holder, port, leaseMs);
       // Leases gone with their sleeve (decommissioned): stopped here if the sleeve event has not done it.
@@ -461,7 +464,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
         leased.clear();
         await stopMany(all);
         if (state === 'superseded') me = `${baseId}~${randomBytes(3).toString('hex')}`;
-        holder = await register(db, me, port, leaseMs);
+        holder = await register(db, me, port, leaseMs, weight);
         resync = false;
       }
     }
@@ -475,8 +478,9 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     await fenceLapsed(db, me);
     const s = await survey(db);
     view.runtimes = s.runtimes;
+    view.weights = s.weights;
     view.sleeves = s.sleeves;
-    view.share = fairShare(s.sleeves, s.runtimes, me);
+    view.share = fairShare(s.sleeves, s.runtimes, me, s.weights, weight);
     if (closed) return;
     if (leased.size > view.share) {
       // Stop ticking first, then hand back: the next holder never overlaps with this one.
