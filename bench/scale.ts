@@ -77,7 +77,8 @@ export function scaleOptions(argv: string[]): ScaleOptions {
 
 function weightsOf(v: string): [number, number] {
   const w = v.split(',').map(Number);
-  if (w.length !== 2 || !w.every((x) => Number.isInteger(x) && x >= 0 && x <= 1000)) throw new Error(`--weights=${v}: two weights 0-1000, the platform's runtime's then the second runtime's`);
+  if (w.length !== 2 || !w.every((x) => Number.isInteger(x) && x >= 0 && x <= 1000))
+    throw new Error(`--weights=${v}: two weights 0-1000, the platform's runtime's then the second runtime's`);
   return [w[0]!, w[1]!];
 }
 
