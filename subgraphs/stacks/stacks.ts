@@ -242,7 +242,9 @@ export async function stackCores(db: Db | Tx, rows: readonly StackRow[]): Promis
  * A stack as its list and GraphQL reads show it: the row without the secret and the head's writer,
  * createdAt as the ISO 8601 text `Date.toISOString` gives.
  */
-export type StackListRow = Omit<StackRow, 'masterSecret' | 'shape' | 'headSleeveId' | 'headEpoch' | 'mirroredHead' | 'createdAt'> & { createdAt: string };
+export type StackListRow = Omit<StackRow, 'masterSecret' | 'shape' | 'headSleeveId' | 'headEpoch' | 'mirroredHead' | 'headUnmirrored' | 'createdAt'> & {
+  createdAt: string;
+};
 
 /** A stack of StackListRow over the row `s`, as a json array (lib/db/statement.ts jsonRows). */
 const stackListRow = jsonRows<StackListRow>([
