@@ -12,7 +12,7 @@ import { decommissionSleeve, getSleeveView, spawnSleeve } from '../sleeves.ts';
 import { sql } from '../../../lib/db/index.ts';
 import { fairShare, fencedTicks, fencedTicksQuery, survey, type Holder } from './leases.ts';
 import { startRuntime, type SleeveRuntime } from './runtime.ts';
-import { DueHeap } from './wheel.ts';
+import { DueHeap, timerWheel } from './wheel.ts';
 
 const LEASE_MS = 800;
 const N = 10;
@@ -70,6 +70,31 @@ describe('fair shares and the due heap', () => {
         if (total > 0) shares.forEach((x, i) => expect(Math.abs(x - (n * w[i]!) / total)).toBeLessThan(1));
         if (total > 0) shares.forEach((x, i) => w[i] === 0 && expect(x).toBe(0));
       }
+  });
+
+  it('a wheel with a quantum fires what comes due within one quantum together, at its end', async () => {
+    const fired: Array<{ id: string; t: number }> = [];
+    const w = timerWheel({ quantumMs: 50, current: () => true, fire: (d) => void fired.push({ id: d.id, t: Date.now() }) });
+    // A quantum boundary at least 60 ms ahead; a, b and c fall in the quantum that ends there, d in the next.
+    const end = Math.ceil((Date.now() + 60) / 50) * 50;
+    for (const [id, off] of [
+      ['d', 25],
+      ['b', -30],
+      ['a', -49],
+      ['c', -1],
+    ] as const)
+      w.add({ at: end + off, id, gen: 0 });
+    await until(() => fired.length === 4, 3000);
+    w.stop();
+    expect(fired.map((f) => f.id)).toEqual(['a', 'b', 'c', 'd']);
+    const t = Object.fromEntries(fired.map((f) => [f.id, f.t]));
+    // Not at their own due times (the timer's clock may round a millisecond either way), but at the
+    // quantum's end, in one go.
+    expect(t.a!).toBeGreaterThanOrEqual(end - 2);
+    expect(t.c! - t.a!).toBeLessThanOrEqual(5);
+    // d, due in the next quantum, not before it is due (at that quantum's end, unless this one's
+    // timer went off more than 25 ms late, as a loaded machine may).
+    expect(t.d!).toBeGreaterThanOrEqual(end + 25);
   });
 
   it('pops in due order', () => {

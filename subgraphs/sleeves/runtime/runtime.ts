@@ -127,6 +127,14 @@ export function tickPhase(sleeveId: string, rate: number): number {
   return (h >>> 0) % rate;
 }
 
+/**
+ * The timer wheel's quantum: the sleeves due within 25 ms tick as one batch (one fence statement,
+ * one event). Without it the batches were as small as the database was fast: at 50,000 sleeves
+ * ticking every 8 s a runtime sent a fence statement and a JetStream publish every few
+ * milliseconds, and a fifth of its CPU went to socket writes (bench/scale.ts 1000000 --profile).
+ */
+export const TICK_QUANTUM_MS = 25;
+
 let started = 0;
 /** Most leases one round claims (a runtime fills a share of 50,000 in five rounds, 2.5 leases). */
 export const CLAIM_BATCH = 10_000;
@@ -153,6 +161,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
   let round: Promise<void> | undefined;
 
   const wheel = timerWheel({
+    quantumMs: TICK_QUANTUM_MS,
     current: (d) => instances.get(d.id)?.gen === d.gen,
     fire: (d) => {
       due.push(d);

@@ -61,9 +61,15 @@ export class DueHeap {
 /**
  * The runtime's timer wheel: `add` a sleeve's next due time, and `fire(due)` is called for each entry
  * when it comes due (late entries fire as soon as the process gets to them, in due order).
- * `current(id, gen)` tells whether an entry is still the sleeve's schedule.
+ * `current(id, gen)` tells whether an entry is still the sleeve's schedule. With `quantumMs`, the
+ * timer goes off only at multiples of it: the entries due within one quantum fire together, at its
+ * end (each at most a quantum late), so a runtime's ticks come in batches of a quantum's worth
+ * rather than one timer, and one batch, for every few due in the same millisecond.
  */
-export function timerWheel(opts: { fire: (d: Due, lateMs: number) => void; current: (d: Due) => boolean }) {
+export function timerWheel(opts: { fire: (d: Due, lateMs: number) => void; current: (d: Due) => boolean; quantumMs?: number }) {
+  const q = Math.max(1, Math.floor(opts.quantumMs ?? 1));
+  /** When the timer goes off for an entry due at `at`: the end of its quantum. */
+  const slot = (at: number) => Math.ceil(at / q) * q;
   const heap = new DueHeap();
   let timer: NodeJS.Timeout | undefined;
   let armedAt = Number.POSITIVE_INFINITY;
@@ -79,10 +85,11 @@ export function timerWheel(opts: { fire: (d: Due, lateMs: number) => void; curre
       armedAt = Number.POSITIVE_INFINITY;
       return;
     }
-    if (timer && armedAt <= top.at) return;
+    const at = slot(top.at);
+    if (timer && armedAt <= at) return;
     clearTimeout(timer);
-    armedAt = top.at;
-    timer = setTimeout(run, Math.max(0, top.at - Date.now()));
+    armedAt = at;
+    timer = setTimeout(run, Math.max(0, at - Date.now()));
     timer.unref();
   }
 
@@ -101,7 +108,7 @@ export function timerWheel(opts: { fire: (d: Due, lateMs: number) => void; curre
     add(d: Due): void {
       if (stopped) return;
       heap.push(d);
-      if (d.at < armedAt) arm();
+      if (slot(d.at) < armedAt) arm();
     },
     /** Entries in the heap, stale ones included (tests). */
     size: () => heap.size,
