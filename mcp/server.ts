@@ -25,8 +25,12 @@ import { argumentProblem, compiledTools, fieldProblems, requestOf, type Compiled
 export const SERVER_NAME = 'cog';
 export const SERVER_VERSION = '3.0.0';
 
-/** Least time between the last progress notification and the tool's result (ms). */
-const RESULT_AFTER_PROGRESS_MS = 15;
+/**
+ * Least time between the last progress notification and the tool's result (ms): long enough for a
+ * client on a busy machine to read them apart (see needlecast below; 15 ms lost the last two
+ * notifications in a loaded CI run).
+ */
+const RESULT_AFTER_PROGRESS_MS = 100;
 
 /** SPEC "Needlecast saga": six ordered steps, in this order; progress k of 6 is step k done. */
 const SAGA_STEPS = ['freeze', 'shard', 'pin', 'anchor', 'reconstruct', 'settle'];

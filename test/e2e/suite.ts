@@ -776,6 +776,9 @@ export function registerE2eSuite(get: () => Cluster, label = 'e2e'): void {
         const stack = await newStack('e2e-stay', g2());
         const src = await newSleeve(stack.id, 'ai');
         await perceive(src.id, 'stay');
+        // A sleeve runtime takes the new sleeve at its own pace (its identityUrl appears then): wait
+        // for it, so the comparison below sees only what the needlecasts did.
+        for (let i = 0; i < 300 && !(await readSleeve(stack.id, src.id)).identityUrl; i++) await sleep(100);
         const before = await readStack(stack.id);
         expectProblem(await post(g1(), '/v1/needlecast', { from: src.id }), 400, 'no to');
         expectProblem(await post(g2(), '/v1/needlecast', { stackId: stack.id, fromSleeveId: 3 }), 400, 'bad Shape B');
