@@ -8,6 +8,7 @@ import { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
 import { migrate, type SqlDriver } from './migrate.ts';
 import { copyTemplate, ensureTemplate, freshCluster } from './template.ts';
 import { transientTransactionError } from '../errors.ts';
+import { timeSlicer } from '../time-slice.ts';
 
 export type { PrismaClient };
 /**
@@ -137,12 +138,9 @@ export async function openDatabase(opts: {
   // but cost up to a fifth of the rate (smaller group commits); bench/perceive.ts A/B on this
   // machine: p99 263-432 ms without, 138-181 ms at 10 ms, 109-133 ms at 4 ms (docs/decisions.md).
   const execProtocol = lite.execProtocol.bind(lite);
-  let turnAt = 0;
+  const turn = timeSlicer(TURN_MS);
   lite.execProtocol = async (message, options) => {
-    if (performance.now() - turnAt > TURN_MS) {
-      await new Promise((resolve) => setImmediate(resolve));
-      turnAt = performance.now();
-    }
+    await turn();
     return execProtocol(message, options);
   };
   // The driver's `prepare` statements run as named prepared statements (parsed and planned once).
