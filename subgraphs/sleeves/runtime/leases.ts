@@ -93,8 +93,7 @@ export async function survey(db: Db): Promise<{ runtimes: string[]; weights: num
       (SELECT COALESCE(json_agg(json_build_object('runtime', h.id, 'below', h.below, 'n', x.n)), '[]'::json) FROM h
         CROSS JOIN LATERAL (SELECT count(*)::int AS n FROM "SleeveLease" l WHERE l.runtime = h.id AND l.gen < h.below) x WHERE x.n > 0) AS free`;
   const free = (typeof r!.free === 'string' ? JSON.parse(r!.free) : r!.free) as FreeLeases[];
-  const runtimes = r!.runtimes ?? [];
-  return { runtimes, weights: (r!.weights ?? []).map(Number), sleeves: Number(r!.held) + free.reduce((s, f) => s + f.n, 0), free };
+  return { runtimes: r!.runtimes ?? [], weights: (r!.weights ?? []).map(Number), sleeves: Number(r!.held) + free.reduce((s, f) => s + f.n, 0), free };
 }
 
 /**
@@ -106,15 +105,14 @@ export async function survey(db: Db): Promise<{ runtimes: string[]; weights: num
  * any live runtime has a weight, and an equal share when none has.
  */
 export function fairShare(sleeves: number, runtimes: string[], me: string, weights?: readonly number[], myWeight = 1): number {
-  const known = runtimes.indexOf(me);
-  const ids = known >= 0 ? runtimes : [...runtimes, me];
-  let w = ids.map((_, i) => (i === known || (known < 0 && i === ids.length - 1) ? myWeight : (weights?.[i] ?? 1)));
-  if (w.every((x) => x <= 0)) w = w.map(() => 1);
-  const total = w.reduce((s, x) => s + Math.max(0, x), 0);
-  const base = w.map((x) => Math.floor((sleeves * Math.max(0, x)) / total));
-  const rem = w.map((x) => (sleeves * Math.max(0, x)) % total);
+  const ids = runtimes.includes(me) ? runtimes : [...runtimes, me];
+  const mine = ids.indexOf(me);
+  let w = ids.map((_, i) => Math.max(0, i === mine ? myWeight : (weights?.[i] ?? 1)));
+  if (w.every((x) => x === 0)) w = w.map(() => 1);
+  const total = w.reduce((s, x) => s + x, 0);
+  const base = w.map((x) => Math.floor((sleeves * x) / total));
+  const rem = w.map((x) => (sleeves * x) % total);
   const left = sleeves - base.reduce((s, x) => s + x, 0);
-  const mine = known >= 0 ? known : ids.length - 1;
   // Ties in remainder go by position, which is id order (the live runtimes come sorted).
   const order = ids.map((_, i) => i).sort((a, b) => rem[b]! - rem[a]! || a - b);
   return base[mine]! + (order.indexOf(mine) < left ? 1 : 0);
