@@ -1,5 +1,7 @@
 // Miner throughput: hashes/s of Medulla's miner (worker thread, full speed) against raw node:crypto
 // SHA-256d over the same 244-byte header in a tight loop, same machine, same run. Target ratio >= 0.8.
+// Also the CPU each costs a hash, the whole process's (process.cpuUsage: V8's helper threads that
+// sweep the Buffers node:crypto's one-shot hash allocates included).
 //   npx tsx bench/miner.ts
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -14,6 +16,9 @@ export interface MinerBenchResult {
   minerHashesPerSec: number;
   /** minerHashesPerSec / rawSha256dPerSec (one miner hash is one SHA-256d). */
   ratio: number;
+  /** CPU of the whole process per hash, microseconds: the raw SHA-256d loop, the miner. */
+  rawCpuUsPerHash: number;
+  minerCpuUsPerHash: number;
 }
 
 // The raw loop runs in a worker too, so both sides pay the same thread placement.
@@ -24,14 +29,33 @@ const buf = Buffer.from(workerData.header);
 const run = (ms, double) => { let n = 0; const t = performance.now(); let now = t;
   while (now - t < ms) { for (let i = 0; i < 1024; i++) { buf.writeUInt32BE(n >>> 0, 240);
     double ? hash('sha256', hash('sha256', buf, 'buffer'), 'buffer') : hash('sha256', buf, 'buffer'); n++; } now = performance.now(); }
-  return n * 1000 / (now - t); };
+  return { perSec: n * 1000 / (now - t), n }; };
 run(workerData.warm, true);
-parentPort.postMessage({ single: run(workerData.ms, false), double: run(workerData.ms, true) });`;
+const single = run(workerData.ms, false).perSec;
+parentPort.postMessage({ type: 'single', single });
+parentPort.once('message', () => { const d = run(workerData.ms, true); parentPort.postMessage({ type: 'double', double: d.perSec, n: d.n }); });`;
 
-function raw(header: Buffer, ms: number, warm: number): Promise<{ single: number; double: number }> {
+/** CPU of this process, microseconds (every thread). */
+const cpuUs = () => {
+  const c = process.cpuUsage();
+  return c.user + c.system;
+};
+
+function raw(header: Buffer, ms: number, warm: number): Promise<{ single: number; double: number; cpuUsPerHash: number }> {
   return new Promise((resolve, reject) => {
     const w = new Worker(RAW, { eval: true, workerData: { header, ms, warm } });
-    w.once('message', (m) => void w.terminate().then(() => resolve(m)));
+    let single = 0;
+    let c0 = 0;
+    w.on('message', (m: { type: string; single: number; double: number; n: number }) => {
+      if (m.type === 'single') {
+        single = m.single;
+        c0 = cpuUs();
+        w.postMessage('double');
+        return;
+      }
+      const cpuUsPerHash = (cpuUs() - c0) / m.n;
+      void w.terminate().then(() => resolve({ single, double: m.double, cpuUsPerHash }));
+    });
     w.once('error', reject);
   });
 }
@@ -43,10 +67,20 @@ export async function runMinerBench(opts: { durationMs?: number; warmupMs?: numb
   const r = await raw(encodeHeader(header), durationMs, warmupMs);
   const miner = new Miner({ duty: 1, sliceMs: 20 });
   await miner.measure(header, warmupMs);
+  const c0 = cpuUs();
   const m = await miner.measure(header, durationMs);
+  const minerCpuUsPerHash = (cpuUs() - c0) / m.hashes;
   await miner.close();
   const minerHashesPerSec = (m.hashes * 1000) / m.elapsedMs;
-  return { durationMs, rawSha256PerSec: r.single, rawSha256dPerSec: r.double, minerHashesPerSec, ratio: minerHashesPerSec / r.double };
+  return {
+    durationMs,
+    rawSha256PerSec: r.single,
+    rawSha256dPerSec: r.double,
+    minerHashesPerSec,
+    ratio: minerHashesPerSec / r.double,
+    rawCpuUsPerHash: r.cpuUsPerHash,
+    minerCpuUsPerHash,
+  };
 }
 
 export function formatMinerBench(x: MinerBenchResult): string {
@@ -57,6 +91,8 @@ export function formatMinerBench(x: MinerBenchResult): string {
     `  raw SHA-256d           ${f(x.rawSha256dPerSec)} /s`,
     `  miner (SHA-256d)       ${f(x.minerHashesPerSec)} /s`,
     `  ratio miner / raw d    ${x.ratio.toFixed(3).padStart(12)}   (target >= 0.8)`,
+    `  CPU a hash, raw d      ${x.rawCpuUsPerHash.toFixed(2).padStart(12)} us (the process, every thread)`,
+    `  CPU a hash, miner      ${x.minerCpuUsPerHash.toFixed(2).padStart(12)} us`,
   ].join('\n');
 }
 

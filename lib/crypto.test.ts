@@ -112,6 +112,18 @@ const GCM_IV = 'cafebabefacedbaddecaf888';
 const GCM_P60 = 'd9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39';
 const GCM_C60 = '522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa8cb08e48590dbb3da7b08b1056828838c5f61e6393ba7a0abcc9f662';
 
+describe('seal: fresh ivs', () => {
+  it('gives every seal its own iv, across the refills of the iv buffer, and each opens', () => {
+    const key = randomSecret(32);
+    const ivs = new Set<string>();
+    const sealed = Array.from({ length: 2_000 }, (_, i) => seal(key, `m${i}`));
+    for (const s of sealed) ivs.add(s.iv);
+    expect(ivs.size).toBe(2_000);
+    expect(new TextDecoder().decode(open(key, sealed[0]!))).toBe('m0');
+    expect(new TextDecoder().decode(open(key, sealed[1_999]!))).toBe('m1999');
+  });
+});
+
 describe('AES-256-GCM (GCM spec test cases 13-16)', () => {
   it('test case 13: zero key, empty plaintext', () => {
     const s = sealWithIv(new Uint8Array(32), new Uint8Array(12), new Uint8Array(0));

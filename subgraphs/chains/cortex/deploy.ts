@@ -25,10 +25,12 @@ export interface Deployment {
 }
 
 /**
- * ethers' JSON-RPC provider with its request bodies encoded by Node: given a string, ethers'
- * FetchRequest encodes it to UTF-8 one character at a time in JavaScript, and a settlement's signed
- * transaction makes bodies of hundreds of kilobytes (1.9% of the platform's CPU at 1,000,000
- * stacks, `bench/scale.ts --profile`). The rest is ethers' own `_send`.
+ * ethers' JSON-RPC provider with its bodies encoded and decoded by Node: ethers' FetchRequest turns
+ * a string into UTF-8 and back one character at a time in JavaScript. A settlement's signed
+ * transaction makes request bodies of hundreds of kilobytes (1.9% of the platform's CPU at
+ * 1,000,000 stacks, `bench/scale.ts --profile`), and its receipt, a log per entry, a response of
+ * megabytes: decoding one took 100-200 ms in one go under the perceive bench, every request of the
+ * platform waiting (`bench/perceive.ts --profile`). The rest is ethers' own `_send`.
  */
 class CortexProvider extends JsonRpcProvider {
   override async _send(payload: JsonRpcPayload | JsonRpcPayload[]): Promise<Array<JsonRpcResult>> {
@@ -37,7 +39,13 @@ class CortexProvider extends JsonRpcProvider {
     request.setHeader('content-type', 'application/json');
     const response = await request.send();
     response.assertOk();
-    const resp = response.bodyJson as JsonRpcResult | JsonRpcResult[];
+    const text = Buffer.from(response.body ?? new Uint8Array()).toString('utf8');
+    let resp: JsonRpcResult | JsonRpcResult[];
+    try {
+      resp = JSON.parse(text) as JsonRpcResult | JsonRpcResult[];
+    } catch {
+      throw new Error(`Cortex node ${request.url} answered ${response.statusCode} with a body that is not JSON (${text.length} characters)`);
+    }
     return Array.isArray(resp) ? resp : [resp];
   }
 }

@@ -8,7 +8,7 @@
 // epoch has ended into settle rows (settlement.ts), which are then sent like any other intent.
 // Stacks' heads are not intents of their writes: once an epoch the heads the chain lacks are queued
 // as updateStacks rows, many stacks a call (heads.ts).
-import { Transaction, type Wallet, keccak256, type JsonRpcProvider, type Log } from 'ethers';
+import { Transaction, type Wallet, keccak256, type JsonRpcProvider } from 'ethers';
 import type { Db } from '../../../lib/db/index.ts';
 import type { Logger } from '../../../lib/log.ts';
 import { buildCall, canonicalJson, IntentError, type ChainCall } from './calls.ts';
@@ -110,6 +110,32 @@ export function revertReason(e: unknown): string {
 
 type Row = Awaited<ReturnType<Db['chainOutbox']['findMany']>>[number];
 
+/** What the confirmer reads of a receipt: its status and block, and its logs' addresses and topics. */
+export interface Receipt {
+  status: number | null;
+  blockNumber: number;
+  logs: ReadonlyArray<{ address: string; topics: readonly string[] }>;
+}
+
+/**
+ * A transaction's receipt (null while not mined), read raw: a settlement's receipt has a log per
+ * entry, and ethers' getTransactionReceipt builds a Log object of each (with its data and
+ * provider) that nothing here reads.
+ */
+export async function receiptOf(provider: JsonRpcProvider, txHash: string): Promise<Receipt | null> {
+  const r = (await provider.send('eth_getTransactionReceipt', [`0x${strip0x(txHash)}`])) as {
+    status?: string | null;
+    blockNumber: string;
+    logs?: Array<{ address: string; topics: string[] }>;
+  } | null;
+  if (!r) return null;
+  return {
+    status: r.status == null ? null : Number(r.status),
+    blockNumber: Number(r.blockNumber),
+    logs: (r.logs ?? []).map((l) => ({ address: l.address, topics: l.topics })),
+  };
+}
+
 export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: SubmitterOptions = {}): Submitter {
   const pollMs = opts.pollMs ?? 200;
   const batchSize = opts.batchSize ?? 100;
@@ -195,7 +221,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   };
   const settle = (row: Row, outcome: 'confirmed' | 'failed', data: Outcome['data']) => settleAll([{ row, outcome, data }]);
 
-  const receiptOutcome = async (row: Row, r: { status: number | null; blockNumber: number; logs: readonly Log[] }): Promise<Outcome> => {
+  const receiptOutcome = async (row: Row, r: Receipt): Promise<Outcome> => {
     if (r.status === 1)
       return {
         row,
@@ -250,7 +276,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       candidates = rows.filter((r) => r.txHash && mined.has(r.txHash));
     }
     scannedTo = head;
-    const receipts = await Promise.all(candidates.map((r) => provider.getTransactionReceipt(`0x${r.txHash}`)));
+    const receipts = await Promise.all(candidates.map((r) => receiptOf(provider, r.txHash!)));
     const settled = new Set<bigint>();
     const outcomes: Outcome[] = [];
     for (let i = 0; i < candidates.length; i++) {
@@ -277,7 +303,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     const mined: Outcome[] = [];
     for (const row of rows) {
       if (row.nonce! < minedCount) {
-        const r = await provider.getTransactionReceipt(`0x${row.txHash}`);
+        const r = await receiptOf(provider, row.txHash!);
         if (r) mined.push(await receiptOutcome(row, r));
         else {
           // That nonce was mined by another transaction: ours can never land, sign it afresh.
