@@ -6,7 +6,17 @@ import { sql, type Sql } from '../lib/db/index.ts';
 import { epochAnchor, memoryReconciler, residueCollector, STALE_BATCH } from '../flows/worker-passes.ts';
 import { pruneBatchQuery, type HippocampusClient } from '../subgraphs/memory/index.ts';
 import { detectShardLoss, SHARD_RECHECK_EPOCHS } from '../flows/worker-memory.ts';
-import { listStaleSleeves, staleSleevesQuery, unfreezeSleeve, freezeSleeve } from '../subgraphs/sleeves/index.ts';
+import {
+  driftBandOf,
+  freezeSleeve,
+  listAliveSleevesOverDrift,
+  listStaleSleeves,
+  overDriftQuery,
+  sleeveWritesPart,
+  staleSleevesQuery,
+  unfreezeSleeve,
+} from '../subgraphs/sleeves/index.ts';
+import { runStatement } from '../lib/db/statement.ts';
 import { EXPIRY_BATCH, expireBatchQuery, expireResidues } from '../subgraphs/residues/index.ts';
 import { ANCHOR_BATCH, enqueueChainTx, pendingAnchorsQuery } from '../subgraphs/chains/index.ts';
 import { unmirroredHeadsQuery } from '../subgraphs/stacks/index.ts';
@@ -288,6 +298,48 @@ describe('passes on PostgreSQL: their queries run on their indexes', () => {
     expect(all).toHaveLength(300);
     const page = await p.db.prisma.$queryRaw<{ stackId: string }[]>(unmirroredHeadsQuery(100, all[99]!.stackId));
     expect(page.map((r) => r.stackId)).toEqual(all.slice(100, 200).map((r) => r.stackId));
+  });
+
+  it('drift: the sleeves over a threshold on "Sleeve_alive_driftBand_idx"; a write adding drift is a HOT update', async () => {
+    const db = p.db.prisma;
+    // The statistics say every drift is 0 (as after a quiet spell); 30 sleeves are far over twice the
+    // maximum (15 units), 5 between once and twice, 10 just under it in the threshold's own band.
+    await db.$executeRawUnsafe(`UPDATE "Sleeve" SET "driftMilli" = CASE WHEN seq <= 30 THEN 40000 WHEN seq <= 35 THEN 20000 ELSE 14000 END WHERE seq <= 45`);
+    for (const above of [15_000, 30_000]) {
+      const shown = await plan(overDriftQuery(above));
+      expect(shown).toContain('using Sleeve_alive_driftBand_idx on Sleeve');
+      expect(shown).not.toContain('Seq Scan');
+    }
+    expect(await listAliveSleevesOverDrift(db, 15_000)).toHaveLength(35);
+    const far = await listAliveSleevesOverDrift(db, 30_000);
+    expect(far.map((s) => s.driftMilli)).toEqual(Array(30).fill(40_000));
+    expect(far.map((s) => s.seq)).toEqual([...far.map((s) => s.seq)].sort((a, b) => a - b));
+    // The band as the column computes it, at the edges of the powers of two.
+    const edges = [-5, 0, 1, 2, 3, 1023, 1024, 1025, 14_999, 15_000, 30_001, 2 ** 30 - 1, 2 ** 30, 2 ** 31 - 1];
+    const bands = await db.$queryRawUnsafe<{ v: number; b: number }[]>(
+      `SELECT v, width_bucket(v, '{1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192,16384,32768,65536,131072,262144,524288,1048576,2097152,4194304,8388608,16777216,33554432,67108864,134217728,268435456,536870912,1073741824}'::integer[]) AS b FROM unnest($1::int[]) v`,
+      edges,
+    );
+    expect(bands.map((r) => r.b)).toEqual(edges.map(driftBandOf));
+    // One sleeve in every few pages, its drift already in a band: the write path's drift and head
+    // update leaves every index as it was, so the row's new version is a heap-only tuple.
+    await db.$executeRawUnsafe(`UPDATE "Sleeve" SET "driftMilli" = 5000 WHERE seq % 100 = 50 AND alive`);
+    const ids = (await db.$queryRawUnsafe<{ id: string }[]>(`SELECT id FROM "Sleeve" WHERE seq % 100 = 50 AND alive`)).map((r) => r.id);
+    expect(ids).toHaveLength(200);
+    // The backend's counts not yet flushed to the shared statistics: read before and after, in one transaction.
+    const counts = (tx: Parameters<Parameters<typeof db.$transaction>[0]>[0]) =>
+      tx.$queryRawUnsafe<{ upd: number; hot: number }[]>(
+        `SELECT n_tup_upd::int AS upd, n_tup_hot_upd::int AS hot FROM pg_stat_xact_user_tables WHERE relname = 'Sleeve'`,
+      );
+    const { upd, hot } = await db.$transaction(async (tx) => {
+      const [before] = await counts(tx);
+      await runStatement(tx, [sleeveWritesPart(ids.map((sleeveId) => ({ sleeveId, head: `cog://${sleeveId}`, driftMilli: 1000 })))!]);
+      const [after] = await counts(tx);
+      return { upd: after!.upd - before!.upd, hot: after!.hot - before!.hot };
+    });
+    expect(upd).toBe(200);
+    // On the index of driftMilli itself none was (a new entry in each of the table's indexes).
+    expect(hot).toBeGreaterThanOrEqual(190);
   });
 
   it('residue expiry: the due open residues on "Residue_open_expiresAtEpoch_idx"', async () => {

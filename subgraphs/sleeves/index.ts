@@ -12,6 +12,8 @@ export {
   listStaleSleeves,
   markStaleReported,
   listAliveSleevesOverDrift,
+  overDriftQuery,
+  driftBandOf,
   aliveSleeveTotals,
   aliveSleeveTotalsRead,
   listAliveSleeveViews,

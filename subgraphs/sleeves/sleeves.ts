@@ -234,11 +234,29 @@ export async function markStaleReported(tx: Tx, sleeveId: string, since: number)
 }
 
 /**
- * Alive sleeves whose drift is above `aboveMilli`, found on the (alive, driftMilli) index: the
- * drift-checker and the sleeve-watchdog cost what drifted, not every alive sleeve.
+ * The drift band of `milli`, as the generated column "driftBand" computes it (migration
+ * sleeve_drift_band): width_bucket over the powers of two 1 .. 2^30, so 0 below 1, else
+ * floor(log2(milli)) + 1. Monotonic: a drift above a threshold is in the threshold's band or above.
  */
-export function listAliveSleevesOverDrift(db: Db | Tx, aboveMilli: number): Promise<SleeveRow[]> {
-  return db.sleeve.findMany({ where: { alive: true, driftMilli: { gt: aboveMilli } }, orderBy: { seq: 'asc' } });
+export function driftBandOf(milli: number): number {
+  if (milli < 1) return 0;
+  return 32 - Math.clz32(Math.min(Math.floor(milli), 2 ** 31 - 1));
+}
+
+/**
+ * Alive sleeves whose drift is above `aboveMilli`, found on the (alive, driftBand) index (the band
+ * of aboveMilli + 1 and up, then the drift itself): the drift-checker and the sleeve-watchdog cost
+ * what drifted, not every alive sleeve.
+ */
+export async function listAliveSleevesOverDrift(db: Db | Tx, aboveMilli: number): Promise<SleeveRow[]> {
+  const ids = await db.$queryRaw<{ id: string }[]>(overDriftQuery(aboveMilli));
+  if (!ids.length) return [];
+  return db.sleeve.findMany({ where: { id: { in: ids.map((r) => r.id) } }, orderBy: { seq: 'asc' } });
+}
+
+/** The ids of listAliveSleevesOverDrift (its plan is checked in test/worker.scale.test.ts). */
+export function overDriftQuery(aboveMilli: number): Sql {
+  return sql`SELECT id FROM "Sleeve" WHERE alive AND "driftBand" >= ${driftBandOf(aboveMilli + 1)}::int AND "driftMilli" > ${Math.floor(aboveMilli)}::int`;
 }
 
 /**
@@ -399,7 +417,7 @@ export async function stackTokenTotals(p: Platform, stackId: string): Promise<{ 
 /** Alive sleeves whose drift exceeds the maximum (GET /v1/coordination/desync). */
 export async function desyncedSleeves(p: Platform): Promise<Array<{ id: string; stackId: string; drift: number }>> {
   const limit = Math.round(p.config.driftMax * 1000);
-  const rows = await p.db.prisma.sleeve.findMany({ where: { alive: true, driftMilli: { gt: limit } }, orderBy: { seq: 'asc' } });
+  const rows = await listAliveSleevesOverDrift(p.db.prisma, limit);
   return rows.map((r) => ({ id: r.id, stackId: r.stackId, drift: r.driftMilli / 1000 }));
 }
 
