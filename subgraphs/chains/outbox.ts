@@ -39,17 +39,14 @@ export async function enqueueChainTx(tx: Tx, intent: { kind: ChainTxKind; ref: s
 
 type Intent = { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number };
 
-/** Kinds whose intents mirror no record (a ledger row): a part may write them without a record's owner. */
-const RECORDLESS: ReadonlySet<ChainTxKind> = new Set(['mint', 'burn']);
-
 /**
- * Intents of kinds that mirror no record (mint, burn: the ledger rows the submitter settles), as
- * part of a composed statement (lib/db/statement.ts): one INSERT, in order. Other kinds go through
- * enqueueChainTx, which also marks their record pending.
+ * Intents that mirror no record (mint, burn: the ledger rows the submitter settles; an epoch's
+ * emission), as part of a composed statement (lib/db/statement.ts): one INSERT, in order. An
+ * intent that mirrors a record goes through enqueueChainTx, which also marks the record pending.
  */
 export function chainIntentsPart(intents: readonly Intent[], name = 'chain_intents'): StatementPart | null {
   if (!intents.length) return null;
-  for (const i of intents) if (!RECORDLESS.has(i.kind)) throw new Error(`chainIntentsPart: ${i.kind} mirrors a record; use enqueueChainTx`);
+  for (const i of intents) if (recordOf(i.kind, i.payload)) throw new Error(`chainIntentsPart: ${i.kind} mirrors a record; use enqueueChainTx`);
   const rows = intents.map((i) => ({ kind: i.kind, ref: i.ref, payload: i.payload, epoch: i.epoch ?? null }));
   return {
     ctes: [

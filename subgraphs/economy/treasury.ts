@@ -5,10 +5,10 @@
 // running sums and cohorts so it costs what changed) and the events of the stacks someone
 // subscribed to.
 import type { Db, Sql, Tx } from '../../lib/db/index.ts';
-import { numberedSql } from '../../lib/db/statement.ts';
+import { numberedSql, runStatement, type StatementPart } from '../../lib/db/statement.ts';
 import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
-import { enqueueChainTx } from '../chains/index.ts';
+import { chainIntentsPart, enqueueChainTx } from '../chains/index.ts';
 import { holders } from './holders.ts';
 import {
   CORE_TOKENS,
@@ -38,7 +38,7 @@ import {
   type ComputedEmission,
   type MilliAmounts,
 } from './accrual.ts';
-import { watchedStacks } from './watch.ts';
+import { watchedOf, watchedStacksPart } from './watch.ts';
 
 export { EMISSION_PER_EPOCH };
 
@@ -97,6 +97,51 @@ export function untalliedQuery(epoch: number, limit: number): Sql {
     epoch,
     limit,
   ]);
+}
+
+/**
+ * The emitter's first read, after its lock: whether `epoch` (or a later one) is recorded already,
+ * the last recorded epoch's running sums (bigints as text), and the first batch of the stacks to
+ * tally (untalliedQuery's, locked the same way), in one round trip.
+ */
+export function emitterStartQuery(epoch: number, limit: number): Sql {
+  const sums = ['stacks', ...Object.values(FLOOR_COLS)].map((c) => `'${c}', e."${c}"::text`).join(', ');
+  return numberedSql(
+    `WITH u AS (
+       SELECT "stackId" FROM "EmissionAccrual" WHERE NOT tallied AND "sinceEpoch" <= $1::int ORDER BY "stackId" LIMIT $2::int FOR UPDATE
+     ) SELECT (SELECT count(*) FROM "EmissionEpoch" WHERE epoch >= $1::int)::int AS done,
+       (SELECT json_build_object(${sums}) FROM "EmissionEpoch" e ORDER BY e.epoch DESC LIMIT 1) AS prev,
+       (SELECT COALESCE(array_agg("stackId" ORDER BY "stackId"), '{}') FROM u) AS ids`,
+    [epoch, limit],
+  );
+}
+
+/** The epoch's record of the running sums, as part of the emitter's last statement. */
+function emissionEpochPart(epoch: number, stacks: number, floor: MilliAmounts, total: MilliAmounts): StatementPart {
+  const v = (x: bigint) => x.toString();
+  return {
+    ctes: [
+      {
+        name: 'emission_epoch',
+        body: numberedSql(
+          `INSERT INTO "EmissionEpoch" (epoch, stacks, "floorCompute", "floorMemory", "floorSync", "floorRouting", compute, memory, sync, routing)
+           VALUES ($1::int, $2::int, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::bigint, $10::bigint)`,
+          [
+            epoch,
+            stacks,
+            v(floor.compute),
+            v(floor.memory),
+            v(floor.sync),
+            v(floor.routing),
+            v(total.compute),
+            v(total.memory),
+            v(total.sync),
+            v(total.routing),
+          ],
+        ),
+      },
+    ],
+  };
 }
 
 /**
@@ -175,7 +220,7 @@ export function cohortSumQuery(epoch: number): Sql {
 /** The statements the emitter runs for `epoch` whose cost depends on the data (bench/emitter-explain.ts EXPLAINs them). */
 export function emitterStatements(epoch: number): Array<[string, Sql]> {
   return [
-    ['new stacks (untalliedQuery)', untalliedQuery(epoch, TALLY_BATCH)],
+    ['the recorded epochs and the new stacks (emitterStartQuery)', emitterStartQuery(epoch, TALLY_BATCH)],
     ['their tally (tallyQuery, none here)', tallyQuery(epoch, [])],
     ['the runs closed since (countRunsQuery)', countRunsQuery(epoch)],
     ['the cohorts not at their floor (cohortSumQuery)', cohortSumQuery(epoch)],
@@ -194,18 +239,23 @@ export function emitterStatements(epoch: number): Array<[string, Sql]> {
 export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: number; stacks: number; computed?: number; runs?: number; watched?: number }> {
   return p.db.prisma.$transaction(
     async (tx) => {
+      // Seven round trips when no stack is new (each one, in a process whose event loop and pool the
+      // writers share, costs more than its query): the lock, one read, the tally of the new stacks
+      // (when there are), the runs, the cohorts, and one statement for the record, its chain intent
+      // and the watched stacks.
       await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtext('cog-emission-epoch'))`;
-      const [done] = await tx.$queryRaw<{ n: bigint }[]>`SELECT COUNT(*) AS n FROM "EmissionEpoch" WHERE epoch >= ${epoch}`;
-      if (Number(done!.n) > 0) return { epoch, stacks: 0 };
-      const [prev] = await tx.$queryRaw<Array<Record<string, bigint | number>>>`SELECT * FROM "EmissionEpoch" ORDER BY epoch DESC LIMIT 1`;
+      const [start] = await tx.$queryRaw<Array<{ done: number; prev: Record<string, string> | string | null; ids: string[] }>>(
+        emitterStartQuery(epoch, TALLY_BATCH),
+      );
+      if (start!.done > 0) return { epoch, stacks: 0 };
+      const prev = (typeof start!.prev === 'string' ? JSON.parse(start!.prev) : start!.prev) as Record<string, string> | null;
       // Stacks that begin accruing by this epoch join the running sums and their cohort once.
       const joined = { n: 0n, compute: 0n, memory: 0n, sync: 0n, routing: 0n };
-      for (;;) {
-        const ids = (await tx.$queryRaw<{ stackId: string }[]>(untalliedQuery(epoch, TALLY_BATCH))).map((r) => r.stackId);
-        if (!ids.length) break;
+      for (let ids = start!.ids; ids.length; ) {
         const [t] = await tx.$queryRaw<Array<Record<keyof typeof joined, string>>>(tallyQuery(epoch, ids));
         for (const k of Object.keys(joined) as Array<keyof typeof joined>) joined[k] += BigInt(t![k]);
         if (ids.length < TALLY_BATCH) break;
+        ids = (await tx.$queryRaw<{ stackId: string }[]>(untalliedQuery(epoch, TALLY_BATCH))).map((r) => r.stackId);
       }
       // The activity since: each run moves its stack to its new cohort.
       const [counted] = await tx.$queryRaw<{ runs: number }[]>(countRunsQuery(epoch));
@@ -218,35 +268,38 @@ export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: nu
         floor[t] = BigInt(prev?.[FLOOR_COLS[t]] ?? 0) + joined[t];
         total[t] = floor[t] + BigInt(above![t]!);
       }
-      await tx.emissionEpoch.create({
-        data: {
-          epoch,
-          stacks,
-          floorCompute: floor.compute,
-          floorMemory: floor.memory,
-          floorSync: floor.sync,
-          floorRouting: floor.routing,
-          compute: total.compute,
-          memory: total.memory,
-          sync: total.sync,
-          routing: total.routing,
-        },
-      });
-      if (stacks > 0) {
-        // One QuellistTreasury record per epoch; tokens are minted to a stack on chain when claimed.
-        await enqueueChainTx(tx, {
-          kind: 'emission',
-          ref: `emission:${epoch}`,
-          epoch,
-          payload: {
-            epoch,
-            stacks,
-            totalsMilli: { compute: total.compute.toString(), memory: total.memory.toString(), sync: total.sync.toString(), routing: total.routing.toString() },
-          },
-        });
-      }
+      const out = await runStatement(
+        tx,
+        [
+          emissionEpochPart(epoch, stacks, floor, total),
+          // One QuellistTreasury record per epoch; tokens are minted to a stack on chain when claimed.
+          stacks > 0
+            ? chainIntentsPart(
+                [
+                  {
+                    kind: 'emission',
+                    ref: `emission:${epoch}`,
+                    epoch,
+                    payload: {
+                      epoch,
+                      stacks,
+                      totalsMilli: {
+                        compute: total.compute.toString(),
+                        memory: total.memory.toString(),
+                        sync: total.sync.toString(),
+                        routing: total.routing.toString(),
+                      },
+                    },
+                  },
+                ],
+                'emission_intent',
+              )
+            : null,
+          watchedStacksPart(),
+        ].filter((x): x is StatementPart => !!x),
+      );
+      const watched = watchedOf(out);
       // Events only for the stacks a subscriber watches: an idle stack nobody listens to costs nothing.
-      const watched = await watchedStacks(tx);
       for (const e of await computedEmissions(tx, watched, epoch, 1, epoch)) {
         const v = eventView(e);
         await recordEvent(tx, {

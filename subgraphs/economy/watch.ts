@@ -3,7 +3,8 @@
 // (the GraphQL emission(stackId) subscription, a /v1/events stream naming the stack). A watch is
 // a row with an expiry, renewed while the subscriber stays: a gateway that dies leaves nothing behind.
 import { randomBytes } from 'node:crypto';
-import type { Db, Tx } from '../../lib/db/index.ts';
+import { sql } from '../../lib/db/index.ts';
+import type { StatementPart } from '../../lib/db/statement.ts';
 import type { Platform } from '../../lib/platform.ts';
 
 export interface EmissionWatchHandle {
@@ -34,10 +35,20 @@ export async function watchEmissions(p: Platform, stackId: string): Promise<Emis
   };
 }
 
-/** The stacks watched now (expired watches are dropped as they are found). */
-export async function watchedStacks(db: Db | Tx): Promise<string[]> {
-  const now = new Date();
-  await db.emissionWatch.deleteMany({ where: { expiresAt: { lt: now } } });
-  const rows = await db.emissionWatch.findMany({ where: { expiresAt: { gte: now } }, distinct: ['stackId'], select: { stackId: true } });
-  return rows.map((r) => r.stackId);
+/**
+ * The stacks watched now, as part of a composed statement (the emitter's last): the expired watches
+ * deleted, and the output `watched` the watched stack ids (json; read with watchedOf), as of the
+ * transaction's start.
+ */
+export function watchedStacksPart(): StatementPart {
+  return {
+    ctes: [{ name: 'emission_watch_expired', body: sql`DELETE FROM "EmissionWatch" WHERE "expiresAt" < now()` }],
+    outputs: [{ name: 'watched', expr: sql`(SELECT COALESCE(json_agg(DISTINCT "stackId"), '[]'::json) FROM "EmissionWatch" WHERE "expiresAt" >= now())` }],
+  };
+}
+
+/** The `watched` output of watchedStacksPart. */
+export function watchedOf(out: Record<string, unknown>): string[] {
+  const v = typeof out.watched === 'string' ? JSON.parse(out.watched) : out.watched;
+  return Array.isArray(v) ? v.map(String) : [];
 }
