@@ -8,6 +8,9 @@ import type { TestPlatform } from './helpers/platform.ts';
 import { mth, sha, thalamusPlatform, waitFor } from './helpers/thalamus.ts';
 import { createMedulla, type MedullaService } from '../subgraphs/chains/medulla/service.ts';
 import { createThalamus, type ThalamusService } from '../subgraphs/chains/thalamus/service.ts';
+import { foldEpoch, type FoldContext } from '../subgraphs/chains/thalamus/fold.ts';
+import { loadOperator } from '../subgraphs/chains/thalamus/operator.ts';
+import { wiredSources } from '../subgraphs/chains/thalamus/sources.ts';
 import { platformSources } from '../flows/thalamus-sources.ts';
 import { crossRootOf, tupleMessage } from '../subgraphs/chains/thalamus/coherence.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
@@ -132,6 +135,27 @@ it('folds with what it has when Hippocampus fails and Cortex stalls: gaps, a sha
   const resolved = await submitProof(p, residue.id, { claimant: finder.id, proof: {} });
   expect(resolved).toMatchObject({ status: 'resolved', claimant: finder.id });
   expect(await p.db.prisma.residue.findUnique({ where: { id: residue.id } })).toMatchObject({ proof: { checked: { epoch: 5 } } });
+});
+
+it('two folds of one epoch at once store one anchor, one intent and one event, and return the same fold', async () => {
+  const db = p.db.prisma;
+  const epoch = 40;
+  const ctx: FoldContext = {
+    p,
+    sources: wiredSources(p, { sourceTimeoutMs: 5000 }),
+    operator: loadOperator(p.config.dataDir, p.config.thalamusOperatorKey),
+    medullaUrl: m.url,
+    sourceTimeoutMs: 5000,
+  };
+  const [a, b, c] = await Promise.all([foldEpoch(ctx, epoch), foldEpoch(ctx, epoch), foldEpoch(ctx, epoch)]);
+  expect(b!.crossRoot).toBe(a!.crossRoot);
+  expect(c!.crossRoot).toBe(a!.crossRoot);
+  expect(await db.epochAnchor.count({ where: { epoch } })).toBe(1);
+  expect(await db.epochAnchor.findUnique({ where: { epoch } })).toMatchObject({ intentQueued: true, chainStatus: 'pending', crossRoot: a!.crossRoot });
+  expect(await db.chainOutbox.findMany({ where: { ref: `anchor:${epoch}` } })).toMatchObject([
+    { kind: 'anchor', epoch, payload: { epoch, crossRoot: a!.crossRoot } },
+  ]);
+  expect(await db.eventOutbox.count({ where: { msgId: `thalamus-folded:${epoch}` } })).toBe(1);
 });
 
 it('refuses a tick before any epoch ended', async () => {

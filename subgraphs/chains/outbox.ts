@@ -3,7 +3,7 @@
 // confirms and re-sends them, so a 4 s block never stalls a request. A ledger mint or burn is one
 // row here too, but it is not sent alone: the submitter settles the ledger rows of each ended
 // epoch as their net per stack and token (cortex/settlement.ts).
-import { sql, type Tx } from '../../lib/db/index.ts';
+import { sql, sqlIdent, type Tx } from '../../lib/db/index.ts';
 import type { StatementPart } from '../../lib/db/statement.ts';
 import { markPending, recordOf, recordRefOf } from './cortex/records.ts';
 
@@ -57,6 +57,24 @@ export function chainIntentsPart(intents: readonly Intent[], name = 'chain_inten
           FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS (kind text, ref text, payload jsonb, epoch int))
             WITH ORDINALITY AS r(kind, ref, payload, epoch, n)
           ORDER BY r.n`,
+      },
+    ],
+  };
+}
+
+/**
+ * The intent of a record that the same statement creates (its CTE `created` returns a row when it
+ * did), as part of a composed statement: inserted only then. A new record is pending already, so
+ * there is nothing to mark (enqueueChainTx's markPending).
+ */
+export function newRecordIntentPart(intent: Intent, created: string, name: string): StatementPart {
+  if (!recordOf(intent.kind, intent.payload)) throw new Error(`newRecordIntentPart: ${intent.kind} mirrors no record; use chainIntentsPart`);
+  return {
+    ctes: [
+      {
+        name,
+        body: sql`INSERT INTO "ChainOutbox" (kind, ref, payload, epoch, "updatedAt")
+          SELECT ${intent.kind}, ${intent.ref}, ${JSON.stringify(intent.payload)}::jsonb, ${intent.epoch ?? null}::int, now() FROM ${sqlIdent(created)}`,
       },
     ],
   };

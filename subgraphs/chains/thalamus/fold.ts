@@ -6,10 +6,12 @@
 // historical-non-canonical residue); a restart folds the epochs it missed (catchUp). Writes of an
 // ended epoch that commit after its fold are found at the next folds (recheckLateWrites).
 import type { Platform } from '../../../lib/platform.ts';
-import { recordEvent } from '../../../lib/events.ts';
+import { eventsPart, recordEvent, type EventRecord } from '../../../lib/events.ts';
+import { runStatement } from '../../../lib/db/statement.ts';
+import { sql } from '../../../lib/db/index.ts';
 import { withTimeout } from '../../../lib/timeout.ts';
 import { foldDuration, foldGaps } from '../../../lib/metrics.ts';
-import { enqueueChainTx } from '../outbox.ts';
+import { enqueueChainTx, newRecordIntentPart } from '../outbox.ts';
 import { openResidue } from '../residue-port.ts';
 import { committedElsewhere, openForeignTuple } from '../foreign-tuple.ts';
 import { medullaRpc } from '../medulla/client.ts';
@@ -46,6 +48,9 @@ export interface FoldContext {
   /** A source slower than this is a gap. */
   sourceTimeoutMs: number;
 }
+
+/** The fold's statement found the epoch folded already (by another instance): it changed nothing. */
+class AnchorRaced extends Error {}
 
 type AnchorRow = NonNullable<Awaited<ReturnType<Platform['db']['prisma']['epochAnchor']['findUnique']>>>;
 
@@ -118,42 +123,78 @@ export async function foldEpoch(ctx: FoldContext, epoch: number): Promise<Fold> 
     const roots = rootsWithSleevesRoot(input, sleevesRoot);
     const tuple: CoherenceTuple = { epoch, ...roots };
     const signature = ctx.operator.signTuple(tuple);
-    row = await db.$transaction(async (tx) => {
-      const raced = await tx.epochAnchor.findUnique({ where: { epoch } });
-      if (raced) return raced;
-      const created = await tx.epochAnchor.create({ data: { epoch, ...roots, gaps, operator: ctx.operator.pubKey, signature, intentQueued: true } });
-      await enqueueChainTx(tx, { kind: 'anchor', ref: `anchor:${epoch}`, payload: { epoch, ...roots }, epoch });
-      await recordEvent(tx, {
-        subject: 'cog.thalamus.folded',
-        type: 'thalamus.folded',
-        data: { epoch, ...roots, gaps, leaves: counts, operator: ctx.operator.pubKey },
-        msgId: `thalamus-folded:${epoch}`,
-      });
-      const foreign = await committedElsewhere(tx, epoch, roots.crossRoot);
-      if (foreign) {
-        await openForeignTuple(
-          tx,
+    const anchor = { epoch, ...roots, gaps, operator: ctx.operator.pubKey, signature };
+    const folded: EventRecord = {
+      subject: 'cog.thalamus.folded',
+      type: 'thalamus.folded',
+      data: { epoch, ...roots, gaps, leaves: counts, operator: ctx.operator.pubKey },
+      msgId: `thalamus-folded:${epoch}`,
+    };
+    const intent = { kind: 'anchor' as const, ref: `anchor:${epoch}`, payload: { epoch, ...roots }, epoch };
+    // Another operator's tuple committed for the epoch, or a Hippocampus gap: a residue opens with
+    // the anchor, in one transaction. Otherwise (nearly every epoch) the anchor, its intent and its
+    // event are one statement: a round trip, not the eight of a transaction.
+    const foreign = await committedElsewhere(db, epoch, roots.crossRoot);
+    if (!foreign && !gaps.includes('ipfs')) {
+      try {
+        await runStatement(ctx.p.db, [
           {
-            epoch,
-            committed: { crossRoot: foreign.crossRoot, blockHash: foreign.hash, height: foreign.height, node: foreign.node },
-            folded: { crossRoot: roots.crossRoot, operator: ctx.operator.pubKey },
+            ctes: [
+              {
+                name: 'epoch_anchor',
+                body: sql`INSERT INTO "EpochAnchor" (epoch, "crossRoot", "evmRoot", "ipfsRoot", "sleevesRoot", "btcRoot", gaps, operator, signature, "intentQueued")
+                  VALUES (${epoch}::int, ${roots.crossRoot}, ${roots.evmRoot}, ${roots.ipfsRoot}, ${roots.sleevesRoot}, ${roots.btcRoot}, ${gaps}::text[],
+                    ${anchor.operator}, ${signature}, true)
+                  ON CONFLICT (epoch) DO NOTHING RETURNING epoch`,
+              },
+            ],
+            checks: [{ holds: sql`(SELECT count(*) FROM epoch_anchor) = 1`, fail: () => new AnchorRaced() }],
           },
-          ctx.p.epochs.current(),
-          ctx.p.config.residueExpiryEpochs,
-        );
+          newRecordIntentPart(intent, 'epoch_anchor', 'anchor_intent'),
+          eventsPart([folded])!,
+        ]);
+        // Stored as built here (nothing else writes a fold before it is submitted).
+        timer();
+        const f: Fold = { ...roots, epoch, gaps, submitted: false, operator: anchor.operator, blockHash: null, blockHeight: null };
+        await submitAnchor(ctx, f);
+        return f;
+      } catch (e) {
+        if (!(e instanceof AnchorRaced)) throw e;
       }
-      if (gaps.includes('ipfs')) {
-        await openResidue(tx, {
-          kind: 'shard-loss',
-          trigger: `Hippocampus did not answer the fold of epoch ${epoch}; ipfsRoot folded without its writes`,
-          epoch,
-          evidence: { epoch, gaps, source: 'hippocampus' },
-          dedupeKey: `shard-loss:thalamus:${epoch}`,
-          expiryEpochs: ctx.p.config.residueExpiryEpochs,
-        });
-      }
-      return created;
-    }, TX_OPTS);
+      row = (await db.epochAnchor.findUnique({ where: { epoch } }))!;
+    } else {
+      row = await db.$transaction(async (tx) => {
+        const raced = await tx.epochAnchor.findUnique({ where: { epoch } });
+        if (raced) return raced;
+        const created = await tx.epochAnchor.create({ data: { ...anchor, intentQueued: true } });
+        await enqueueChainTx(tx, intent);
+        await recordEvent(tx, folded);
+        const elsewhere = await committedElsewhere(tx, epoch, roots.crossRoot);
+        if (elsewhere) {
+          await openForeignTuple(
+            tx,
+            {
+              epoch,
+              committed: { crossRoot: elsewhere.crossRoot, blockHash: elsewhere.hash, height: elsewhere.height, node: elsewhere.node },
+              folded: { crossRoot: roots.crossRoot, operator: ctx.operator.pubKey },
+            },
+            ctx.p.epochs.current(),
+            ctx.p.config.residueExpiryEpochs,
+          );
+        }
+        if (gaps.includes('ipfs')) {
+          await openResidue(tx, {
+            kind: 'shard-loss',
+            trigger: `Hippocampus did not answer the fold of epoch ${epoch}; ipfsRoot folded without its writes`,
+            epoch,
+            evidence: { epoch, gaps, source: 'hippocampus' },
+            dedupeKey: `shard-loss:thalamus:${epoch}`,
+            expiryEpochs: ctx.p.config.residueExpiryEpochs,
+          });
+        }
+        return created;
+      }, TX_OPTS);
+    }
     timer();
   }
   const f = view(row);
