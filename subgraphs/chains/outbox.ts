@@ -28,16 +28,21 @@ export type ChainTxKind =
   // submitter only, once an epoch: cortex/heads.ts).
   | 'updateStacks';
 
-export async function enqueueChainTx(tx: Tx, intent: { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number }): Promise<void> {
-  // A record's intents carry its ref (cortex/records.ts finds the outstanding ones on the ref index).
+type Intent = { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number };
+
+/** The record an intent mirrors, if any; its intents carry its ref (cortex/records.ts finds the outstanding ones on the ref index). */
+function checkedRecord(caller: string, intent: Intent) {
   const record = recordOf(intent.kind, intent.payload);
   if (record && intent.ref !== recordRefOf(record))
-    throw new Error(`enqueueChainTx: a ${intent.kind} intent's ref must be ${recordRefOf(record)}, not ${intent.ref}`);
+    throw new Error(`${caller}: a ${intent.kind} intent's ref must be ${recordRefOf(record)}, not ${intent.ref}`);
+  return record;
+}
+
+export async function enqueueChainTx(tx: Tx, intent: Intent): Promise<void> {
+  checkedRecord('enqueueChainTx', intent);
   await tx.chainOutbox.create({ data: { kind: intent.kind, ref: intent.ref, payload: intent.payload as never, epoch: intent.epoch } });
   await markPending(tx, intent.kind, intent.payload);
 }
-
-type Intent = { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number };
 
 /**
  * Intents that mirror no record (mint, burn: the ledger rows the submitter settles; an epoch's
@@ -68,7 +73,7 @@ export function chainIntentsPart(intents: readonly Intent[], name = 'chain_inten
  * there is nothing to mark (enqueueChainTx's markPending).
  */
 export function newRecordIntentPart(intent: Intent, created: string, name: string): StatementPart {
-  if (!recordOf(intent.kind, intent.payload)) throw new Error(`newRecordIntentPart: ${intent.kind} mirrors no record; use chainIntentsPart`);
+  if (!checkedRecord('newRecordIntentPart', intent)) throw new Error(`newRecordIntentPart: ${intent.kind} mirrors no record; use chainIntentsPart`);
   return {
     ctes: [
       {

@@ -5,7 +5,7 @@
 // running sums and cohorts so it costs what changed) and the events of the stacks someone
 // subscribed to.
 import type { Db, Sql, Tx } from '../../lib/db/index.ts';
-import { numberedSql, runStatement, type StatementPart } from '../../lib/db/statement.ts';
+import { jsonValue, numberedSql, runStatement, type StatementPart } from '../../lib/db/statement.ts';
 import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { chainIntentsPart, enqueueChainTx } from '../chains/index.ts';
@@ -248,7 +248,7 @@ export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: nu
         emitterStartQuery(epoch, TALLY_BATCH),
       );
       if (start!.done > 0) return { epoch, stacks: 0 };
-      const prev = (typeof start!.prev === 'string' ? JSON.parse(start!.prev) : start!.prev) as Record<string, string> | null;
+      const prev = jsonValue(start!.prev) as Record<string, string> | null;
       // Stacks that begin accruing by this epoch join the running sums and their cohort once.
       const joined = { n: 0n, compute: 0n, memory: 0n, sync: 0n, routing: 0n };
       for (let ids = start!.ids; ids.length; ) {
@@ -372,11 +372,10 @@ export async function issuanceOf(p: Platform, db: Db | Tx, stackIds: string[], l
         FROM "Emission" e LEFT JOIN "EmissionAccrual" a ON a."stackId" = e."stackId"
         WHERE e."stackId" = ANY(${short}) AND (a."sinceEpoch" IS NULL OR e.epoch < a."sinceEpoch")
       ) t WHERE rn <= ${limit} ORDER BY epoch DESC`;
-    // Raw rows: normalise what a driver may hand back as text.
-    const json = (v: unknown) => (typeof v === 'string' ? JSON.parse(v) : v);
+    // Raw rows: what a driver may hand back as text is parsed (jsonValue).
     for (const r of rows) {
       const list = out.get(r.stackId)!;
-      if (list.length < limit) list.push(emissionView({ ...r, amounts: json(r.amounts), cpv: json(r.cpv), createdAt: new Date(r.createdAt) }));
+      if (list.length < limit) list.push(emissionView({ ...r, amounts: jsonValue(r.amounts), cpv: jsonValue(r.cpv), createdAt: new Date(r.createdAt) }));
     }
   }
   return out;

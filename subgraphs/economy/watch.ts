@@ -4,7 +4,7 @@
 // a row with an expiry, renewed while the subscriber stays: a gateway that dies leaves nothing behind.
 import { randomBytes } from 'node:crypto';
 import { sql } from '../../lib/db/index.ts';
-import type { StatementPart } from '../../lib/db/statement.ts';
+import { jsonValue, type StatementPart } from '../../lib/db/statement.ts';
 import type { Platform } from '../../lib/platform.ts';
 
 export interface EmissionWatchHandle {
@@ -49,6 +49,6 @@ export function watchedStacksPart(): StatementPart {
 
 /** The `watched` output of watchedStacksPart. */
 export function watchedOf(out: Record<string, unknown>): string[] {
-  const v = typeof out.watched === 'string' ? JSON.parse(out.watched) : out.watched;
+  const v = jsonValue(out.watched);
   return Array.isArray(v) ? v.map(String) : [];
 }

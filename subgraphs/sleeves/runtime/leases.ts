@@ -8,6 +8,7 @@
 // and refuses its ticks and claims; it learns so at its next beat. All times are the database's
 // clock, so the runtimes' clocks need not agree.
 import { sql, type Db, type Sql } from '../../../lib/db/index.ts';
+import { jsonValue } from '../../../lib/db/statement.ts';
 
 /** A runtime as a lease names it: its id and the generation it registered (or was last fenced) with. */
 export interface Holder {
@@ -92,7 +93,7 @@ export async function survey(db: Db): Promise<{ runtimes: string[]; weights: num
       ((SELECT COALESCE(sum(held), 0) FROM b) - (SELECT count(*) FROM "SleeveLeaseEnd" e JOIN b ON b.id = e.runtime AND b.gen = e.gen))::int AS held,
       (SELECT COALESCE(json_agg(json_build_object('runtime', h.id, 'below', h.below, 'n', x.n)), '[]'::json) FROM h
         CROSS JOIN LATERAL (SELECT count(*)::int AS n FROM "SleeveLease" l WHERE l.runtime = h.id AND l.gen < h.below) x WHERE x.n > 0) AS free`;
-  const free = (typeof r!.free === 'string' ? JSON.parse(r!.free) : r!.free) as FreeLeases[];
+  const free = jsonValue(r!.free) as FreeLeases[];
   return { runtimes: r!.runtimes ?? [], weights: (r!.weights ?? []).map(Number), sleeves: Number(r!.held) + free.reduce((s, f) => s + f.n, 0), free };
 }
 
