@@ -708,7 +708,14 @@ export async function runCortexFault(c: Cluster, opts: { loadMs: number; concurr
   let outboxLeft = -1;
   const t0 = Date.now();
   while (Date.now() - t0 < 90_000) {
-    outboxLeft = Number((await db.query(`SELECT count(*)::int AS n FROM "ChainOutbox" WHERE status IN ('pending', 'submitted')`)).rows[0].n);
+    // The ledger rows not settled yet too (a settled one rides on its settle row, counted here).
+    outboxLeft = Number(
+      (
+        await db.query(
+          `SELECT ((SELECT count(*) FROM "ChainOutbox" WHERE status IN ('pending', 'submitted')) + (SELECT count(*) FROM "ChainLedgerIntent" WHERE status = 'pending'))::int AS n`,
+        )
+      ).rows[0].n,
+    );
     if (outboxLeft === 0) break;
     await sleep(500);
   }

@@ -144,18 +144,38 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // The open rows only (on the status indexes): counting the whole outbox every 500 ms cost the
 // database 60-140 ms a sample once it held a few hundred thousand rows, which the platform under
 // measurement then lacked. The confirmed count is read only for the lines printed (every 5 s).
+// The ledger rows (ChainLedgerIntent) are open while pending or while the settle row they ride on is.
 async function sampleOutbox(db: pg.Client, t0: number, withConfirmed = false): Promise<BacklogSample> {
-  const { rows } = await db.query(`SELECT
+  const { rows } = await db.query(`WITH open AS (
+      SELECT status, kind, "createdAt" FROM "ChainOutbox" WHERE status IN ('pending', 'submitted')
+      UNION ALL SELECT 'pending', kind, "createdAt" FROM "ChainLedgerIntent" WHERE status = 'pending'
+      UNION ALL SELECT s.status, l.kind, l."createdAt" FROM "ChainOutbox" s JOIN "ChainLedgerIntent" l ON l."settlementId" = s.id
+        WHERE s.kind = 'settle' AND s.status IN ('pending', 'submitted'))
+    SELECT
       count(*) FILTER (WHERE status = 'pending')::int AS pending,
       count(*) FILTER (WHERE status = 'submitted')::int AS submitted,
       coalesce(extract(epoch FROM now() - min("createdAt") FILTER (WHERE status = 'pending')) * 1000, 0)::int AS "oldestPendingMs",
       coalesce(extract(epoch FROM now() - min("createdAt")) * 1000, 0)::int AS "oldestOpenMs",
       count(*) FILTER (WHERE kind IN ('mint', 'burn'))::int AS "ledgerOpen",
       coalesce(extract(epoch FROM now() - min("createdAt") FILTER (WHERE kind IN ('mint', 'burn'))) * 1000, 0)::int AS "oldestLedgerOpenMs"
-    FROM "ChainOutbox" WHERE status IN ('pending', 'submitted')`);
-  const failed = Number((await db.query(`SELECT count(*)::int AS n FROM "ChainOutbox" WHERE status = 'failed'`)).rows[0].n);
-  const confirmed = withConfirmed ? Number((await db.query(`SELECT count(*)::int AS n FROM "ChainOutbox" WHERE status = 'confirmed'`)).rows[0].n) : undefined;
-  const kinds = await db.query(`SELECT kind, count(*)::int AS n FROM "ChainOutbox" WHERE status = 'pending' GROUP BY kind`);
+    FROM open`);
+  const failed = Number(
+    (
+      await db.query(
+        `SELECT (SELECT count(*) FROM "ChainOutbox" WHERE status = 'failed') + (SELECT count(*) FROM "ChainLedgerIntent" WHERE status = 'failed') AS n`,
+      )
+    ).rows[0].n,
+  );
+  const confirmed = withConfirmed
+    ? Number(
+        (
+          await db.query(`SELECT (SELECT count(*) FROM "ChainOutbox" WHERE status = 'confirmed')
+            + (SELECT count(*) FROM "ChainLedgerIntent" l LEFT JOIN "ChainOutbox" s ON s.id = l."settlementId" WHERE coalesce(s.status, l.status) = 'confirmed') AS n`)
+        ).rows[0].n,
+      )
+    : undefined;
+  const kinds = await db.query(`SELECT kind, count(*)::int AS n FROM "ChainOutbox" WHERE status = 'pending' GROUP BY kind
+    UNION ALL SELECT kind, count(*)::int FROM "ChainLedgerIntent" WHERE status = 'pending' GROUP BY kind`);
   return { t: Math.round((Date.now() - t0) / 100) / 10, ...rows[0], failed, confirmed, pendingKinds: Object.fromEntries(kinds.rows.map((r) => [r.kind, r.n])) };
 }
 
@@ -275,7 +295,9 @@ export async function runBacklogBench(
       const s = after.find(f);
       return s ? Math.round(s.t * 1000 - (loadEnded - t0)) : -1;
     };
-    const { rows } = await db.query(`SELECT count(*) FILTER (WHERE kind IN ('mint', 'burn'))::int AS ledger, count(*)::int AS total FROM "ChainOutbox"`);
+    const { rows } = await db.query(
+      `SELECT (SELECT count(*) FROM "ChainLedgerIntent")::int AS ledger, ((SELECT count(*) FROM "ChainLedgerIntent") + (SELECT count(*) FROM "ChainOutbox"))::int AS total`,
+    );
     const confirmedTxs = Number(
       (await db.query(`SELECT count(DISTINCT "txHash")::int AS n FROM "ChainOutbox" WHERE status = 'confirmed' AND "txHash" IS NOT NULL`)).rows[0].n,
     );

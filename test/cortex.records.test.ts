@@ -60,8 +60,9 @@ describe('mirrored records', () => {
       'ref must be anchor:7',
     );
     expect(await db().chainOutbox.count()).toBe(before);
-    // A ledger row mirrors no record: its ref is free.
+    // A ledger row mirrors no record: its ref is free, and it is a ledger intent, not an outbox row.
     await db().$transaction((tx) => enqueueChainTx(tx, { kind: 'burn', ref: 'ledger:any', payload: { stackId: s.id, amounts: [] } }));
-    expect(await db().chainOutbox.count()).toBe(before + 1);
+    expect(await db().chainOutbox.count()).toBe(before);
+    expect(await db().chainLedgerIntent.count({ where: { ref: 'ledger:any', status: 'pending' } })).toBe(1);
   });
 });

@@ -28,6 +28,7 @@ afterEach(async () => {
   for (const s of running.splice(0)) await s.close();
   // One database for the file (PGlite start-up is the slow part): each test starts empty.
   await p.db.prisma.chainOutbox.deleteMany();
+  await p.db.prisma.chainLedgerIntent.deleteMany();
   await p.db.prisma.stack.deleteMany();
   await p.db.prisma.sleeve.deleteMany();
   await p.db.prisma.epochAnchor.deleteMany();
@@ -119,11 +120,16 @@ describe('cortex submitter', () => {
     await s.idle(20_000);
     const rows = await p.db.prisma.chainOutbox.findMany({ orderBy: { id: 'asc' } });
     expect(rows.map((r) => [r.kind, r.status, r.lastError])).toEqual(rows.map((r) => [r.kind, 'confirmed', null]));
-    // The ledger's mint and burn went as one settlement (their net), not a transaction each.
-    const ledger = rows.filter((r) => r.kind === 'mint' || r.kind === 'burn');
+    // The ledger's mint and burn went as one settlement (their net), not a transaction each: they
+    // are not outbox rows, and are linked to the settle row, which holds their outcome.
+    expect(rows.filter((r) => r.kind === 'mint' || r.kind === 'burn')).toEqual([]);
+    const ledger = await p.db.prisma.chainLedgerIntent.findMany({ orderBy: { id: 'asc' } });
     const settle = rows.filter((r) => r.kind === 'settle');
     expect(settle).toHaveLength(1);
-    expect(ledger.map((r) => [r.settlementId, r.nonce, r.txHash, r.blockNumber])).toEqual(ledger.map(() => [settle[0].id, null, null, settle[0].blockNumber]));
+    expect(ledger.map((r) => [r.kind, r.ref, r.status, r.settlementId, r.lastError])).toEqual([
+      ['mint', 'ledger:1', 'settled', settle[0].id, null],
+      ['burn', 'ledger:2', 'settled', settle[0].id, null],
+    ]);
     expect(settle[0].payload).toMatchObject({
       settlementId: String(settle[0].id),
       epoch: 1,
@@ -135,7 +141,7 @@ describe('cortex submitter', () => {
     });
     expect(await c.contract('BandwidthToken').settled(settle[0].id)).toBe(true);
     // Sent without waiting: consecutive nonces, fewer blocks than transactions.
-    const sent = rows.filter((r) => !ledger.includes(r));
+    const sent = rows;
     const nonces = sent.map((r) => r.nonce!);
     expect(nonces).toEqual(nonces.map((_, i) => nonces[0] + i));
     expect(new Set(sent.map((r) => r.blockNumber)).size).toBeLessThan(sent.length);
@@ -159,7 +165,8 @@ describe('cortex submitter', () => {
     expect(anchor?.txHash).toBe(rows.find((r) => r.kind === 'anchor')!.txHash);
 
     expect(await reconcileChain(p.db.prisma, c)).toEqual([]);
-    expect(await outboxStatus(p.db.prisma)).toEqual({ pending: 0, submitted: 0, confirmed: rows.length, failed: 0 });
+    // The ledger rows count with their settle row's status.
+    expect(await outboxStatus(p.db.prisma)).toEqual({ pending: 0, submitted: 0, confirmed: rows.length + 2, failed: 0 });
     // evmRoot source: the epoch's confirmed hashes in nonce order, 64 lowercase hex.
     const e2 = await cortexTxSource(p).txHashesForEpoch(2);
     expect(e2).toEqual(
@@ -183,11 +190,15 @@ describe('cortex submitter', () => {
     const s = start();
     await s.idle(20_000);
     const rows = await p.db.prisma.chainOutbox.findMany({ orderBy: { id: 'asc' } });
-    expect(rows.map((r) => r.status)).toEqual(['confirmed', 'failed', 'failed', 'failed', 'confirmed']);
+    expect(rows.map((r) => r.status)).toEqual(['confirmed', 'failed', 'failed', 'confirmed']);
     expect(rows[1].lastError).toMatch(/ERC721InvalidSender/);
     expect(rows[2].lastError).toMatch(/invalid intent: cpv coefficient out of \[0, 2\]: 3/);
-    expect(rows[3].lastError).toMatch(/InsufficientStackBalance/);
     expect(rows[2].txHash).toBeNull();
+    // The burn of nothing fails as a ledger row, with the settlement's revert as its reason.
+    const [burn] = await p.db.prisma.chainLedgerIntent.findMany();
+    expect([burn.ref, burn.status, burn.settlementId]).toEqual(['ledger:x', 'failed', null]);
+    expect(burn.lastError).toMatch(/InsufficientStackBalance/);
+    expect(await outboxStatus(p.db.prisma)).toMatchObject({ failed: 3 });
     expect(await c.contract('StackIdentity').ownerOf(t + 2)).toBe(c.operator.address);
     const drift = await reconcileChain(p.db.prisma, c);
     expect(drift.map((d) => d.kind)).toEqual(['failed', 'failed', 'failed']);
@@ -332,7 +343,8 @@ describe('cortex ledger settlements', () => {
     // The epoch has not ended: the identities go out, the ledger rows wait.
     await until(async () => (await p.db.prisma.chainOutbox.count({ where: { kind: 'mintIdentity', status: 'confirmed' } })) === 3);
     expect(await settleRows()).toEqual([]);
-    expect(await p.db.prisma.chainOutbox.count({ where: { kind: { in: ['mint', 'burn'] }, status: 'pending' } })).toBe(37);
+    expect(await p.db.prisma.chainLedgerIntent.count({ where: { status: 'pending' } })).toBe(37);
+    expect(await outboxStatus(p.db.prisma)).toMatchObject({ pending: 37 });
 
     epoch = 2;
     await s.idle(20_000);
@@ -365,7 +377,13 @@ describe('cortex ledger settlements', () => {
     // 3 identities and 2 settlements: 5 transactions for 40 ledger writes.
     const sent = await p.db.prisma.chainOutbox.findMany({ where: { nonce: { not: null } } });
     expect(sent.map((r) => r.kind).sort()).toEqual(['mintIdentity', 'mintIdentity', 'mintIdentity', 'settle', 'settle']);
-    expect(await p.db.prisma.chainOutbox.count({ where: { kind: { in: ['mint', 'burn'] }, status: { not: 'confirmed' } } })).toBe(0);
+    // Every ledger row rides on a confirmed settlement, each settlement's rows linked to it.
+    const linked = await p.db.prisma.chainLedgerIntent.groupBy({ by: ['status', 'settlementId'], _count: { _all: true }, orderBy: { settlementId: 'asc' } });
+    expect(linked.map((g) => [g.status, g.settlementId, g._count._all])).toEqual([
+      ['settled', settles[0].id, 37],
+      ['settled', settles[1].id, 3],
+    ]);
+    expect(await outboxStatus(p.db.prisma)).toEqual({ pending: 0, submitted: 0, confirmed: 5 + 40, failed: 0 });
 
     // A settlement the database claims in a new block and the chain never saw: the running checker
     // finds it in its next window, on top of what it folded before.
@@ -374,15 +392,14 @@ describe('cortex ledger settlements', () => {
     const ghost = await p.db.prisma.chainOutbox.create({
       data: { kind: 'settle', ref: 'settle:9', epoch: 9, payload: {}, status: 'confirmed', nonce: 99, txHash: 'ef'.repeat(32), blockNumber },
     });
-    await p.db.prisma.chainOutbox.create({
+    await p.db.prisma.chainLedgerIntent.create({
       data: {
         kind: 'mint',
         ref: 'ledger:ghost',
         epoch: 9,
         payload: { stackId: stackId(501), amounts: [{ token: 'sync', milli: '5' }] },
-        status: 'confirmed',
+        status: 'settled',
         settlementId: ghost.id,
-        blockNumber,
       },
     });
     const drift = await checker.check();
@@ -406,7 +423,6 @@ describe('cortex ledger settlements', () => {
       where: { id: first.id },
       data: { status: 'pending', nonce: null, txHash: null, rawTx: null, sentAt: null, blockNumber: null },
     });
-    await p.db.prisma.chainOutbox.updateMany({ where: { settlementId: first.id }, data: { status: 'submitted', blockNumber: null } });
     const b = start();
     await b.idle(20_000);
     const again = await p.db.prisma.chainOutbox.findUniqueOrThrow({ where: { id: first.id } });
@@ -427,8 +443,8 @@ describe('cortex ledger settlements', () => {
     await ledger('burn', 700, 1, [['memory', 1000]]);
     const s = start();
     await s.idle(20_000);
-    const rows = await p.db.prisma.chainOutbox.findMany({ where: { kind: { in: ['mint', 'burn'] } }, orderBy: { id: 'asc' } });
-    expect(rows.map((r) => r.status)).toEqual(['confirmed', 'failed', 'confirmed']);
+    const rows = await p.db.prisma.chainLedgerIntent.findMany({ orderBy: { id: 'asc' } });
+    expect(rows.map((r) => r.status)).toEqual(['settled', 'failed', 'settled']);
     expect(rows[1].lastError).toMatch(/InsufficientStackBalance\(701, 0, 0, 5\)/);
     expect(await balances(700)).toEqual([0, 3000, 0, 0, 0]);
     expect((await reconcileChain(p.db.prisma, c)).map((d) => d.kind)).toEqual(['failed']);

@@ -61,8 +61,13 @@ for (const db of ['pglite', 'postgres'] as const) {
         ['burn', 'memory', 2000n, 1],
       ]);
       expect(entries[0]!.txId).toBe(entries[1]!.txId);
-      const intent = await t.p.db.prisma.chainOutbox.findFirstOrThrow({ where: { kind: 'burn', ref: `ledger:${entries[0]!.txId}` } });
-      expect(intent).toMatchObject({ status: 'pending', epoch: 1, attempts: 0, payload: { stackId: stack.id, amounts: [{ token: 'memory', milli: '2000' }] } });
+      const intent = await t.p.db.prisma.chainLedgerIntent.findFirstOrThrow({ where: { kind: 'burn', ref: `ledger:${entries[0]!.txId}` } });
+      expect(intent).toMatchObject({
+        status: 'pending',
+        epoch: 1,
+        settlementId: null,
+        payload: { stackId: stack.id, amounts: [{ token: 'memory', milli: '2000' }] },
+      });
 
       // Epoch 2: the stack has not been active in it; the spend's statement finds the mark due and runs
       // again with it (as markStackActive would mark it): four statements, once per stack and epoch.

@@ -189,7 +189,9 @@ describe('secrets', () => {
 
     // what the relay has not published yet (it deletes what it has)
     const outbox = JSON.stringify(await g.p.db.prisma.eventOutbox.findMany(), (_k, v) => (typeof v === 'bigint' ? String(v) : v));
-    const chainOutbox = JSON.stringify(await g.p.db.prisma.chainOutbox.findMany(), (_k, v) => (typeof v === 'bigint' ? String(v) : v));
+    const chainOutbox = JSON.stringify([...(await g.p.db.prisma.chainOutbox.findMany()), ...(await g.p.db.prisma.chainLedgerIntent.findMany())], (_k, v) =>
+      typeof v === 'bigint' ? String(v) : v,
+    );
     const haystacks = [
       { where: 'logs', text: logs },
       { where: 'bus events', text: events.join('\n') },

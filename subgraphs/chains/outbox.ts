@@ -1,8 +1,9 @@
 // Cortex transaction intents. A context that mirrors a change on-chain calls enqueueChainTx inside
 // the same database transaction as the change; the Cortex submitter (cortex/submitter.ts) sends,
-// confirms and re-sends them, so a 4 s block never stalls a request. A ledger mint or burn is one
-// row here too, but it is not sent alone: the submitter settles the ledger rows of each ended
-// epoch as their net per stack and token (cortex/settlement.ts).
+// confirms and re-sends them, so a 4 s block never stalls a request. A ledger mint or burn is an
+// intent too, but it is not sent alone and is not a ChainOutbox row: it goes to ChainLedgerIntent,
+// and the submitter settles the ledger rows of each ended epoch as their net per stack and token
+// (cortex/settlement.ts).
 import { sql, sqlIdent, type Tx } from '../../lib/db/index.ts';
 import type { StatementPart } from '../../lib/db/statement.ts';
 import { markPending, recordOf, recordRefOf } from './cortex/records.ts';
@@ -30,6 +31,10 @@ export type ChainTxKind =
 
 type Intent = { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number };
 
+/** The intent kinds that are ledger rows (ChainLedgerIntent: settled by net effect, never sent one by one). */
+export const LEDGER_KINDS = ['mint', 'burn'] as const;
+export const isLedgerKind = (kind: string) => (LEDGER_KINDS as readonly string[]).includes(kind);
+
 /** The record an intent mirrors, if any; its intents carry its ref (cortex/records.ts finds the outstanding ones on the ref index). */
 function checkedRecord(caller: string, intent: Intent) {
   const record = recordOf(intent.kind, intent.payload);
@@ -40,31 +45,40 @@ function checkedRecord(caller: string, intent: Intent) {
 
 export async function enqueueChainTx(tx: Tx, intent: Intent): Promise<void> {
   checkedRecord('enqueueChainTx', intent);
+  if (isLedgerKind(intent.kind)) {
+    await tx.chainLedgerIntent.create({ data: { kind: intent.kind, ref: intent.ref, payload: intent.payload as never, epoch: intent.epoch } });
+    return;
+  }
   await tx.chainOutbox.create({ data: { kind: intent.kind, ref: intent.ref, payload: intent.payload as never, epoch: intent.epoch } });
   await markPending(tx, intent.kind, intent.payload);
 }
 
 /**
  * Intents that mirror no record (mint, burn: the ledger rows the submitter settles; an epoch's
- * emission), as part of a composed statement (lib/db/statement.ts): one INSERT, in order. An
- * intent that mirrors a record goes through enqueueChainTx, which also marks the record pending.
+ * emission), as part of a composed statement (lib/db/statement.ts): one INSERT a table, each in
+ * order. An intent that mirrors a record goes through enqueueChainTx, which also marks the record
+ * pending.
  */
 export function chainIntentsPart(intents: readonly Intent[], name = 'chain_intents'): StatementPart | null {
   if (!intents.length) return null;
   for (const i of intents) if (recordOf(i.kind, i.payload)) throw new Error(`chainIntentsPart: ${i.kind} mirrors a record; use enqueueChainTx`);
+  const ledger = intents.filter((i) => isLedgerKind(i.kind));
+  const sent = intents.filter((i) => !isLedgerKind(i.kind));
+  const ctes = [];
+  if (ledger.length) ctes.push({ name: sent.length ? `${name}_ledger` : name, body: insertIntents('ChainLedgerIntent', ledger) });
+  if (sent.length) ctes.push({ name, body: insertIntents('ChainOutbox', sent) });
+  return { ctes };
+}
+
+function insertIntents(table: 'ChainOutbox' | 'ChainLedgerIntent', intents: readonly Intent[]) {
   const rows = intents.map((i) => ({ kind: i.kind, ref: i.ref, payload: i.payload, epoch: i.epoch ?? null }));
-  return {
-    ctes: [
-      {
-        name,
-        body: sql`INSERT INTO "ChainOutbox" (kind, ref, payload, epoch, "updatedAt")
-          SELECT r.kind, r.ref, r.payload, r.epoch, now()
-          FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS (kind text, ref text, payload jsonb, epoch int))
-            WITH ORDINALITY AS r(kind, ref, payload, epoch, n)
-          ORDER BY r.n`,
-      },
-    ],
-  };
+  const into = table === 'ChainOutbox' ? sql`"ChainOutbox" (kind, ref, payload, epoch, "updatedAt")` : sql`"ChainLedgerIntent" (kind, ref, payload, epoch)`;
+  const updated = table === 'ChainOutbox' ? sql`, now()` : sql``;
+  return sql`INSERT INTO ${into}
+    SELECT r.kind, r.ref, r.payload, r.epoch${updated}
+    FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS (kind text, ref text, payload jsonb, epoch int))
+      WITH ORDINALITY AS r(kind, ref, payload, epoch, n)
+    ORDER BY r.n`;
 }
 
 /**

@@ -36,6 +36,7 @@ export const OWNERS: Record<string, Place> = {
   CoherenceSubmission: 'ctx:chains',
   EpochAnchor: 'ctx:chains',
   ChainOutbox: 'ctx:chains',
+  ChainLedgerIntent: 'ctx:chains',
   EventOutbox: 'lib',
 };
 

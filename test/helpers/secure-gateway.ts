@@ -71,7 +71,7 @@ export function signedCall(base: string, who: Identity, method: string, path: st
 
 export const enc = encodeURIComponent;
 
-const COUNTED = ['Stack', 'Sleeve', 'KeyLease', 'MemoryNode', 'MemoryBranch', 'LedgerEntry', 'Emission', 'Residue', 'Saga', 'ChainOutbox'];
+const COUNTED = ['Stack', 'Sleeve', 'KeyLease', 'MemoryNode', 'MemoryBranch', 'LedgerEntry', 'Emission', 'Residue', 'Saga', 'ChainOutbox', 'ChainLedgerIntent'];
 const SNAPSHOT_SQL = `SELECT ${COUNTED.map((t) => `(SELECT count(*) FROM "${t}")::text AS "${t}"`).join(', ')},
   (SELECT string_agg(account || '/' || token || '=' || milli::text, ',' ORDER BY account, token) FROM "Balance") AS balances,
   (SELECT string_agg(id || ':' || coalesce("episodicHead", '-') || ':' || epoch::text, ',' ORDER BY id) FROM "Stack") AS stacks,

@@ -58,6 +58,9 @@ export interface DriftChecker {
 
 type Confirmed = { id: bigint; kind: string; payload: unknown; blockNumber: number };
 
+/** Settlements whose ledger rows are read in one query. */
+const SETTLEMENTS_A_READ = 100;
+
 export function driftChecker(db: Db, chain: CortexChain): DriftChecker {
   const c = (name: Parameters<typeof artifact>[0], addr: string) => new Contract(addr, artifact(name).abi, chain.provider);
   const { contracts } = chain.suite;
@@ -92,7 +95,8 @@ export function driftChecker(db: Db, chain: CortexChain): DriftChecker {
       sums[token] += v;
     };
     const claims: Promise<void>[] = [];
-    const ledger: Confirmed[] = [];
+    const ledger: Pick<Confirmed, 'kind' | 'payload'>[] = [];
+    const settlements: bigint[] = [];
     // The window's rows in block order, a page at a time (keyset on block and id, starting past every
     // id of doneBlock, which is folded already); rows confirmed without a block (ledger rows that
     // netted to nothing) have no chain effect.
@@ -143,16 +147,25 @@ export function driftChecker(db: Db, chain: CortexChain): DriftChecker {
           });
           break;
         case 'settle':
+          settlements.push(BigInt(row.id));
           records.push(async () => {
             if (!((await bandwidth.settled(row.id, at)) as boolean))
               drift.push({ kind: 'settlement', ref: `settlement:${row.id}`, detail: 'confirmed in the database, not on Cortex' });
           });
           break;
+        // Sent alone: ledger rows from before settlements.
         case 'mint':
         case 'burn':
           ledger.push(row);
           break;
       }
+    }
+    // The ledger rows of the settlements confirmed in the window.
+    for (let i = 0; i < settlements.length; i += SETTLEMENTS_A_READ) {
+      const ids = settlements.slice(i, i + SETTLEMENTS_A_READ).map(String);
+      const rows = await db.$queryRaw<Pick<Confirmed, 'kind' | 'payload'>[]>`
+        SELECT kind, payload FROM "ChainLedgerIntent" WHERE "settlementId" = ANY(${ids}::text[]::bigint[]) ORDER BY id`;
+      for (const r of rows) ledger.push(r);
     }
     await Promise.all(claims);
     // The ledger's own rows (not the settlements' nets): the balances are the ledger's.
@@ -195,11 +208,18 @@ export function driftChecker(db: Db, chain: CortexChain): DriftChecker {
     const stuckBefore = new Date(Date.now() - (opts.stuckAfterMs ?? 60_000));
     // On the status index, unordered: Prisma orders a limited read by id, and the planner then walked
     // the primary key through every confirmed row looking for a hundred open ones.
+    // The ledger rows not settled yet likewise, on their partial indexes (a settled one is as stuck
+    // or failed as its settle row, which is reported).
     const open = await db.$queryRaw<{ ref: string; kind: string; status: string; createdAt: Date }[]>`
-      SELECT ref, kind, status, "createdAt" FROM "ChainOutbox" WHERE status IN ('pending', 'submitted') AND "createdAt" < ${stuckBefore} LIMIT 100`;
-    for (const r of open) drift.push({ kind: 'stuck', ref: r.ref, detail: `${r.kind} ${r.status} since ${r.createdAt.toISOString()}` });
-    const failed = await db.chainOutbox.findMany({ where: { status: 'failed' }, orderBy: { id: 'desc' }, take: 100 });
-    for (const r of failed) drift.push({ kind: 'failed', ref: r.ref, detail: `${r.kind}: ${r.lastError ?? 'failed'}` });
+      (SELECT ref, kind, status, "createdAt" FROM "ChainOutbox" WHERE status IN ('pending', 'submitted') AND "createdAt" < ${stuckBefore} LIMIT 100)
+      UNION ALL
+      (SELECT ref, kind, status, "createdAt" FROM "ChainLedgerIntent" WHERE status = 'pending' AND "createdAt" < ${stuckBefore} LIMIT 100)`;
+    for (const r of open.slice(0, 100)) drift.push({ kind: 'stuck', ref: r.ref, detail: `${r.kind} ${r.status} since ${r.createdAt.toISOString()}` });
+    const failed = await db.$queryRaw<{ ref: string; kind: string; lastError: string | null }[]>`
+      (SELECT ref, kind, "lastError" FROM "ChainOutbox" WHERE status = 'failed' ORDER BY id DESC LIMIT 100)
+      UNION ALL
+      (SELECT ref, kind, "lastError" FROM "ChainLedgerIntent" WHERE status = 'failed' ORDER BY id DESC LIMIT 100)`;
+    for (const r of failed.slice(0, 100)) drift.push({ kind: 'failed', ref: r.ref, detail: `${r.kind}: ${r.lastError ?? 'failed'}` });
     return drift;
   }
 

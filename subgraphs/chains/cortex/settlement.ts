@@ -1,17 +1,16 @@
-// The ledger's mirror on Cortex by net effect. A mint or burn of the ledger is an outbox row (a
-// ledger row, written in the ledger's own transaction) that is never sent alone: once its epoch has
-// ended, the submitter folds every pending ledger row into settlements, each one
+// The ledger's mirror on Cortex by net effect. A mint or burn of the ledger is a ChainLedgerIntent
+// row (a ledger row, written in the ledger's own statement) that is never sent alone: once its epoch
+// has ended, the submitter folds every pending ledger row into settlements, each one
 // BandwidthToken.settle call carrying, per stack and token, the net of the rows in id order (the
-// order they committed), and links the rows to it (settlementId, status 'submitted'). The settle
-// row then goes the way of any intent (signed, stored, broadcast, confirmed, re-sent); its outcome
-// is written onto its ledger rows. The settlement id on chain is the settle row's id, and the
-// contract applies an id once, so a settlement sent again changes nothing. See docs/decisions.md.
+// order they committed), and links the rows to it (settlementId, status 'settled'). The settle row
+// (a ChainOutbox row) then goes the way of any intent (signed, stored, broadcast, confirmed,
+// re-sent); its ledger rows are not written again: their outcome is the settle row's. The
+// settlement id on chain is the settle row's id, and the contract applies an id once, so a
+// settlement sent again changes nothing. See docs/decisions.md.
 import { CHAIN_TOKENS } from './artifacts.ts';
 import { amountsToChain, IntentError, type TokenIdOf } from './calls.ts';
 
-/** The intent kinds that are ledger rows (settled, never sent one by one). */
-export const LEDGER_KINDS = ['mint', 'burn'] as const;
-export const isLedgerKind = (kind: string) => (LEDGER_KINDS as readonly string[]).includes(kind);
+export { LEDGER_KINDS, isLedgerKind } from '../outbox.ts';
 
 /** At most this many (stack, token) entries per settle call (gas: about 10k each; blocks hold 30M). */
 export const MAX_SETTLEMENT_ENTRIES = 200;

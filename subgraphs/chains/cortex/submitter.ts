@@ -4,19 +4,21 @@
 // marks rows confirmed (or failed on a revert) from receipts and writes the chain side back onto
 // the mirrored record. Because the signed bytes are stored first, a re-send after a crash or a
 // dropped transaction is the same transaction: a row can never land twice.
-// Ledger rows (mint, burn) are not sent one by one: each round first folds the pending ones whose
-// epoch has ended into settle rows (settlement.ts), which are then sent like any other intent.
+// Ledger rows (mint, burn: ChainLedgerIntent) are not sent one by one: each round first folds the
+// pending ones whose epoch has ended into settle rows (settlement.ts), which are then sent like any
+// other intent; a ledger row's outcome is its settle row's.
 // Stacks' heads are not intents of their writes: once an epoch the heads the chain lacks are queued
 // as updateStacks rows, many stacks a call (heads.ts).
 import { Transaction, type Wallet, keccak256, type JsonRpcProvider } from 'ethers';
 import type { Db } from '../../../lib/db/index.ts';
+import { jsonValue } from '../../../lib/db/statement.ts';
 import type { Logger } from '../../../lib/log.ts';
 import { buildCall, canonicalJson, IntentError, type ChainCall } from './calls.ts';
 import { timeSlicer } from '../../../lib/time-slice.ts';
 import { iface, SUITE } from './artifacts.ts';
 import type { Deployment } from './deploy.ts';
 import { markRecordPending, trySettleRecords, type RecordOutcome } from './records.ts';
-import { LEDGER_KINDS, planSettlements, withoutStack, type SettlementPayload, type SettlementPlan } from './settlement.ts';
+import { planSettlements, withoutStack, type LedgerRow, type SettlementPayload, type SettlementPlan } from './settlement.ts';
 import { appliedHeads, headsMirrored, queueHeads } from './heads.ts';
 import { singleFlight } from '../../../lib/single-flight.ts';
 
@@ -163,12 +165,12 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   const retryRecords = async () => {
     recordsBusy = await trySettleRecords(db, recordsBusy.splice(0));
   };
-  /** Settles many rows in one database transaction; then the mirrored records' chainStatus. */
+  /** Settles many rows in one statement; then the mirrored records' chainStatus. */
   const settleAll = async (items: Outcome[]) => {
     if (!items.length) return;
-    // Two statements in one transaction, whatever the count: the rows' outcomes (a field the outcome
-    // leaves out keeps its value), then each settlement's outcome onto its ledger rows. Row by row it
-    // outlasted Prisma's transaction timeout under load (hundreds of rows a block).
+    // One statement, whatever the count: the rows' outcomes (a field the outcome leaves out keeps its
+    // value). Row by row it outlasted Prisma's transaction timeout under load (hundreds of rows a
+    // block). A settlement's ledger rows are not written: their outcome is the settle row's.
     const rows = items.map(({ row, outcome, data }) => ({
       id: row.id.toString(),
       s: outcome,
@@ -177,24 +179,9 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       e: data.lastError ?? null,
       he: data.lastError !== undefined,
     }));
-    const settles = items
-      .filter(({ row }) => row.kind === 'settle')
-      .map(({ row, outcome, data }) => ({
-        id: row.id.toString(),
-        s: outcome,
-        b: data.blockNumber ?? null,
-        e: outcome === 'failed' ? `settlement ${row.id}: ${data.lastError ?? 'failed'}` : null,
-      }));
-    await db.$transaction([
-      db.$executeRaw`UPDATE "ChainOutbox" o SET status = v.s, "blockNumber" = CASE WHEN v.hb THEN v.b ELSE o."blockNumber" END,
-          "lastError" = CASE WHEN v.he THEN v.e ELSE o."lastError" END, "updatedAt" = now()
-        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(id bigint, s text, b int, hb boolean, e text, he boolean) WHERE o.id = v.id`,
-      // The settlement ids as an array too: joined to the record set alone, the planner read the whole
-      // outbox (a sequential scan, hundreds of ms once it held a few hundred thousand rows).
-      db.$executeRaw`UPDATE "ChainOutbox" o SET status = v.s, "blockNumber" = v.b, "lastError" = v.e, "updatedAt" = now()
-        FROM jsonb_to_recordset(${JSON.stringify(settles)}::jsonb) AS v(id bigint, s text, b int, e text)
-        WHERE o."settlementId" = ANY(${settles.map((x) => x.id)}::text[]::bigint[]) AND o."settlementId" = v.id`,
-    ]);
+    await db.$executeRaw`UPDATE "ChainOutbox" o SET status = v.s, "blockNumber" = CASE WHEN v.hb THEN v.b ELSE o."blockNumber" END,
+        "lastError" = CASE WHEN v.he THEN v.e ELSE o."lastError" END, "updatedAt" = now()
+      FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(id bigint, s text, b int, hb boolean, e text, he boolean) WHERE o.id = v.id`;
     // The mirrored records' chainStatus after, without waiting for a busy row (retried next round).
     const busy = await trySettleRecords(
       db,
@@ -349,28 +336,35 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
    */
   const settleLedger = async () => {
     const epoch = opts.currentEpoch?.();
-    const rows = await db.chainOutbox.findMany({
-      where: {
-        kind: { in: [...LEDGER_KINDS] },
-        status: 'pending',
-        ...(epoch === undefined ? {} : { OR: [{ epoch: null }, { epoch: { lt: epoch } }, { createdAt: { lt: new Date(Date.now() - settleAfterMs) } }] }),
-      },
-      orderBy: { id: 'asc' },
-      take: 20_000,
-    });
+    const settleBefore = new Date(Date.now() - settleAfterMs);
+    // 'pending' written out, not a parameter: the partial index ChainLedgerIntent_pending_idx holds
+    // only those rows, and a generic plan over a parameter could not use it.
+    const rows = await db.$queryRaw<(LedgerRow & { createdAt: Date })[]>`
+      SELECT id, kind, payload, epoch, "createdAt" FROM "ChainLedgerIntent"
+      WHERE status = 'pending' AND (${epoch ?? null}::int IS NULL OR epoch IS NULL OR epoch < ${epoch ?? null}::int OR "createdAt" < ${settleBefore})
+      ORDER BY id LIMIT 20000`;
     if (!rows.length) return;
+    for (const r of rows) {
+      r.id = BigInt(r.id);
+      r.payload = jsonValue(r.payload);
+    }
     const { plans, invalid } = await planSettlements(rows, tokenIdOf);
-    if (invalid.length) await settleAll(invalid.map(({ row, error }) => ({ row: row as Row, outcome: 'failed' as const, data: { lastError: error } })));
+    for (const [error, ids] of groupBy(
+      invalid,
+      (i) => i.error,
+      (i) => i.row.id,
+    ))
+      await failLedger(ids, error);
     const inFlight = await mayStillLand();
     const createdAt = new Map(rows.map((r) => [r.id, r.createdAt.getTime()]));
-    const byId = new Map(rows.map((r) => [r.id, r]));
     for (let plan of plans) {
       // Everything netted to zero: nothing to do on chain, the rows are mirrored as they are.
       if (!plan.entries.length) {
-        await db.chainOutbox.updateMany({ where: { id: { in: plan.rowIds }, status: 'pending' }, data: { status: 'confirmed', lastError: null } });
+        await db.$executeRaw`UPDATE "ChainLedgerIntent" SET status = 'confirmed', "lastError" = NULL
+          WHERE id = ANY(${plan.rowIds.map(String)}::text[]::bigint[]) AND status = 'pending'`;
         continue;
       }
-      plan = await checkPlan(plan, inFlight, createdAt, byId);
+      plan = await checkPlan(plan, inFlight, createdAt);
       if (!plan.rowIds.length) continue;
       const payload: SettlementPayload = { epoch: plan.epoch, entries: plan.entries, rows: plan.rowIds.length };
       await db.$transaction(async (tx) => {
@@ -378,15 +372,23 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
         await tx.chainOutbox.update({ where: { id: row.id }, data: { payload: { ...payload, settlementId: String(row.id) } as never } });
         // One array parameter, not an IN list of a thousand (an epoch's rows under load): Prisma
         // building and binding that list held PGlite's one connection 17 ms an epoch.
-        const linked = await tx.$executeRaw`UPDATE "ChainOutbox" SET status = 'submitted', "settlementId" = ${row.id}, "updatedAt" = now()
-          WHERE id = ANY(${plan.rowIds.map(String)}::text[]::bigint[]) AND status = 'pending' AND "settlementId" IS NULL`;
+        const linked = await tx.$executeRaw`UPDATE "ChainLedgerIntent" SET status = 'settled', "settlementId" = ${row.id}
+          WHERE id = ANY(${plan.rowIds.map(String)}::text[]::bigint[]) AND status = 'pending'`;
         if (linked !== plan.rowIds.length) throw new Error(`settlement ${row.id}: ${plan.rowIds.length - linked} ledger rows changed meanwhile`);
       });
     }
   };
 
+  /** Ledger rows that can never be settled: failed, with why (the drift check reports them). */
+  const failLedger = async (ids: bigint[], reason: string) => {
+    if (!ids.length) return;
+    await db.$executeRaw`UPDATE "ChainLedgerIntent" SET status = 'failed', "lastError" = ${reason}
+      WHERE id = ANY(${ids.map(String)}::text[]::bigint[]) AND status = 'pending'`;
+    log.warn({ count: ids.length, ledgerIntents: ids.slice(0, 5).map(String), lastError: reason }, 'cortex: ledger rows failed');
+  };
+
   /** A plan without the stacks whose part reverts: failed (or left pending while in-flight transactions may change the answer). */
-  const checkPlan = async (plan: SettlementPlan, inFlight: number, createdAt: Map<bigint, number>, byId: Map<bigint, Row>): Promise<SettlementPlan> => {
+  const checkPlan = async (plan: SettlementPlan, inFlight: number, createdAt: Map<bigint, number>): Promise<SettlementPlan> => {
     const bt = chain.suite.contracts.BandwidthToken;
     const slice = timeSlicer();
     for (let attempt = 0; attempt < 8 && plan.entries.length; attempt++) {
@@ -412,8 +414,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       const tokenId = Number(m[1]);
       const ids = plan.byStack.get(tokenId) ?? [];
       const oldest = Math.min(...ids.map((id) => createdAt.get(id) ?? Date.now()));
-      if (!(inFlight > 0 && Date.now() - oldest < maxWaitMs))
-        await settleAll(ids.map((id) => ({ row: byId.get(id)!, outcome: 'failed' as const, data: { lastError: reason } })));
+      if (!(inFlight > 0 && Date.now() - oldest < maxWaitMs)) await failLedger(ids, reason);
       plan = withoutStack(plan, tokenId);
     }
     if (plan.entries.length && plan.rowIds.length) {
@@ -431,7 +432,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
         (e: unknown) => revertReason(e),
       );
       if (reason === undefined) return plan;
-      await settleAll(plan.rowIds.map((id) => ({ row: byId.get(id)!, outcome: 'failed' as const, data: { lastError: reason } })));
+      await failLedger(plan.rowIds, reason);
       return { ...plan, rowIds: [], entries: [] };
     }
     return plan;
@@ -447,7 +448,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     });
     if (inFlight >= maxInFlight) return;
     const rows = await db.chainOutbox.findMany({
-      where: { status: 'pending', kind: { notIn: [...LEDGER_KINDS] } },
+      where: { status: 'pending' },
       orderBy: { id: 'asc' },
       take: Math.min(batchSize, maxInFlight - inFlight),
     });
@@ -618,7 +619,10 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     async idle(timeoutMs = 60_000) {
       const until = Date.now() + timeoutMs;
       for (;;) {
-        const open = await db.chainOutbox.count({ where: { status: { in: ['pending', 'submitted'] } } });
+        // A settled ledger row is open while its settle row is, which is counted.
+        const open =
+          (await db.chainOutbox.count({ where: { status: { in: ['pending', 'submitted'] } } })) +
+          (await db.chainLedgerIntent.count({ where: { status: 'pending' } }));
         if (!open) return;
         if (Date.now() > until) throw new Error(`cortex outbox not idle after ${timeoutMs} ms: ${open} open rows`);
         await new Promise((r) => setTimeout(r, 100));
@@ -632,11 +636,15 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   };
 }
 
-/** Rows per status. */
+/** Intents per status: ChainOutbox's rows, and the ledger rows (a settled one counts with its settle row's status). */
 export async function outboxStatus(db: Db): Promise<{ pending: number; submitted: number; confirmed: number; failed: number }> {
   const out = { pending: 0, submitted: 0, confirmed: 0, failed: 0 };
-  const groups = await db.chainOutbox.groupBy({ by: ['status'], _count: { _all: true } });
-  for (const g of groups) if (g.status in out) out[g.status as keyof typeof out] = g._count._all;
+  const groups = await db.$queryRaw<{ status: string; n: number }[]>`
+    SELECT status, count(*)::int AS n FROM "ChainOutbox" GROUP BY status
+    UNION ALL
+    SELECT coalesce(s.status, l.status), count(*)::int FROM "ChainLedgerIntent" l LEFT JOIN "ChainOutbox" s ON s.id = l."settlementId"
+    GROUP BY coalesce(s.status, l.status)`;
+  for (const g of groups) if (g.status in out) out[g.status as keyof typeof out] += g.n;
   return out;
 }
 
@@ -651,8 +659,7 @@ export async function rewindToChain(db: Db, provider: JsonRpcProvider, fresh: bo
       where: { nonce: { not: null } },
       data: { status: 'pending', nonce: null, txHash: null, rawTx: null, sentAt: null, blockNumber: null, lastError: null },
     });
-    // Ledger rows ride on their settlement again (it is signed afresh with the rest).
-    await db.chainOutbox.updateMany({ where: { settlementId: { not: null } }, data: { status: 'submitted', blockNumber: null, lastError: null } });
+    // Settled ledger rows ride on their settle row, which is signed afresh with the rest.
     if (r.count) log.warn({ rows: r.count }, 'cortex: fresh chain, replaying the outbox onto the new suite');
     return r.count;
   }
@@ -667,4 +674,16 @@ export async function rewindToChain(db: Db, provider: JsonRpcProvider, fresh: bo
   });
   log.warn({ rows: lost.length, head }, 'cortex: chain is behind the outbox, re-sending lost transactions');
   return lost.length;
+}
+
+/** Groups of values by key, in first-seen order. */
+function groupBy<T, K, V>(items: readonly T[], key: (t: T) => K, value: (t: T) => V): Map<K, V[]> {
+  const out = new Map<K, V[]>();
+  for (const t of items) {
+    const k = key(t);
+    let g = out.get(k);
+    if (!g) out.set(k, (g = []));
+    g.push(value(t));
+  }
+  return out;
 }

@@ -13,9 +13,16 @@ export function cortexTxSource(p: Pick<Platform, 'db'>) {
       const rows = await db.chainOutbox.findMany({ where: { epoch, status: 'confirmed' }, orderBy: { nonce: 'asc' }, select: { txHash: true } });
       return rows.map((r) => r.txHash!).filter(Boolean);
     },
-    /** Intents of the epoch not settled yet (a fold may wait for them). */
+    /**
+     * Intents of the epoch not settled yet (a fold may wait for them): its open ChainOutbox rows and
+     * its ledger rows not in a settlement yet (a settled one is its settle row, counted by that row's
+     * epoch, the newest of its rows').
+     */
     async outstandingForEpoch(epoch: number): Promise<number> {
-      return db.chainOutbox.count({ where: { epoch, status: { in: ['pending', 'submitted'] } } });
+      const [{ n }] = await db.$queryRaw<{ n: number }[]>`
+        SELECT (SELECT count(*) FROM "ChainOutbox" WHERE epoch = ${epoch} AND status IN ('pending', 'submitted'))::int
+          + (SELECT count(*) FROM "ChainLedgerIntent" WHERE status = 'pending' AND epoch = ${epoch})::int AS n`;
+      return n;
     },
   };
 }
