@@ -21,6 +21,11 @@
 // decommissioned or a balance spent meanwhile, a check fails and the statement is undone: a batch
 // of several stacks is then committed stack by stack (one stack's conflict does not hold up the
 // others), and a stack's batch is planned again from a fresh read. A refused write leaves nothing.
+//
+// The read is skipped when this process's own last commits left everything the batch needs (its
+// stacks' heads, its sleeves, their balances: WriteStateCache below): the statement checks every
+// one of those assumptions anyway, so a stale entry costs a retry from a fresh read, never a wrong
+// write.
 
 import type { Platform } from '../lib/platform.ts';
 import { readStatement, runStatement, type StatementPart } from '../lib/db/statement.ts';
@@ -104,21 +109,139 @@ interface Planned {
 
 const retryable = (e: unknown) => e instanceof HeadMoved || e instanceof BalancesShort || e instanceof SleevesNotActive;
 
+type WriteRead = { stacks: Map<string, WriteStack>; sleeves: Map<string, WriteSleeve>; held: Map<string, Record<Token, bigint>> };
+
+/** Stacks whose state the cache holds at most (a write of one more drops the least recently written). */
+const CACHED_STACKS = 8_192;
+/** How long a stack whose cached plan failed is read fresh (another process or path writes it too). */
+const DISTRUST_MS = 10_000;
+
+/**
+ * What this process's last commit of a stack left: the stack's head, its writers' sleeves (alive,
+ * unfrozen, the head each saw) and their balances after the burns. A batch whose stacks, sleeves
+ * and balances are all here plans from it and skips the read statement (one round trip of two per
+ * batch). Never trusted: the write statement checks each thing a plan assumes (the head it chains
+ * onto, each sleeve alive and unfrozen and still on the head it had seen, each balance enough), so
+ * a stale entry makes the statement fail, and the batch is planned again from a fresh read as after
+ * any concurrent change; the stacks concerned are then read fresh for DISTRUST_MS (another process
+ * writes them too: two gateways). A plan from the cache that would refuse a write is redone from a
+ * fresh read before anyone is refused (a grant elsewhere may have raised a balance), so refusals
+ * come from the database as they are. The stack's wrapped master secret is immutable.
+ */
+class WriteStateCache {
+  private stacks = new Map<string, { stack: WriteStack; sleeves: Set<string> }>();
+  private sleeves = new Map<string, WriteSleeve>();
+  private held = new Map<string, Record<Token, bigint>>();
+  private distrusted = new Map<string, number>();
+
+  /** Everything the batch reads, when the cache holds all of it. */
+  get(batch: ReadonlyArray<KeyBatch<WriteInput>>): WriteRead | undefined {
+    const out: WriteRead = { stacks: new Map(), sleeves: new Map(), held: new Map() };
+    const now = Date.now();
+    for (const { key, items } of batch) {
+      const until = this.distrusted.get(key);
+      if (until !== undefined) {
+        if (until > now) return undefined;
+        this.distrusted.delete(key);
+      }
+      const hit = this.stacks.get(key);
+      if (!hit) return undefined;
+      out.stacks.set(key, hit.stack);
+      for (const { sleeveId } of items) {
+        const sleeve = this.sleeves.get(sleeveId);
+        const held = this.held.get(sleeveAccount(sleeveId));
+        if (!sleeve || !held || !hit.sleeves.has(sleeveId)) return undefined;
+        out.sleeves.set(sleeveId, sleeve);
+        out.held.set(sleeveAccount(sleeveId), held);
+      }
+    }
+    return out;
+  }
+
+  /** After a commit: the stacks it moved, as it left them; the stacks it did not move are forgotten. */
+  committed(
+    batch: ReadonlyArray<KeyBatch<WriteInput>>,
+    moved: Map<string, WriteStack>,
+    sleeves: Map<string, WriteSleeve>,
+    held: Map<string, Record<Token, bigint>>,
+  ) {
+    for (const { key } of batch) {
+      const stack = moved.get(key);
+      if (!stack) {
+        this.forget(key);
+        continue;
+      }
+      const prior = this.stacks.get(key);
+      this.stacks.delete(key); // re-inserted last: the Map's order is the recency order
+      const mine = prior?.sleeves ?? new Set<string>();
+      this.stacks.set(key, { stack, sleeves: mine });
+      for (const [id, sleeve] of sleeves) {
+        if (sleeve.stackId !== key) continue;
+        mine.add(id);
+        this.sleeves.set(id, sleeve);
+        const h = held.get(sleeveAccount(id));
+        if (h) this.held.set(sleeveAccount(id), h);
+      }
+    }
+    while (this.stacks.size > CACHED_STACKS) this.forget(this.stacks.keys().next().value as string);
+  }
+
+  /** A plan from the cache failed on these stacks: forget them, and read them fresh for a while. */
+  distrust(keys: readonly string[]) {
+    const until = Date.now() + DISTRUST_MS;
+    for (const k of keys) {
+      this.forget(k);
+      this.distrusted.set(k, until);
+    }
+    if (this.distrusted.size > CACHED_STACKS) {
+      const now = Date.now();
+      for (const [k, t] of this.distrusted) if (t <= now) this.distrusted.delete(k);
+    }
+  }
+
+  private forget(key: string) {
+    const hit = this.stacks.get(key);
+    if (!hit) return;
+    this.stacks.delete(key);
+    for (const id of hit.sleeves) {
+      this.sleeves.delete(id);
+      this.held.delete(sleeveAccount(id));
+    }
+  }
+}
+
+const writeCaches = new WeakMap<Platform, WriteStateCache>();
+function writeCacheOf(p: Platform): WriteStateCache {
+  let c = writeCaches.get(p);
+  if (!c) writeCaches.set(p, (c = new WriteStateCache()));
+  return c;
+}
+
 /** One batch of writes over one or more stacks (see the head of this file); outcomes per stack, per write. */
 async function commitWrites(p: Platform, batch: ReadonlyArray<KeyBatch<WriteInput>>): Promise<Outcome<WriteResult>[][]> {
+  const cache = writeCacheOf(p);
+  const keys = batch.map((b) => b.key);
   for (let attempt = 1; ; attempt++) {
     const epoch = await writeEpoch(p);
     const outcomes: Outcome<WriteResult>[][] = batch.map((b) => new Array(b.items.length));
-    const refuse = (g: number, at: number, error: unknown) => void (outcomes[g]![at] = { ok: false, error });
-    // 1. One read statement, outside any lock: the stacks, the writers' sleeves and their balances.
+    let refused = false;
+    const refuse = (g: number, at: number, error: unknown) => {
+      refused = true;
+      outcomes[g]![at] = { ok: false, error };
+    };
+    // 1. One read statement, outside any lock: the stacks, the writers' sleeves and their balances;
+    // or, on the first attempt, what this process's last commits of these stacks left.
     const ids = [...new Set(batch.flatMap((b) => b.items.map((w) => w.sleeveId)))];
-    let read: { stacks: Map<string, WriteStack>; sleeves: Map<string, WriteSleeve>; held: Map<string, Record<Token, bigint>> };
+    const cached = attempt === 1 ? cache.get(batch) : undefined;
+    let read: WriteRead;
     try {
-      read = await readStatement(p.db, {
-        stacks: writeStacksRead(batch.map((b) => b.key)),
-        sleeves: writeSleevesRead(ids),
-        held: balancesMilliRead(ids.map(sleeveAccount)),
-      });
+      read =
+        cached ??
+        (await readStatement(p.db, {
+          stacks: writeStacksRead(keys),
+          sleeves: writeSleevesRead(ids),
+          held: balancesMilliRead(ids.map(sleeveAccount)),
+        }));
     } catch (error) {
       return batch.map((b) => b.items.map(() => ({ ok: false, error })));
     }
@@ -164,6 +287,8 @@ async function commitWrites(p: Platform, batch: ReadonlyArray<KeyBatch<WriteInpu
       });
       if (head.episodicHead !== stack.episodicHead) moves.push({ stack, from: stack.episodicHead, to: head.episodicHead!, sleeveId: head.headSleeveId! });
     });
+    // A refusal is the database's to make: a plan from the cache that refuses is made again from a read.
+    if (cached && refused) continue;
     if (!planned.length) return outcomes;
     const nodes = planned.map((w) => ({
       cid: w.cid,
@@ -188,7 +313,7 @@ async function commitWrites(p: Platform, batch: ReadonlyArray<KeyBatch<WriteInpu
             burnManyPart(
               planned.map((w) => ({ from: sleeveAccount(w.sleeve.id), moves: w.costs, reason: w.input.kind, ref: w.sleeve.id, epoch, stackId: w.stackId })),
             ),
-            sleeveWritesPart(planned.map((w) => ({ sleeveId: w.sleeve.id, head: w.cid, driftMilli: PERCEIVE_DRIFT_MILLI }))),
+            sleeveWritesPart(planned.map((w) => ({ sleeveId: w.sleeve.id, head: w.cid, driftMilli: PERCEIVE_DRIFT_MILLI, seenHead: w.sleeve.seenHead }))),
             indexNodesPart(nodes),
             shadowBranchesPart(
               planned.flatMap((w) =>
@@ -200,6 +325,7 @@ async function commitWrites(p: Platform, batch: ReadonlyArray<KeyBatch<WriteInpu
         ),
       );
     } catch (e) {
+      if (cached && retryable(e)) cache.distrust(keys);
       // Several stacks: commit them one by one, so a stack another writer moved (or whose sleeve
       // or balance changed) is planned again alone and the others go through.
       if (retryable(e) && batch.length > 1) return Promise.all(batch.map((b) => commitWrites(p, [b]).then((o) => o[0]!)));
@@ -208,6 +334,21 @@ async function commitWrites(p: Platform, batch: ReadonlyArray<KeyBatch<WriteInpu
       for (const w of planned) refuse(w.g, w.at, error);
       return outcomes;
     }
+    // What the commit left, for the next batch of these stacks.
+    const moved = new Map(
+      moves.map((m) => [m.stack.id, { ...stacks.get(m.stack.id)!, episodicHead: m.to, headSleeveId: m.sleeveId, headEpoch: epoch } satisfies WriteStack]),
+    );
+    const after = new Map<string, WriteSleeve>();
+    const heldAfter = new Map<string, Record<Token, bigint>>();
+    for (const w of planned) {
+      after.set(w.sleeve.id, { ...w.sleeve, seenHead: w.cid });
+      const account = sleeveAccount(w.sleeve.id);
+      if (heldAfter.has(account)) continue;
+      const h = { ...(held.get(account) ?? ({} as Record<Token, bigint>)) };
+      for (const t of Object.keys(h) as Token[]) if (left.has(`${w.sleeve.id}/${t}`)) h[t] = left.get(`${w.sleeve.id}/${t}`)!;
+      heldAfter.set(account, h);
+    }
+    cache.committed(batch, moved, after, heldAfter);
     for (const w of planned) {
       outcomes[w.g]![w.at] = {
         ok: true,

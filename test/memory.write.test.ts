@@ -13,6 +13,8 @@ import { setEpisodicHead } from '../subgraphs/stacks/index.ts';
 import { sealNode } from '../subgraphs/memory/memory.ts';
 import { putNode } from '../subgraphs/memory/hippocampus/store.ts';
 import { perceive } from '../flows/memory.ts';
+import { recall } from '../flows/recall.ts';
+import { burn, mint, sleeveAccount } from '../subgraphs/economy/index.ts';
 
 const enc = encodeURIComponent;
 
@@ -58,6 +60,24 @@ function beforeWriteStatement(t: MemoryTestApp, hook: () => Promise<void>): { re
     return query.apply(driver, args);
   }) as typeof query;
   return { restore: () => void (driver.query = query), ran: () => ran };
+}
+
+/** The write path's statements through the driver while `fn` runs: the batch reads and the write statements. */
+async function statementsOf(t: MemoryTestApp, fn: () => Promise<unknown>): Promise<{ reads: number; writes: number }> {
+  const driver = t.p.db.driver;
+  const query = driver.query;
+  const n = { reads: 0, writes: 0 };
+  driver.query = ((...args: Parameters<typeof query>) => {
+    if (/^SELECT \(SELECT json_agg/.test(args[0]) && /FROM "Stack" WHERE id = ANY/.test(args[0])) n.reads++;
+    if (/^WITH stack_lock AS/.test(args[0])) n.writes++;
+    return query.apply(driver, args);
+  }) as typeof query;
+  try {
+    await fn();
+  } finally {
+    driver.query = query;
+  }
+  return n;
 }
 
 for (const db of ['pglite', 'postgres'] as const) {
@@ -159,6 +179,70 @@ for (const db of ['pglite', 'postgres'] as const) {
       expect(balance.memory).toBe(500n);
       const nodes = await t.p.db.prisma.memoryNode.count({ where: { stackId: stack.id } });
       expect(nodes).toBe(8);
+    });
+
+    it("a stack this process wrote last skips the batch read; what changed meanwhile elsewhere fails the write statement's checks and is read afresh", async () => {
+      const write = (m: Awaited<ReturnType<typeof setup>>, s: { id: string }, text: string) =>
+        m.inject('POST', '/v1/perceive', { stackId: m.stack.id, sleeveId: s.id, text });
+      const ok = async (m: Awaited<ReturnType<typeof setup>>, s: { id: string }, text: string) => expect((await write(m, s, text)).status).toBe(200);
+      const compute = async (s: { id: string }) => (await held(t, sleeveAccount(s.id))).balance.compute ?? 0n;
+      const elsewhere = (m: Awaited<ReturnType<typeof setup>>, s: { id: string }, f: typeof burn, milli: bigint) =>
+        t.p.db.prisma.$transaction((tx) => f(tx, sleeveAccount(s.id), [{ token: 'compute', milli }], { reason: 'test', epoch: 3, stackId: m.stack.id }));
+
+      // Heads and seen heads.
+      const one = await setup(t, ['B', 'B']);
+      const [a, b] = one.sleeves;
+      expect(await statementsOf(t, () => ok(one, a, 'one'))).toEqual({ reads: 1, writes: 1 });
+      // Its last commit is what the next batch of the stack plans from: one statement a write.
+      expect(await statementsOf(t, () => ok(one, a, 'two'))).toEqual({ reads: 0, writes: 1 });
+      // A sleeve the cache has not seen: read.
+      expect(await statementsOf(t, () => ok(one, b, 'three'))).toEqual({ reads: 1, writes: 1 });
+      // a recalls, so it has seen b's write; the cache still has a on its own last write, and its plan
+      // makes a shadow write. The statement finds a on another head, and the write is planned again
+      // from a read, on the head a saw: no branch for it (b's first write made the one branch).
+      await recall(t.p, { stackId: one.stack.id, sleeveId: a.id, depth: 5 });
+      expect(await statementsOf(t, () => ok(one, a, 'four'))).toEqual({ reads: 1, writes: 2 });
+      const branches = await t.p.db.prisma.memoryBranch.findMany({ where: { stackId: one.stack.id } });
+      expect(branches.map((x) => x.sleeveId)).toEqual([b.id]);
+
+      // The cache says enough, the database does not (spent elsewhere): the cached plan reaches the
+      // statement, which refuses the burn; read afresh, the write is refused with the database's figures.
+      const two = await setup(t, ['B']);
+      const [c] = two.sleeves;
+      await ok(two, c, 'one');
+      await elsewhere(two, c, burn, (await compute(c)) - 500n);
+      expect(await statementsOf(t, () => ok(two, c, 'two'))).toEqual({ reads: 0, writes: 1 });
+      expect(await compute(c)).toBe(0n);
+      let refused: { status: number; body: { detail?: string } } | undefined;
+      expect(await statementsOf(t, async () => void (refused = await write(two, c, 'three')))).toEqual({ reads: 1, writes: 1 });
+      expect(refused?.status).toBe(402);
+
+      // The other way: the cache says nothing is left (true when it wrote), then a grant elsewhere.
+      // The cached plan would refuse; a refusal is the database's to make, so the write is planned
+      // again from a read and goes through.
+      const three = await setup(t, ['B']);
+      const [d] = three.sleeves;
+      await elsewhere(three, d, burn, (await compute(d)) - 500n);
+      await ok(three, d, 'one');
+      expect(await compute(d)).toBe(0n);
+      await elsewhere(three, d, mint, 500n);
+      expect(await statementsOf(t, () => ok(three, d, 'two'))).toEqual({ reads: 1, writes: 1 });
+      expect(await compute(d)).toBe(0n);
+
+      // A sleeve decommissioned elsewhere after the cache saw it alive: 409, nothing written.
+      const four = await setup(t, ['B']);
+      const [e] = four.sleeves;
+      await ok(four, e, 'one');
+      await ok(four, e, 'two');
+      await decommissionSleeve(t.p, e.id, 'test');
+      expect((await write(four, e, 'three')).status).toBe(409);
+      for (const [m, n] of [
+        [one, 4],
+        [two, 2],
+        [three, 2],
+        [four, 2],
+      ] as const)
+        expect(await t.p.db.prisma.memoryNode.count({ where: { stackId: m.stack.id } })).toBe(n);
     });
 
     it('writes over many stacks commit as one batch (one read and one write statement); a stack another writer moved meanwhile is planned again alone', async () => {

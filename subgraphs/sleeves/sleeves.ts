@@ -606,31 +606,45 @@ export function writeRefusal(sleeve: Pick<SleeveRow, 'id' | 'alive' | 'frozen'>)
 /** A group of memory writes whose sleeve was decommissioned or frozen after it was read: the transaction is refused. */
 export class SleevesNotActive extends Error {
   constructor(readonly sleeveIds: string[]) {
-    super(`sleeves ${sleeveIds.join(', ')} were decommissioned or frozen meanwhile`);
+    super(`sleeves ${sleeveIds.join(', ')} were decommissioned or frozen, or saw another head, meanwhile`);
   }
 }
 
 /**
  * recordSleeveWrite for a group commit, as part of the write's one statement (lib/db/statement.ts):
- * each sleeve's drift grows by the sum of its writes and it has seen its last one. When any of them
- * is no longer alive and unfrozen the statement is undone with SleevesNotActive.
+ * each sleeve's drift grows by the sum of its writes and it has seen its last one. `seenHead`, when
+ * given, is the head the writer had seen when the write was planned (its shadow branch was decided
+ * on it): the sleeve must still have seen that one. When any sleeve is no longer alive and
+ * unfrozen, or has seen another head meanwhile (a recall), the statement is undone with
+ * SleevesNotActive.
  */
-export function sleeveWritesPart(writes: ReadonlyArray<{ sleeveId: string; head: string; driftMilli: number }>): StatementPart | null {
-  const per = new Map<string, { drift: number; head: string }>();
+export function sleeveWritesPart(
+  writes: ReadonlyArray<{ sleeveId: string; head: string; driftMilli: number; seenHead?: string | null }>,
+): StatementPart | null {
+  const per = new Map<string, { drift: number; head: string; seen: string | null; check: boolean }>();
   for (const w of writes) {
     const cur = per.get(w.sleeveId);
-    per.set(w.sleeveId, { drift: (cur?.drift ?? 0) + Math.round(w.driftMilli), head: w.head });
+    // The sleeve's first write in the batch says what it had seen before the batch.
+    per.set(w.sleeveId, {
+      drift: (cur?.drift ?? 0) + Math.round(w.driftMilli),
+      head: w.head,
+      seen: cur ? cur.seen : (w.seenHead ?? null),
+      check: cur ? cur.check : w.seenHead !== undefined,
+    });
   }
   if (!per.size) return null;
   const ids = [...per.keys()];
-  const rows = ids.map((id) => ({ id, d: per.get(id)!.drift, h: per.get(id)!.head }));
+  const rows = ids.map((id) => {
+    const v = per.get(id)!;
+    return { id, d: v.drift, h: v.head, s: v.seen, c: v.check };
+  });
   return {
     ctes: [
       {
         name: 'sleeve_writes',
         body: sql`UPDATE "Sleeve" s SET "driftMilli" = s."driftMilli" + v.d, "seenHead" = v.h
-          FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(id text, d int, h text)
-          WHERE s.id = v.id AND s.alive = true AND s.frozen = false RETURNING 1`,
+          FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(id text, d int, h text, s text, c boolean)
+          WHERE s.id = v.id AND s.alive = true AND s.frozen = false AND (NOT v.c OR s."seenHead" IS NOT DISTINCT FROM v.s) RETURNING 1`,
       },
     ],
     checks: [{ holds: sql`(SELECT count(*) FROM sleeve_writes) = ${ids.length}::int`, fail: () => new SleevesNotActive(ids) }],
