@@ -12,6 +12,7 @@
 // selects introspection fields, a plan with @defer, a request asking for its plan or for traces,
 // the first request of a query) runs on @apollo/gateway's own executor.
 import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { GraphQLError, Kind, TypeNameMetaFieldDef, type DocumentNode, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
 import { getVariableValues } from 'graphql/execution/values.js';
 import type { GraphQLDataSource } from '@apollo/gateway';
@@ -44,10 +45,27 @@ import {
   type QueryPlanSelectionNode,
   type SubscriptionNode,
 } from '@apollo/query-planner';
-// @apollo/gateway 2.14.0 (pinned) has no exports map: its own helpers, so the fetches behave as its own do.
-import { applyRewrites, isObjectOfType } from '@apollo/gateway/dist/dataRewrites.js';
-import { deepMerge } from '@apollo/gateway/dist/utilities/deepMerge.js';
-import { generateHydratedPaths } from '@apollo/gateway/dist/executeQueryPlan.js';
+import { deferUnusedGatewayDeps } from './deferred-deps.ts';
+// @apollo/gateway 2.14.0 (pinned) has no exports map: its own helpers, so the fetches behave as its
+// own do. Loaded when the first executor is made, not with this module: executeQueryPlan.js loads
+// the gateway's OpenTelemetry module, and with it the packages router/deferred-deps.ts defers; a
+// static import here loaded them before the stand-ins were in place (every start paid ~350 ms of
+// module loading for Apollo's usage reporting, which is off).
+type DataRewrites = typeof import('@apollo/gateway/dist/dataRewrites.js');
+let applyRewrites: DataRewrites['applyRewrites'];
+let isObjectOfType: DataRewrites['isObjectOfType'];
+let deepMerge: typeof import('@apollo/gateway/dist/utilities/deepMerge.js')['deepMerge'];
+let generateHydratedPaths: typeof import('@apollo/gateway/dist/executeQueryPlan.js')['generateHydratedPaths'];
+let helpersLoaded = false;
+function loadGatewayHelpers(): void {
+  if (helpersLoaded) return;
+  helpersLoaded = true;
+  deferUnusedGatewayDeps();
+  const req = createRequire(import.meta.url);
+  ({ applyRewrites, isObjectOfType } = req('@apollo/gateway/dist/dataRewrites.js') as DataRewrites);
+  ({ deepMerge } = req('@apollo/gateway/dist/utilities/deepMerge.js') as typeof import('@apollo/gateway/dist/utilities/deepMerge.js'));
+  ({ generateHydratedPaths } = req('@apollo/gateway/dist/executeQueryPlan.js') as typeof import('@apollo/gateway/dist/executeQueryPlan.js'));
+}
 
 /** What of @apollo/gateway's ApolloGateway this executor reads (fields it keeps as it loads the supergraph). */
 interface GatewayInternals {
@@ -79,6 +97,7 @@ interface Run {
  * from their compiled form (`sources`: the in-process data source of each subgraph).
  */
 export function compiledPlanGateway(gateway: GatewayInterface, sources: ReadonlyMap<string, GraphQLDataSource>): GatewayInterface & { stats: PlanStats } {
+  loadGatewayHelpers();
   const stats: PlanStats = { compiled: 0, apollo: 0 };
   return {
     stats,

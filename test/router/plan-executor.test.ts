@@ -92,3 +92,19 @@ describe('compiled query plans', () => {
     expect(refused.data).toBeUndefined();
   });
 });
+
+describe("@apollo/gateway's unused dependencies", () => {
+  it('stay stand-ins once both gateways run: the usage-reporting SDK and the cloud detectors are not loaded', async () => {
+    // Both gateways above answered queries on both executors; what router/deferred-deps.ts defers
+    // must still be its stand-in (a static import of a gateway helper once loaded them at start).
+    expect((await compiled.server.executeOperation({ query: '{ stacks(first: 1) { id } }' })).body.kind).toBe('single');
+    const { createRequire } = await import('node:module');
+    const fromGateway = createRequire(createRequire(import.meta.url).resolve('@apollo/gateway'));
+    const cache = (await import('node:module')).default as unknown as { _cache: Record<string, unknown> };
+    for (const name of ['@opentelemetry/sdk-metrics', '@opentelemetry/exporter-metrics-otlp-http', '@opentelemetry/resource-detector-aws']) {
+      const dir = fromGateway.resolve(name).replace(/build\/src\/index\.js$/, '');
+      // Only the stand-in sits at the package's entry; none of the package's own files was loaded.
+      expect(Object.keys(cache._cache).filter((f) => f.startsWith(dir) && f !== fromGateway.resolve(name))).toEqual([]);
+    }
+  });
+});
