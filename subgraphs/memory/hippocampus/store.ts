@@ -378,10 +378,14 @@ export async function dagStats(p: Platform): Promise<{ nodes: number; peers: num
   return { nodes, peers: p.config.hippocampusPeers.length, pinned };
 }
 
-/** CIDs written in an epoch, in write order (the ipfsRoot leaves for the Thalamus). */
+/**
+ * CIDs written in an epoch, in write order (the ipfsRoot leaves for the Thalamus). One row holding
+ * the array rather than a row per node through Prisma: under the perceive load an epoch has
+ * thousands of writes, each a row object to build.
+ */
 export async function dagWritesInEpoch(db: Db | Tx, epoch: number): Promise<string[]> {
-  const rows = await db.memoryNode.findMany({ where: { epoch }, orderBy: { writeSeq: 'asc' }, select: { cid: true } });
-  return rows.map((r) => r.cid);
+  const [row] = await db.$queryRaw<{ cids: string[] | null }[]>`SELECT array_agg(cid ORDER BY "writeSeq") AS cids FROM "MemoryNode" WHERE epoch = ${epoch}::int`;
+  return row?.cids ?? [];
 }
 
 /** Per stack, the newest `perStack` distinct epochs it wrote nodes in, as an SQL query of ("stackId", epoch) rows (a read of other contexts composes it). */
