@@ -58,9 +58,6 @@ export interface DriftChecker {
 
 type Confirmed = { id: bigint; kind: string; payload: unknown; blockNumber: number };
 
-/** Settlements whose ledger rows are read in one query. */
-const SETTLEMENTS_A_READ = 100;
-
 export function driftChecker(db: Db, chain: CortexChain): DriftChecker {
   const c = (name: Parameters<typeof artifact>[0], addr: string) => new Contract(addr, artifact(name).abi, chain.provider);
   const { contracts } = chain.suite;
@@ -160,12 +157,18 @@ export function driftChecker(db: Db, chain: CortexChain): DriftChecker {
           break;
       }
     }
-    // The ledger rows of the settlements confirmed in the window.
-    for (let i = 0; i < settlements.length; i += SETTLEMENTS_A_READ) {
-      const ids = settlements.slice(i, i + SETTLEMENTS_A_READ).map(String);
-      const rows = await db.$queryRaw<Pick<Confirmed, 'kind' | 'payload'>[]>`
-        SELECT kind, payload FROM "ChainLedgerIntent" WHERE "settlementId" = ANY(${ids}::text[]::bigint[]) ORDER BY id`;
-      for (const r of rows) ledger.push(r);
+    // The ledger rows of the settlements confirmed in the window, a page at a time as above (a
+    // minute's settlements under load carry tens of thousands of rows: read at once, they held the
+    // event loop long enough to age the submitter's pending rows past two epochs).
+    for (const settlement of settlements) {
+      for (let after = 0n; ; ) {
+        const page = await db.$queryRaw<(Pick<Confirmed, 'kind' | 'payload'> & { id: bigint })[]>`
+          SELECT id, kind, payload FROM "ChainLedgerIntent" WHERE "settlementId" = ${settlement} AND id > ${after} ORDER BY id LIMIT ${PAGE}`;
+        for (const r of page) ledger.push(r);
+        await new Promise((r) => setImmediate(r));
+        if (page.length < PAGE) break;
+        after = BigInt(page[page.length - 1]!.id);
+      }
     }
     await Promise.all(claims);
     // The ledger's own rows (not the settlements' nets): the balances are the ledger's.
