@@ -384,7 +384,8 @@ export async function dagStats(p: Platform): Promise<{ nodes: number; peers: num
  * thousands of writes, each a row object to build.
  */
 export async function dagWritesInEpoch(db: Db | Tx, epoch: number): Promise<string[]> {
-  const [row] = await db.$queryRaw<{ cids: string[] | null }[]>`SELECT array_agg(cid ORDER BY "writeSeq") AS cids FROM "MemoryNode" WHERE epoch = ${epoch}::int`;
+  const [row] = await db.$queryRaw<{ cids: string[] | null }[]>`
+    SELECT array_agg(cid ORDER BY "writeSeq") AS cids FROM "MemoryNode" WHERE epoch = ${epoch}::int`;
   return row?.cids ?? [];
 }
 
