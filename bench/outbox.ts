@@ -237,8 +237,9 @@ export async function runBacklogBench(
         const s = await sampleOutbox(db, t0, print);
         s.epoch = Number((await call('GET', `${c.urls.medulla}/health`, undefined, 2000).catch(() => undefined))?.body?.epoch ?? Number.NaN);
         samples.push(s);
-        if (print) {
-          lastPrint = Date.now();
+        // Every sample past two epochs is printed too, with what was pending.
+        if (print || s.oldestPendingMs > 2 * epochMs) {
+          if (print) lastPrint = Date.now();
           log(
             `t=${s.t.toFixed(1)}s${loadEnded ? ' (drain)' : ''} pending ${s.pending} submitted ${s.submitted} confirmed ${s.confirmed} failed ${s.failed}; oldest pending ${s.oldestPendingMs} ms, oldest open ${s.oldestOpenMs} ms; ledger rows open ${s.ledgerOpen}, oldest ${s.oldestLedgerOpenMs} ms; epoch ${s.epoch}; pending ${JSON.stringify(s.pendingKinds)}`,
           );
