@@ -32,8 +32,8 @@ export type ChainTxKind =
 type Intent = { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number };
 
 /** The intent kinds that are ledger rows (ChainLedgerIntent: settled by net effect, never sent one by one). */
-export const LEDGER_KINDS = ['mint', 'burn'] as const;
-export const isLedgerKind = (kind: string) => (LEDGER_KINDS as readonly string[]).includes(kind);
+const LEDGER_KINDS = ['mint', 'burn'] as const;
+const isLedgerKind = (kind: string) => (LEDGER_KINDS as readonly string[]).includes(kind);
 
 /** The record an intent mirrors, if any; its intents carry its ref (cortex/records.ts finds the outstanding ones on the ref index). */
 function checkedRecord(caller: string, intent: Intent) {

@@ -10,8 +10,6 @@
 import { CHAIN_TOKENS } from './artifacts.ts';
 import { amountsToChain, IntentError, type TokenIdOf } from './calls.ts';
 
-export { LEDGER_KINDS, isLedgerKind } from '../outbox.ts';
-
 /** At most this many (stack, token) entries per settle call (gas: about 10k each; blocks hold 30M). */
 export const MAX_SETTLEMENT_ENTRIES = 200;
 
