@@ -47,4 +47,44 @@ describe('embedded bus journal', () => {
     expect(next.seq).toBe(6);
     await b.close();
   });
+
+  it('rolls over into segments and deletes the oldest once the rest hold the retention; nothing is rewritten', async () => {
+    const d = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-busj-seg-'));
+    // The journal of the single-file version: read as the oldest segment.
+    fs.writeFileSync(
+      path.join(d, 'bus.jsonl'),
+      [1, 2, 3].map((seq) => JSON.stringify({ seq, subject: 'cog.test.x', ts: Date.now(), json: JSON.stringify({ type: 't', i: seq }) })).join('\n') + '\n',
+    );
+    const a = new MemoryBus({ journalDir: d, maxMessages: 4000 }); // segments of 1,000 lines
+    expect(await a.lastSeq()).toBe(3);
+    const segments = () =>
+      fs
+        .readdirSync(d)
+        .filter((f) => f.endsWith('.jsonl'))
+        .sort();
+    const inodes = new Map<string, number>();
+    for (let i = 4; i <= 6500; i++) {
+      await a.publish('cog.test.x', { type: 't', i });
+      // A closed segment is never written again (same inode, same size once closed).
+      if (i % 500 === 0) for (const f of segments()) inodes.set(f, inodes.get(f) ?? fs.statSync(path.join(d, f)).ino);
+    }
+    await new Promise((r) => setTimeout(r, 50)); // the unlinks run off the event loop
+    // 6,500 lines: the legacy file and the first two segments went once four newer ones held 4,000.
+    expect(segments()).toEqual(['bus-00000003.jsonl', 'bus-00000004.jsonl', 'bus-00000005.jsonl', 'bus-00000006.jsonl', 'bus-00000007.jsonl']);
+    for (const f of segments()) if (inodes.has(f)) expect(fs.statSync(path.join(d, f)).ino).toBe(inodes.get(f));
+    const lines = segments().map((f) => fs.readFileSync(path.join(d, f), 'utf8').split('\n').filter(Boolean).length);
+    expect(lines).toEqual([1000, 1000, 1000, 1000, 497]); // the first segment began at seq 4
+    await a.close();
+
+    // After a restart: the newest 4,000, in order, and publishing goes on in a new segment.
+    const b = new MemoryBus({ journalDir: d, maxMessages: 4000 });
+    expect(await b.lastSeq()).toBe(6500);
+    const tail = await collect(b, { subjects: ['cog.test.x'], startSeq: 1 }, 4000);
+    expect(tail[0].seq).toBe(2501);
+    expect(tail.map((m) => m.data.i)).toEqual(Array.from({ length: 4000 }, (_, k) => 2501 + k));
+    expect((await b.publish('cog.test.x', { type: 't', i: 6501 })).seq).toBe(6501);
+    expect(segments().at(-1)).toBe('bus-00000008.jsonl');
+    await b.close();
+    fs.rmSync(d, { recursive: true, force: true });
+  });
 });
