@@ -230,6 +230,23 @@ export async function runBacklogBench(
     const samples: BacklogSample[] = [];
     let loadEnded = 0;
     let sampling = true;
+    // Medulla's epoch, read every 100 ms: when each epoch was first seen, so a sample past two
+    // epochs shows whether the epoch itself ran long (its rows wait for its end) or the mirror lagged.
+    const epochSeen = new Map<number, number>();
+    // Each poll's answer time too: a poll that takes seconds is the platform's event loop held (or
+    // the machine starved), not the mirror.
+    const polls: Array<{ at: number; ms: number }> = [];
+    const epochWatch = (async () => {
+      while (sampling) {
+        const t = performance.now();
+        const e = Number((await call('GET', `${c.urls.medulla}/health`, undefined, 5000).catch(() => undefined))?.body?.epoch ?? Number.NaN);
+        polls.push({ at: Date.now(), ms: Math.round(performance.now() - t) });
+        if (Number.isFinite(e) && !epochSeen.has(e)) epochSeen.set(e, Date.now());
+        await sleep(100);
+      }
+    })();
+    const epochAge = (e: number | undefined) => (e !== undefined && epochSeen.has(e) ? Date.now() - epochSeen.get(e)! : Number.NaN);
+    const epochLength = (e: number) => (epochSeen.has(e) && epochSeen.has(e + 1) ? epochSeen.get(e + 1)! - epochSeen.get(e)! : Number.NaN);
     const sampler = (async () => {
       let lastPrint = 0;
       while (sampling) {
@@ -241,7 +258,7 @@ export async function runBacklogBench(
         if (print || s.oldestPendingMs > 2 * epochMs) {
           if (print) lastPrint = Date.now();
           log(
-            `t=${s.t.toFixed(1)}s${loadEnded ? ' (drain)' : ''} pending ${s.pending} submitted ${s.submitted} confirmed ${s.confirmed} failed ${s.failed}; oldest pending ${s.oldestPendingMs} ms, oldest open ${s.oldestOpenMs} ms; ledger rows open ${s.ledgerOpen}, oldest ${s.oldestLedgerOpenMs} ms; epoch ${s.epoch}; pending ${JSON.stringify(s.pendingKinds)}`,
+            `t=${s.t.toFixed(1)}s${loadEnded ? ' (drain)' : ''} pending ${s.pending} submitted ${s.submitted} confirmed ${s.confirmed} failed ${s.failed}; oldest pending ${s.oldestPendingMs} ms, oldest open ${s.oldestOpenMs} ms; ledger rows open ${s.ledgerOpen}, oldest ${s.oldestLedgerOpenMs} ms; epoch ${s.epoch} (seen ${epochAge(s.epoch)} ms ago, the one before lasted ${epochLength(s.epoch! - 1)} ms; slowest /health in the last 5 s ${Math.max(0, ...polls.filter((q) => q.at > Date.now() - 5000).map((q) => q.ms))} ms); pending ${JSON.stringify(s.pendingKinds)}`,
           );
         }
         if (loadEnded && s.pending === 0 && s.ledgerOpen === 0 && Date.now() - loadEnded > 10_000) return;
@@ -289,6 +306,16 @@ export async function runBacklogBench(
     const loadSecs = (loadEnded - t0) / 1000;
     await sampler;
     sampling = false;
+    await epochWatch;
+    {
+      // The epochs that began and ended during the load, by length.
+      const during = [...epochSeen].filter(([e, at]) => at >= t0 && at <= loadEnded && epochSeen.has(e + 1)).map(([e]) => epochLength(e));
+      during.sort((a, b) => a - b);
+      if (during.length)
+        log(
+          `epochs during load: ${during.length}, length p50 ${during[Math.floor(during.length / 2)]} ms, p99 ${during[Math.ceil(0.99 * during.length) - 1]} ms, longest ${during.at(-1)} ms; over 2 intervals: ${during.filter((l) => l > 2 * epochMs).length}`,
+        );
+    }
     lat.sort((a, b) => a - b);
     const during = samples.filter((s) => s.t * 1000 <= loadEnded - t0);
     const after = samples.filter((s) => s.t * 1000 > loadEnded - t0);
@@ -310,6 +337,13 @@ export async function runBacklogBench(
       if (m) warnings.set(m[1]!, (warnings.get(m[1]!) ?? 0) + 1);
     }
     for (const [msg, n] of warnings) log(`platform log: ${n}x ${msg}`);
+    // Where the slow submitter rounds spent their time (the first 20).
+    const slow = c
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('cortex submitter: slow round'))
+      .map((l) => /settleMs[^}]*/.exec(l)?.[0] ?? l.slice(0, 200));
+    if (slow.length) log(`slow rounds: ${slow.slice(0, 20).join(' | ')}`);
     if (process.env.OUTBOX_BENCH_TAIL) log(c.output().slice(-Number(process.env.OUTBOX_BENCH_TAIL)));
     const drift = /"msg":"cortex: database and chain disagree[^\n]*|[^\n]*"drift":[^\n]*/.exec(c.output());
     if (drift) log(`drift reported: ${drift[0].slice(0, 1500)}`);

@@ -449,4 +449,27 @@ describe('cortex ledger settlements', () => {
     expect(await balances(700)).toEqual([0, 3000, 0, 0, 0]);
     expect((await reconcileChain(p.db.prisma, c)).map((d) => d.kind)).toEqual(['failed']);
   });
+
+  it('an epoch that outlasts settleAfterMs is cut where it stands: all its rows so far in one settlement, the rest at its end', async () => {
+    await mintRow(800);
+    let epoch = 1;
+    const s = start({ currentEpoch: () => epoch, settleAfterMs: 2500 });
+    await until(async () => (await p.db.prisma.chainOutbox.count({ where: { kind: 'mintIdentity', status: 'confirmed' } })) === 1);
+    await ledger('mint', 800, 1, [['compute', 9000]]);
+    await new Promise((r) => setTimeout(r, 700));
+    await ledger('burn', 800, 1, [['compute', 1000]]);
+    // Neither row is settled while the oldest is younger than settleAfterMs (the epoch has not ended).
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await settleRows()).toEqual([]);
+    // Once the first passes it, both go in one settlement (the second is younger than the limit).
+    await until(async () => (await settleRows()).length === 1, 10_000);
+    expect((await settleRows())[0].payload).toMatchObject({ epoch: 1, rows: 2 });
+    await ledger('burn', 800, 1, [['compute', 500]]);
+    epoch = 2;
+    await s.idle(20_000);
+    const settles = await settleRows();
+    expect(settles.map((r) => (r.payload as { rows: number }).rows)).toEqual([2, 1]);
+    expect(await balances(800)).toEqual([7500, 0, 0, 0, 0]);
+    expect(await reconcileChain(p.db.prisma, c)).toEqual([]);
+  });
 });

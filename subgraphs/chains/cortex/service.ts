@@ -92,6 +92,7 @@ export async function startCortexWith(
     // Ledger rows are settled once their epoch has ended (one settlement per epoch under load).
     const submitter = startSubmitter(own?.prisma ?? p.db.prisma, chain, p.log, {
       currentEpoch: () => p.epochs.current(),
+      settleAfterMs: Math.round(1.5 * p.config.epochIntervalMs),
       firstRound: started(p),
       ...opts.submitter,
     });

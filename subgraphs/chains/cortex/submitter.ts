@@ -47,7 +47,11 @@ export interface SubmitterOptions {
    * every pending ledger row is settled at each round (tests, benches driving the submitter alone).
    */
   currentEpoch?: () => number;
-  /** Ledger rows older than this are settled even if their epoch has not ended (Medulla stalled). */
+  /**
+   * Once a pending ledger row is older than this, every pending row is settled, its epoch ended or
+   * not (an epoch that runs long: a late block, or Medulla stalled). Default 10 s; the Cortex
+   * service sets one and a half epoch intervals.
+   */
   settleAfterMs?: number;
   /** Test seam: runs after a round is stored and before it is broadcast (a throw = a crash there). */
   afterPersist?: (rows: { id: bigint; nonce: number; txHash: string }[]) => void | Promise<void>;
@@ -338,10 +342,14 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     const epoch = opts.currentEpoch?.();
     const settleBefore = new Date(Date.now() - settleAfterMs);
     // 'pending' written out, not a parameter: the partial index ChainLedgerIntent_pending_idx holds
-    // only those rows, and a generic plan over a parameter could not use it.
+    // only those rows, and a generic plan over a parameter could not use it. An epoch that outlasts
+    // settleAfterMs is cut where it stands (all its rows so far in one settlement, the rest at its
+    // end), not row by row as each ages: Medulla's blocks vary (p99 1.4 intervals, now and then 3),
+    // and the rows of a long epoch would otherwise wait for its end, past two intervals.
     const rows = await db.$queryRaw<(LedgerRow & { createdAt: Date })[]>`
       SELECT id, kind, payload, epoch, "createdAt" FROM "ChainLedgerIntent"
-      WHERE status = 'pending' AND (${epoch ?? null}::int IS NULL OR epoch IS NULL OR epoch < ${epoch ?? null}::int OR "createdAt" < ${settleBefore})
+      WHERE status = 'pending' AND (${epoch ?? null}::int IS NULL OR epoch IS NULL OR epoch < ${epoch ?? null}::int
+        OR EXISTS (SELECT 1 FROM "ChainLedgerIntent" WHERE status = 'pending' AND "createdAt" < ${settleBefore}))
       ORDER BY id LIMIT 20000`;
     if (!rows.length) return;
     for (const r of rows) {
