@@ -108,6 +108,9 @@ export interface BacklogSample {
   /** Ledger rows (mint, burn) not confirmed yet (pending or riding on a submitted settlement), and the oldest one's age. */
   ledgerOpen: number;
   oldestLedgerOpenMs: number;
+  /** The kind of the oldest pending row; pending rows written before the load ended (all of them during it). */
+  oldestPendingKind?: string;
+  pendingFromLoad: number;
   /** The platform's epoch (Medulla's), and the pending rows by kind. */
   epoch?: number;
   pendingKinds?: Record<string, number>;
@@ -130,6 +133,8 @@ export interface BacklogBenchResult {
   maxOldestLedgerOpenMs: number;
   /** From the end of the load until no row was pending, and until none was pending or submitted (-1: not within the drain window). */
   pendingZeroAfterMs: number;
+  /** The first sample after the load with no pending row that was written during it (an anchor and a head update are queued every epoch, load or not). */
+  loadPendingZeroAfterMs: number;
   openZeroAfterMs: number;
   /** From the end of the load until every ledger row was confirmed on Cortex. */
   ledgerConfirmedAfterMs: number;
@@ -145,7 +150,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // database 60-140 ms a sample once it held a few hundred thousand rows, which the platform under
 // measurement then lacked. The confirmed count is read only for the lines printed (every 5 s).
 // The ledger rows (ChainLedgerIntent) are open while pending or while the settle row they ride on is.
-async function sampleOutbox(db: pg.Client, t0: number, withConfirmed = false): Promise<BacklogSample> {
+async function sampleOutbox(db: pg.Client, t0: number, withConfirmed = false, loadEnded = 0): Promise<BacklogSample> {
   const { rows } = await db.query(`WITH open AS (
       SELECT status, kind, "createdAt" FROM "ChainOutbox" WHERE status IN ('pending', 'submitted')
       UNION ALL SELECT 'pending', kind, "createdAt" FROM "ChainLedgerIntent" WHERE status = 'pending'
@@ -157,8 +162,12 @@ async function sampleOutbox(db: pg.Client, t0: number, withConfirmed = false): P
       coalesce(extract(epoch FROM now() - min("createdAt") FILTER (WHERE status = 'pending')) * 1000, 0)::int AS "oldestPendingMs",
       coalesce(extract(epoch FROM now() - min("createdAt")) * 1000, 0)::int AS "oldestOpenMs",
       count(*) FILTER (WHERE kind IN ('mint', 'burn'))::int AS "ledgerOpen",
-      coalesce(extract(epoch FROM now() - min("createdAt") FILTER (WHERE kind IN ('mint', 'burn'))) * 1000, 0)::int AS "oldestLedgerOpenMs"
-    FROM open`);
+      coalesce(extract(epoch FROM now() - min("createdAt") FILTER (WHERE kind IN ('mint', 'burn'))) * 1000, 0)::int AS "oldestLedgerOpenMs",
+      (array_agg(kind ORDER BY "createdAt") FILTER (WHERE status = 'pending'))[1] AS "oldestPendingKind",
+      count(*) FILTER (WHERE status = 'pending' AND "createdAt" <= $1)::int AS "pendingFromLoad"
+    FROM open`,
+    [loadEnded ? new Date(loadEnded) : new Date(8.64e15)],
+  );
   const failed = Number(
     (
       await db.query(
@@ -251,19 +260,19 @@ export async function runBacklogBench(
       let lastPrint = 0;
       while (sampling) {
         const print = Date.now() - lastPrint >= 5000;
-        const s = await sampleOutbox(db, t0, print);
+        const s = await sampleOutbox(db, t0, print, loadEnded);
         s.epoch = Number((await call('GET', `${c.urls.medulla}/health`, undefined, 2000).catch(() => undefined))?.body?.epoch ?? Number.NaN);
         samples.push(s);
         // Every sample past two epochs is printed too, with what was pending.
         if (print || s.oldestPendingMs > 2 * epochMs) {
           if (print) lastPrint = Date.now();
           log(
-            `t=${s.t.toFixed(1)}s${loadEnded ? ' (drain)' : ''} pending ${s.pending} submitted ${s.submitted} confirmed ${s.confirmed} failed ${s.failed}; oldest pending ${s.oldestPendingMs} ms, oldest open ${s.oldestOpenMs} ms; ledger rows open ${s.ledgerOpen}, oldest ${s.oldestLedgerOpenMs} ms; epoch ${s.epoch} (seen ${epochAge(s.epoch)} ms ago, the one before lasted ${epochLength(s.epoch! - 1)} ms; slowest /health in the last 5 s ${Math.max(0, ...polls.filter((q) => q.at > Date.now() - 5000).map((q) => q.ms))} ms); pending ${JSON.stringify(s.pendingKinds)}`,
+            `t=${s.t.toFixed(1)}s${loadEnded ? ' (drain)' : ''} pending ${s.pending} submitted ${s.submitted} confirmed ${s.confirmed} failed ${s.failed}; oldest pending ${s.oldestPendingMs} ms (${s.oldestPendingKind ?? '-'}), oldest open ${s.oldestOpenMs} ms; ledger rows open ${s.ledgerOpen}, oldest ${s.oldestLedgerOpenMs} ms; epoch ${s.epoch} (seen ${epochAge(s.epoch)} ms ago, the one before lasted ${epochLength(s.epoch! - 1)} ms; slowest /health in the last 5 s ${Math.max(0, ...polls.filter((q) => q.at > Date.now() - 5000).map((q) => q.ms))} ms); pending ${JSON.stringify(s.pendingKinds)}`,
           );
         }
         if (loadEnded && s.pending === 0 && s.ledgerOpen === 0 && Date.now() - loadEnded > 10_000) return;
         if (loadEnded && Date.now() - loadEnded > drainS * 1000) return;
-        await sleep(500);
+        await sleep(loadEnded ? 200 : 500); // finer after the load: the drain time is read from these
       }
     })();
     const lat: number[] = [];
@@ -364,6 +373,7 @@ export async function runBacklogBench(
       maxOldestOpenMs: Math.max(0, ...during.map((s) => s.oldestOpenMs)),
       maxOldestLedgerOpenMs: Math.max(0, ...during.map((s) => s.oldestLedgerOpenMs)),
       pendingZeroAfterMs: firstAfter((s) => s.pending === 0),
+      loadPendingZeroAfterMs: firstAfter((s) => s.pendingFromLoad === 0),
       openZeroAfterMs: firstAfter((s) => s.pending + s.submitted === 0),
       ledgerConfirmedAfterMs: firstAfter((s) => s.ledgerOpen === 0),
       ledgerRows: Number(rows[0].ledger),
@@ -405,7 +415,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
       `during load   : max pending ${r.maxPending}, oldest pending at most ${r.maxOldestPendingMs} ms (${(r.maxOldestPendingMs / e).toFixed(1)} epochs), oldest open ${r.maxOldestOpenMs} ms, oldest unconfirmed ledger row ${r.maxOldestLedgerOpenMs} ms`,
     );
     console.log(
-      `after load    : no pending row after ${r.pendingZeroAfterMs} ms (${(r.pendingZeroAfterMs / e).toFixed(1)} epochs), every ledger row confirmed after ${r.ledgerConfirmedAfterMs} ms, nothing open after ${r.openZeroAfterMs} ms (-1: not within the drain window; anchors and head updates keep coming every epoch)`,
+      `after load    : no pending row written during the load after ${r.loadPendingZeroAfterMs} ms (${(r.loadPendingZeroAfterMs / e).toFixed(1)} epochs), no pending row at all after ${r.pendingZeroAfterMs} ms (${(r.pendingZeroAfterMs / e).toFixed(1)} epochs), every ledger row confirmed after ${r.ledgerConfirmedAfterMs} ms, nothing open after ${r.openZeroAfterMs} ms (-1: not within the drain window; anchors and head updates keep coming every epoch)`,
     );
   }
 }

@@ -573,13 +573,22 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   // The epoch's own work (settle the ended epoch's ledger rows, queue the moved heads) and sending
   // come before confirming: a round runs at each epoch's start, and a block's receipts (settling
   // their rows) must not hold the ended epoch's rows pending.
+  // An epoch that ends while a round is sending has its rows settled (and sent) before that round
+  // confirms, not after it: under load a round takes up to a second (sending 150-550 ms, confirming
+  // up to 750), and waiting it out aged the ended epoch's rows past two 1 s epochs.
   const round = async () => {
     const t0 = performance.now();
     if (recordsBusy.length) await retryRecords();
+    const settledAt = opts.currentEpoch?.();
     if (!closed) await settleLedger();
     if (!closed) await mirrorHeads();
     const t1 = performance.now();
-    const more = closed ? false : await submit();
+    let more = closed ? false : await submit();
+    if (!closed && settledAt !== undefined && opts.currentEpoch!() !== settledAt) {
+      await settleLedger();
+      await mirrorHeads();
+      more = (await submit()) || more;
+    }
     const t2 = performance.now();
     await confirm();
     const t3 = performance.now();
