@@ -151,7 +151,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // measurement then lacked. The confirmed count is read only for the lines printed (every 5 s).
 // The ledger rows (ChainLedgerIntent) are open while pending or while the settle row they ride on is.
 async function sampleOutbox(db: pg.Client, t0: number, withConfirmed = false, loadEnded = 0): Promise<BacklogSample> {
-  const { rows } = await db.query(`WITH open AS (
+  const { rows } = await db.query(
+    `WITH open AS (
       SELECT status, kind, "createdAt" FROM "ChainOutbox" WHERE status IN ('pending', 'submitted')
       UNION ALL SELECT 'pending', kind, "createdAt" FROM "ChainLedgerIntent" WHERE status = 'pending'
       UNION ALL SELECT s.status, l.kind, l."createdAt" FROM "ChainOutbox" s JOIN "ChainLedgerIntent" l ON l."settlementId" = s.id
