@@ -302,6 +302,8 @@ export const idleOfFixtures = (ticking: number) => (expr: string) =>
 export interface EpochFigures {
   epoch: number;
   passes: Record<string, number>;
+  /** What each pass reported it did (the numbers of its PassRun result: rows emitted, residues opened, ...). */
+  work: Record<string, Record<string, number>>;
   foldMs: number;
   passMs: number;
   rows: Map<string, number>;
@@ -527,12 +529,19 @@ export async function runScaleBench(o: ScaleOptions, log: (s: string) => void = 
       const b = snaps[i]!;
       // The passes of the epoch that began at b's predecessor, i.e. epoch a.epoch + 1 .. b.epoch.
       const passes: Record<string, number> = {};
-      for (const r of runs.rows) if (r.epoch > a.epoch && r.epoch <= b.epoch) passes[r.pass] = (passes[r.pass] ?? 0) + (r.ms ?? 0);
+      const work: Record<string, Record<string, number>> = {};
+      for (const r of runs.rows)
+        if (r.epoch > a.epoch && r.epoch <= b.epoch) {
+          passes[r.pass] = (passes[r.pass] ?? 0) + (r.ms ?? 0);
+          const w = (work[r.pass] ??= {});
+          for (const [k, v] of Object.entries((r.result ?? {}) as Record<string, unknown>)) if (typeof v === 'number') w[k] = (w[k] ?? 0) + v;
+        }
       const foldMs = b.foldCount > a.foldCount ? (b.foldSum - a.foldSum) * 1000 : 0;
       const passMs = Object.values(passes).reduce((x, y) => x + y, 0);
       figures.push({
         epoch: b.epoch,
         passes,
+        work,
         foldMs,
         passMs,
         rows: rowsBetween(a.tables, b.tables),
@@ -598,8 +607,10 @@ export async function runScaleBench(o: ScaleOptions, log: (s: string) => void = 
     );
     for (const name of passNames) {
       const xs = sorted((f) => f.passes[name] ?? 0);
+      const keys = [...new Set(figures.flatMap((f) => Object.keys(f.work[name] ?? {})))];
+      const did = keys.map((k) => `${k} ${mean((f) => f.work[name]?.[k] ?? 0).toFixed(1)}`).join(', ');
       log(
-        `  ${name.padEnd(18)} mean ${mean((f) => f.passes[name] ?? 0).toFixed(0)} ms, min ${xs[0]!.toFixed(0)}, p50 ${q(xs, 0.5).toFixed(0)}, max ${xs.at(-1)!.toFixed(0)}`,
+        `  ${name.padEnd(18)} mean ${mean((f) => f.passes[name] ?? 0).toFixed(0)} ms, min ${xs[0]!.toFixed(0)}, p50 ${q(xs, 0.5).toFixed(0)}, max ${xs.at(-1)!.toFixed(0)}${did ? ` (an epoch: ${did})` : ''}`,
       );
     }
     const folds = sorted((f) => f.foldMs);
