@@ -85,12 +85,21 @@ export function dueShards(checked: Map<string, number>, known: readonly string[]
   return [...fresh, ...due.slice(0, Math.ceil(known.length / SHARD_RECHECK_EPOCHS))];
 }
 
+/** The newest completed sagas whose shards are re-checked. */
+export const SHARD_SAGAS = 50;
+
 /**
  * Opens a shard-loss residue for each needlecast shard Hippocampus can no longer serve, walking the
  * shards `dueShards` picks: `opened` residues, `walked` shards.
  */
-export async function detectShardLoss(p: Platform, epoch: number, sagas = 50): Promise<{ opened: number; walked: number }> {
-  const rows = await completedSagaShards(p.db.prisma, sagas);
+export async function detectShardLoss(
+  p: Platform,
+  epoch: number,
+  sagas = SHARD_SAGAS,
+  /** The completed sagas' shards when the caller read them already (the residue collector's one read). */
+  read?: SagaShards[],
+): Promise<{ opened: number; walked: number }> {
+  const rows = read ?? (await completedSagaShards(p.db.prisma, sagas));
   const known = new Map<string, SagaShards>();
   for (const s of rows) for (const cid of s.shards) if (!known.has(cid)) known.set(cid, s);
   let checked = lastChecked.get(p);

@@ -11,6 +11,7 @@ export {
   submitProof,
   expireResidues,
   expireBatchQuery,
+  residuesDueRead,
   EXPIRY_BATCH,
   residueChainRecords,
   invalidProof,

@@ -2,6 +2,7 @@
 // valid proof wins the full bounty) and expiry (open -> expired).
 import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
+import type { ReadPart } from '../../lib/db/statement.ts';
 import { Problem, conflict, notFound } from '../../lib/errors.ts';
 import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
@@ -132,6 +133,14 @@ export function expireBatchQuery(epoch: number, take: number): Sql {
   return sql`UPDATE "Residue" SET status = 'expired' WHERE id = ANY(ARRAY(
       SELECT id FROM "Residue" WHERE status = 'open' AND "expiresAtEpoch" <= ${epoch} ORDER BY "expiresAtEpoch" LIMIT ${take}))
     AND status = 'open' RETURNING id`;
+}
+
+/** Whether any open residue is due at `epoch` (one probe of the same partial index), as one read of a composed statement. */
+export function residuesDueRead(epoch: number): ReadPart<boolean> {
+  return {
+    expr: sql`SELECT EXISTS (SELECT 1 FROM "Residue" WHERE status = 'open' AND "expiresAtEpoch" <= ${epoch})`,
+    parse: (v) => v === true || v === 't',
+  };
 }
 
 /** Expires every open residue due at `epoch`, in transactions of EXPIRY_BATCH: O(expiring). */

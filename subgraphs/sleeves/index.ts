@@ -10,6 +10,7 @@ export {
   sleeveLeafChanges,
   staleSleevesQuery,
   listStaleSleeves,
+  staleSleevesRead,
   markStaleReported,
   listAliveSleevesOverDrift,
   overDriftQuery,
@@ -64,7 +65,7 @@ export {
 export { callRouter, routerRequest, problemFromRouter, type GatewayNeedlecastRequest } from './needlecast/client.ts';
 export { shapeA, shapeB, sagaView, type SagaView, type StepRecord } from './needlecast/view.ts';
 export { STEP_NAMES, type StepName } from './needlecast/steps.ts';
-export { completedSagaShards, type SagaShards } from './needlecast/shards.ts';
+export { completedSagaShards, completedSagaShardsRead, type SagaShards } from './needlecast/shards.ts';
 export type { SleeveMemory, DagNodeMeta } from './memory-port.ts';
 import type { SagaOptions } from './needlecast/saga.ts';
 export type { SagaOptions };

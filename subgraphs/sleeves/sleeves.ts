@@ -228,6 +228,21 @@ export function listStaleSleeves(db: Db | Tx, maxSince: number, take: number): P
   return db.$queryRaw<StaleSleeve[]>(staleSleevesQuery(maxSince, take));
 }
 
+const staleSleeveRow = jsonRows<StaleSleeve>([
+  ['id', sql`t.id`],
+  ['stackId', sql`t."stackId"`],
+  ['syncEpoch', sql`t."syncEpoch"`],
+  ['spawnEpoch', sql`t."spawnEpoch"`],
+]);
+
+/** staleSleevesQuery as one read of a composed statement (lib/db/statement.ts readStatement), in the same order. */
+export function staleSleevesRead(maxSince: number, take: number): ReadPart<StaleSleeve[]> {
+  return {
+    expr: sql`SELECT json_agg(${staleSleeveRow.row} ORDER BY GREATEST(t."syncEpoch", t."spawnEpoch")) FROM (${staleSleevesQuery(maxSince, take)}) t`,
+    parse: staleSleeveRow.parse,
+  };
+}
+
 /** The stale-ordering residue of `since` is opened (or was): the sleeve leaves the stale index until it syncs or is unfrozen. */
 export async function markStaleReported(tx: Tx, sleeveId: string, since: number): Promise<void> {
   await tx.sleeve.update({ where: { id: sleeveId }, data: { staleFor: since } });
