@@ -31,7 +31,7 @@ const driftMilli = (p: Platform) => Math.round(p.config.driftMax * 1000);
 /** Flags alive sleeves above the maximum; desync events above twice the maximum. */
 export async function driftChecker(p: Platform, epoch: number): Promise<PassResult> {
   const max = driftMilli(p);
-  const over = await listAliveSleevesOverDrift(p.db.prisma, max);
+  const over = await listAliveSleevesOverDrift(p.db, max);
   let flagged = 0;
   let desynced = 0;
   for (const s of over) {
@@ -127,7 +127,7 @@ export async function treasuryEmitter(p: Platform, epoch: number): Promise<PassR
 /** Decommissions sleeves desynced above twice the maximum, each with a residue. */
 export async function sleeveWatchdog(p: Platform, epoch: number): Promise<PassResult> {
   const max = driftMilli(p);
-  const desynced = (await listAliveSleevesOverDrift(p.db.prisma, 2 * max)).filter((s) => !s.frozen);
+  const desynced = (await listAliveSleevesOverDrift(p.db, 2 * max)).filter((s) => !s.frozen);
   const decommissioned: string[] = [];
   for (const s of desynced) {
     const drift = s.driftMilli / 1000;

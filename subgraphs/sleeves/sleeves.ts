@@ -263,10 +263,14 @@ export function driftBandOf(milli: number): number {
  * of aboveMilli + 1 and up, then the drift itself): the drift-checker and the sleeve-watchdog cost
  * what drifted, not every alive sleeve.
  */
-export async function listAliveSleevesOverDrift(db: Db | Tx, aboveMilli: number): Promise<SleeveRow[]> {
-  const ids = await db.$queryRaw<{ id: string }[]>(overDriftQuery(aboveMilli));
+export async function listAliveSleevesOverDrift(db: Database | Db | Tx, aboveMilli: number): Promise<SleeveRow[]> {
+  // Most epochs none is: the ids come by one prepared read through the driver when given the
+  // Database (the drift-checker and the watchdog, every epoch), the rows only when there are some.
+  const { ids } = await readStatement(db, {
+    ids: { expr: sql`SELECT json_agg(t.id) FROM (${overDriftQuery(aboveMilli)}) t`, parse: (v) => (jsonValue(v) as string[] | null) ?? [] },
+  });
   if (!ids.length) return [];
-  return db.sleeve.findMany({ where: { id: { in: ids.map((r) => r.id) } }, orderBy: { seq: 'asc' } });
+  return ('driver' in db ? db.prisma : db).sleeve.findMany({ where: { id: { in: ids } }, orderBy: { seq: 'asc' } });
 }
 
 /** The ids of listAliveSleevesOverDrift (its plan is checked in test/worker.scale.test.ts). */
