@@ -235,8 +235,8 @@ class Worker implements Subscription {
  */
 class Journal {
   private readonly posFile: string;
-  /** Oldest first; the last one is open for appends. */
-  private segments: { file: string; lines: number }[] = [];
+  /** Oldest first, by number (the old version's `bus.jsonl` is 0); the last one is open for appends. */
+  private segments: { file: string; n: number; lines: number }[] = [];
   private fd = -1;
   private readonly segmentLines: number;
 
@@ -253,14 +253,16 @@ class Journal {
 
   /** Stored messages (oldest first, at most `max`) and their message ids; opens a segment for appends. */
   load(): { items: (Stored & { msgId?: string })[]; positions: Record<string, number> } {
-    const names = fs
+    const found = fs
       .readdirSync(this.dir)
-      .filter((f) => Journal.SEGMENT.test(f))
-      .sort((a, b) => Number(Journal.SEGMENT.exec(a)![1]) - Number(Journal.SEGMENT.exec(b)![1]));
-    if (fs.existsSync(path.join(this.dir, 'bus.jsonl'))) names.unshift('bus.jsonl');
+      .flatMap((name) => {
+        const m = Journal.SEGMENT.exec(name);
+        return m ? [{ name, n: Number(m[1]) }] : name === 'bus.jsonl' ? [{ name, n: 0 }] : [];
+      })
+      .sort((a, b) => a.n - b.n);
     const items: (Stored & { msgId?: string })[] = [];
     this.segments = [];
-    for (const name of names) {
+    for (const { name, n } of found) {
       const file = path.join(this.dir, name);
       let lines = 0;
       for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
@@ -272,12 +274,10 @@ class Journal {
           /* a torn last line from a crash */
         }
       }
-      this.segments.push({ file, lines });
+      this.segments.push({ file, n, lines });
     }
-    const last = this.segments.at(-1);
     // A new segment after a restart: the last one may end in a torn line.
-    const n = last ? Number(Journal.SEGMENT.exec(path.basename(last.file))?.[1] ?? 0) + 1 : 1;
-    this.openSegment(n);
+    this.openSegment((this.segments.at(-1)?.n ?? 0) + 1);
     let positions: Record<string, number> = {};
     try {
       positions = JSON.parse(fs.readFileSync(this.posFile, 'utf8'));
@@ -290,7 +290,7 @@ class Journal {
   private openSegment(n: number): void {
     const file = path.join(this.dir, `bus-${String(n).padStart(8, '0')}.jsonl`);
     this.fd = fs.openSync(file, 'a');
-    this.segments.push({ file, lines: 0 });
+    this.segments.push({ file, n, lines: 0 });
   }
 
   append(m: Stored, msgId?: string): void {
@@ -298,7 +298,7 @@ class Journal {
     const open = this.segments.at(-1)!;
     if (++open.lines < this.segmentLines) return;
     fs.closeSync(this.fd);
-    this.openSegment(Number(Journal.SEGMENT.exec(path.basename(open.file))![1]) + 1);
+    this.openSegment(open.n + 1);
     // The oldest segments the newer ones make redundant (they hold `max` lines without them).
     let total = this.segments.reduce((n, g) => n + g.lines, 0);
     while (this.segments.length > 1 && total - this.segments[0].lines >= this.max) {
