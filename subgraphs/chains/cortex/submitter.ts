@@ -576,17 +576,19 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
   // An epoch that ends while a round is sending has its rows settled (and sent) before that round
   // confirms, not after it: under load a round takes up to a second (sending 150-550 ms, confirming
   // up to 750), and waiting it out aged the ended epoch's rows past two 1 s epochs.
+  const epochWork = async () => {
+    if (!closed) await settleLedger();
+    if (!closed) await mirrorHeads();
+  };
   const round = async () => {
     const t0 = performance.now();
     if (recordsBusy.length) await retryRecords();
     const settledAt = opts.currentEpoch?.();
-    if (!closed) await settleLedger();
-    if (!closed) await mirrorHeads();
+    await epochWork();
     const t1 = performance.now();
     let more = closed ? false : await submit();
     if (!closed && settledAt !== undefined && opts.currentEpoch!() !== settledAt) {
-      await settleLedger();
-      await mirrorHeads();
+      await epochWork();
       more = (await submit()) || more;
     }
     const t2 = performance.now();
