@@ -99,7 +99,7 @@ export async function detectShardLoss(
   /** The completed sagas' shards when the caller read them already (the residue collector's one read). */
   read?: SagaShards[],
 ): Promise<{ opened: number; walked: number }> {
-  const rows = read ?? (await completedSagaShards(p.db.prisma, sagas));
+  const rows = read ?? (await completedSagaShards(p.db, sagas));
   const known = new Map<string, SagaShards>();
   for (const s of rows) for (const cid of s.shards) if (!known.has(cid)) known.set(cid, s);
   let checked = lastChecked.get(p);

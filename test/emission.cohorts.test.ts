@@ -12,8 +12,9 @@ import { freshDatabase } from './helpers/postgres.ts';
 import { perEpochEmission } from './helpers/emission-oracle.ts';
 import { generateIdentity } from '../lib/crypto.ts';
 import { sql, type Sql } from '../lib/db/index.ts';
+import { composeStatement } from '../lib/db/statement.ts';
 import { createStack, markStackActive } from '../subgraphs/stacks/index.ts';
-import { cohortSumQuery, countRunsQuery, emitEpoch, untalliedQuery } from '../subgraphs/economy/treasury.ts';
+import { emitEpoch, emitEpochParts, untalliedQuery } from '../subgraphs/economy/treasury.ts';
 
 const TOKENS = ['compute', 'memory', 'sync', 'routing'] as const;
 const MIGRATION = path.join(import.meta.dirname, '..', 'prisma', 'migrations', '20261203064601_emission_cohorts', 'migration.sql');
@@ -128,14 +129,16 @@ describe.each(['pglite', 'postgresql'] as const)('the emitter by cohorts (%s)', 
       SELECT 'stack:stale:' || g, 1, ${epoch}, 0, false FROM generate_series(1, 2000) g`);
       await p.db.prisma.$executeRawUnsafe('ANALYZE');
       // (Counted at a later epoch, so the estimate takes in every uncounted run.)
-      const runs = await plan(countRunsQuery(epoch + 1000));
+      const none = { n: 0n, compute: 0n, memory: 0n, sync: 0n, routing: 0n };
+      const runs = await plan(composeStatement(emitEpochParts(epoch + 1000, none)).sql);
       expect(runs).toContain('EmissionRun_uncounted_idx');
       expect(runs).not.toMatch(/Seq Scan on "EmissionRun"/);
       // Each run's terms by the accrual's key, not a join against every stack's accrual row.
       expect(runs).toContain('EmissionAccrual_pkey');
       expect(runs).not.toMatch(/Seq Scan on "EmissionAccrual"/);
       expect(await plan(untalliedQuery(epoch + 1, 10_000))).toContain('EmissionAccrual_untallied_idx');
-      expect(await plan(cohortSumQuery(epoch + 1))).not.toContain('EmissionAccrual');
+      // The epoch's question whether a stack is untallied is a probe of the partial index too.
+      expect(runs).toContain('EmissionAccrual_untallied_idx');
     },
     60_000,
   );

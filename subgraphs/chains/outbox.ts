@@ -70,6 +70,26 @@ export function chainIntentsPart(intents: readonly Intent[], name = 'chain_inten
   return { ctes };
 }
 
+/** The intent kinds whose payload a statement may compute (computedIntentsPart): sent alone, mirroring no record. */
+const COMPUTED_KINDS = ['emission'] as const;
+
+/**
+ * Intents whose payloads the same statement computes, as part of it: one `kind` intent (a
+ * ChainOutbox row) for each row of the statement's CTE `from`, whose columns are ref (text),
+ * payload (jsonb) and epoch (int).
+ */
+export function computedIntentsPart(kind: (typeof COMPUTED_KINDS)[number], from: string, name = 'chain_intents'): StatementPart {
+  if (!COMPUTED_KINDS.includes(kind)) throw new Error(`computedIntentsPart: ${kind} is not computed`);
+  return {
+    ctes: [
+      {
+        name,
+        body: sql`INSERT INTO "ChainOutbox" (kind, ref, payload, epoch, "updatedAt") SELECT ${kind}, f.ref, f.payload, f.epoch, now() FROM ${sqlIdent(from)} f`,
+      },
+    ],
+  };
+}
+
 function insertIntents(table: 'ChainOutbox' | 'ChainLedgerIntent', intents: readonly Intent[]) {
   const rows = intents.map((i) => ({ kind: i.kind, ref: i.ref, payload: i.payload, epoch: i.epoch ?? null }));
   const into = table === 'ChainOutbox' ? sql`"ChainOutbox" (kind, ref, payload, epoch, "updatedAt")` : sql`"ChainLedgerIntent" (kind, ref, payload, epoch)`;

@@ -4,11 +4,11 @@
 // emitter pass writes one EmissionEpoch row (the epoch's totals for the on-chain record, kept as
 // running sums and cohorts so it costs what changed) and the events of the stacks someone
 // subscribed to.
-import type { Db, Sql, Tx } from '../../lib/db/index.ts';
-import { jsonValue, numberedSql, runStatement, type StatementPart } from '../../lib/db/statement.ts';
+import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
+import { composeStatement, jsonValue, numberedSql, runStatement, type StatementPart } from '../../lib/db/statement.ts';
 import { recordEvent } from '../../lib/events.ts';
 import type { Platform } from '../../lib/platform.ts';
-import { chainIntentsPart, enqueueChainTx } from '../chains/index.ts';
+import { computedIntentsPart, enqueueChainTx } from '../chains/index.ts';
 import { holders } from './holders.ts';
 import {
   CORE_TOKENS,
@@ -100,54 +100,9 @@ export function untalliedQuery(epoch: number, limit: number): Sql {
 }
 
 /**
- * The emitter's first read, after its lock: whether `epoch` (or a later one) is recorded already,
- * the last recorded epoch's running sums (bigints as text), and the first batch of the stacks to
- * tally (untalliedQuery's, locked the same way), in one round trip.
- */
-export function emitterStartQuery(epoch: number, limit: number): Sql {
-  const sums = ['stacks', ...Object.values(FLOOR_COLS)].map((c) => `'${c}', e."${c}"::text`).join(', ');
-  return numberedSql(
-    `WITH u AS (
-       SELECT "stackId" FROM "EmissionAccrual" WHERE NOT tallied AND "sinceEpoch" <= $1::int ORDER BY "stackId" LIMIT $2::int FOR UPDATE
-     ) SELECT (SELECT count(*) FROM "EmissionEpoch" WHERE epoch >= $1::int)::int AS done,
-       (SELECT json_build_object(${sums}) FROM "EmissionEpoch" e ORDER BY e.epoch DESC LIMIT 1) AS prev,
-       (SELECT COALESCE(array_agg("stackId" ORDER BY "stackId"), '{}') FROM u) AS ids`,
-    [epoch, limit],
-  );
-}
-
-/** The epoch's record of the running sums, as part of the emitter's last statement. */
-function emissionEpochPart(epoch: number, stacks: number, floor: MilliAmounts, total: MilliAmounts): StatementPart {
-  const v = (x: bigint) => x.toString();
-  return {
-    ctes: [
-      {
-        name: 'emission_epoch',
-        body: numberedSql(
-          `INSERT INTO "EmissionEpoch" (epoch, stacks, "floorCompute", "floorMemory", "floorSync", "floorRouting", compute, memory, sync, routing)
-           VALUES ($1::int, $2::int, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::bigint, $10::bigint)`,
-          [
-            epoch,
-            stacks,
-            v(floor.compute),
-            v(floor.memory),
-            v(floor.sync),
-            v(floor.routing),
-            v(total.compute),
-            v(total.memory),
-            v(total.sync),
-            v(total.routing),
-          ],
-        ),
-      },
-    ],
-  };
-}
-
-/**
  * Adds the rows of `from` (aliased s: the terms, `l` a lastActiveEpoch, `n` stacks) to their
- * cohorts, but not to those at their floor by epoch $1 (they add nothing from then on, and
- * cohortSumQuery drops them).
+ * cohorts, but not to those at their floor by epoch $1 (they add nothing from then on, and the
+ * epoch statement drops them).
  */
 const addToCohorts = (
   from: string,
@@ -159,7 +114,7 @@ const addToCohorts = (
 /**
  * Tallies these (locked) stacks: they join the running floor sums (their count and floor amounts
  * are returned) and their cohort, at the lastActiveEpoch before their oldest run not counted yet
- * (countRunsQuery moves them along their runs from there).
+ * (the epoch statement moves them along their runs from there).
  */
 export function tallyQuery(epoch: number, stackIds: string[]): Sql {
   const floors = ACCRUAL_TOKENS.map(([t, coeff]) => `COALESCE(SUM(${amountSql(coeff, tailSql)}), 0)::text AS ${t}`).join(', ');
@@ -175,57 +130,122 @@ export function tallyQuery(epoch: number, stackIds: string[]): Sql {
   );
 }
 
-/**
- * Counts the runs closed before `epoch` that the emitter has not counted (the activity since its
- * last epoch, late commits included; on the partial index of the uncounted ones): each moves its
- * stack from the run's lastActiveEpoch's cohort to its toEpoch's. O(runs counted): each run's terms
- * are one probe of the accrual's key (a LIMIT keeps the planner from joining the runs against the
- * whole table: with a thousand runs it hashed every stack's accrual row, 150-280 ms an epoch at
- * 100,000 stacks).
- */
-export function countRunsQuery(epoch: number): Sql {
-  return numberedSql(
-    `WITH r AS (
-       UPDATE "EmissionRun" SET counted = true WHERE NOT counted AND "toEpoch" < $1::int RETURNING "stackId", "lastActiveEpoch", "toEpoch"
-     ), m AS (
-       SELECT a."computeCoeff", a."memoryCoeff", a."syncCoeff", a."routingCoeff", a."bindingFloor", a."bindingDecay", x.l, x.n
-       FROM r CROSS JOIN LATERAL (SELECT * FROM "EmissionAccrual" a WHERE a."stackId" = r."stackId" LIMIT 1) a
-       CROSS JOIN LATERAL (VALUES (r."lastActiveEpoch", -1), (r."toEpoch", 1)) x(l, n)
-     ), c AS (${addToCohorts('m')})
-     SELECT count(*)::int AS runs FROM r`,
-    [epoch],
-  );
-}
+/** The stacks tallied since the last recorded epoch and their floor amounts (milli), carried into its running sums. */
+type Joined = { n: bigint } & MilliAmounts;
+
+const COHORT_TERMS = ['computeCoeff', 'memoryCoeff', 'syncCoeff', 'routingCoeff', 'bindingFloor', 'bindingDecay'];
+const EMISSION_COHORT_COLS = COHORT_TERMS.map((c) => `"${c}"`).join(', ');
 
 /**
- * The stacks not at their floor in `epoch` (count) and their amounts less the floor amounts already
- * in the running sums, summed by cohort (every stack of one has the same amount); the cohorts at
- * their floor from `epoch` on (nothing over the floor sums ever again) or empty are dropped.
- * O(cohorts): at most (distinct terms) x (epochs to the floor), whatever the number of stacks.
+ * The emitter's statement for `epoch`, after its lock: one round trip for the epoch's whole work
+ * when no stack is new (it was five: the recorded epochs, the runs, the cohorts, the record). In
+ * the snapshot the lock let through, `em_go` says whether `epoch` (or a later one) is recorded and
+ * whether stacks that begin accruing by it are not tallied yet; only when neither, the rest runs:
+ *
+ * * the runs closed before `epoch` that no epoch counted (the activity since the last one, late
+ *   commits included; on the partial index of the uncounted ones) are counted, each moving its
+ *   stack from its lastActiveEpoch's cohort to its toEpoch's (`em_moves`, summed by cohort: each
+ *   run's terms are one probe of the accrual's key; a join against the whole table hashed every
+ *   stack's accrual row, 150-280 ms an epoch at 100,000 stacks);
+ * * the cohorts at their floor by `epoch` (nothing over the floor sums ever again) or empty are
+ *   dropped, but not one the moves change (a row is changed once in a statement);
+ * * the stacks not at their floor and their amounts less the floor amounts already in the running
+ *   sums, summed by cohort (every stack of one has the same amount) over the cohorts as they were
+ *   plus the moves, which is what they are after them: O(cohorts), whatever the number of stacks;
+ * * the epoch's record: the last record's running sums plus `joined` (the stacks tallied since) and
+ *   those amounts, with its intent for QuellistTreasury.
  */
-export function cohortSumQuery(epoch: number): Sql {
-  const near = ACCRUAL_TOKENS.map(
-    ([t, coeff]) =>
-      `COALESCE(SUM(s.stacks::bigint * (${amountSql(coeff, '$1::int - 1 - s."lastActiveEpoch"')} - ${amountSql(coeff, tailSql)})), 0)::text AS ${t}`,
+export function emitEpochParts(epoch: number, joined: Joined): StatementPart[] {
+  const go = `(SELECT fresh AND NOT untallied FROM em_go)`;
+  const p = (text: string) => numberedSql(text, [epoch]);
+  const over = ACCRUAL_TOKENS.map(
+    ([t, coeff]) => `COALESCE(SUM(s.n::bigint * (${amountSql(coeff, '$1::int - 1 - s.l')} - ${amountSql(coeff, tailSql)})), 0) AS ${t}`,
   ).join(', ');
-  return numberedSql(
-    `WITH gone AS (
-       DELETE FROM "EmissionCohort" s WHERE s.stacks = 0 OR s."lastActiveEpoch" + 1 + ${tailSql} <= $1::int
-     ) SELECT COALESCE(SUM(s.stacks), 0)::text AS n, ${near} FROM "EmissionCohort" s
-     WHERE s.stacks <> 0 AND s."lastActiveEpoch" + 1 + ${tailSql} > $1::int`,
-    [epoch],
-  );
+  const v = (x: bigint) => x.toString();
+  const totals = ACCRUAL_TOKENS.map(
+    ([t], i) =>
+      `COALESCE(r."${FLOOR_COLS[t]}", 0) + $${i + 3}::bigint AS "${FLOOR_COLS[t]}", COALESCE(r."${FLOOR_COLS[t]}", 0) + $${i + 3}::bigint + a.${t} AS ${t}`,
+  ).join(', ');
+  return [
+    {
+      ctes: [
+        {
+          name: 'em_go',
+          body: p(`SELECT NOT EXISTS (SELECT 1 FROM "EmissionEpoch" WHERE epoch >= $1::int) AS fresh,
+            EXISTS (SELECT 1 FROM "EmissionAccrual" WHERE NOT tallied AND "sinceEpoch" <= $1::int) AS untallied`),
+        },
+        {
+          name: 'em_runs',
+          body: p(`UPDATE "EmissionRun" SET counted = true WHERE NOT counted AND "toEpoch" < $1::int AND ${go}
+            RETURNING "stackId", "lastActiveEpoch", "toEpoch"`),
+        },
+        {
+          name: 'em_moves',
+          body: p(`SELECT ${termsKeySql} AS terms, s.l, ${COHORT_TERMS.map((c) => `s."${c}"`).join(', ')}, SUM(s.n)::int AS n
+            FROM (SELECT a.*, x.l, x.n FROM em_runs r
+              CROSS JOIN LATERAL (SELECT ${EMISSION_COHORT_COLS} FROM "EmissionAccrual" a WHERE a."stackId" = r."stackId" LIMIT 1) a
+              CROSS JOIN LATERAL (VALUES (r."lastActiveEpoch", -1), (r."toEpoch", 1)) x(l, n)) s
+            WHERE s.l + 1 + ${tailSql} > $1::int GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 HAVING SUM(s.n) <> 0`),
+        },
+        {
+          name: 'em_cohorts',
+          body: p(`INSERT INTO "EmissionCohort" (terms, "lastActiveEpoch", ${EMISSION_COHORT_COLS}, stacks)
+            SELECT terms, l, ${EMISSION_COHORT_COLS}, n FROM em_moves
+            ON CONFLICT (terms, "lastActiveEpoch") DO UPDATE SET stacks = "EmissionCohort".stacks + EXCLUDED.stacks`),
+        },
+        {
+          name: 'em_gone',
+          body: p(`DELETE FROM "EmissionCohort" s WHERE (s.stacks = 0 OR s."lastActiveEpoch" + 1 + ${tailSql} <= $1::int) AND ${go}
+            AND NOT EXISTS (SELECT 1 FROM em_moves m WHERE m.terms = s.terms AND m.l = s."lastActiveEpoch")`),
+        },
+        {
+          name: 'em_over',
+          body: p(`SELECT COALESCE(SUM(s.n), 0)::bigint AS n, ${over} FROM (
+              SELECT ${EMISSION_COHORT_COLS}, s."lastActiveEpoch" AS l, s.stacks AS n FROM "EmissionCohort" s
+              WHERE s.stacks <> 0 AND s."lastActiveEpoch" + 1 + ${tailSql} > $1::int
+              UNION ALL SELECT ${EMISSION_COHORT_COLS}, l, n FROM em_moves) s`),
+        },
+        {
+          name: 'em_epoch',
+          body: numberedSql(
+            `INSERT INTO "EmissionEpoch" (epoch, stacks, "floorCompute", compute, "floorMemory", memory, "floorSync", sync, "floorRouting", routing)
+             SELECT $1::int, COALESCE(r.stacks, 0) + $2::int, ${totals} FROM em_over a
+             LEFT JOIN (SELECT * FROM "EmissionEpoch" ORDER BY epoch DESC LIMIT 1) r ON true WHERE ${go}
+             RETURNING epoch, stacks, compute, memory, sync, routing`,
+            [epoch, Number(joined.n), v(joined.compute), v(joined.memory), v(joined.sync), v(joined.routing)],
+          ),
+        },
+        {
+          // One QuellistTreasury record per epoch; tokens are minted to a stack on chain when claimed.
+          name: 'em_intent',
+          body: sql`SELECT 'emission:' || e.epoch AS ref, e.epoch, jsonb_build_object('epoch', e.epoch, 'stacks', e.stacks, 'totalsMilli',
+              jsonb_build_object('compute', e.compute::text, 'memory', e.memory::text, 'sync', e.sync::text, 'routing', e.routing::text)) AS payload
+            FROM em_epoch e WHERE e.stacks > 0`,
+        },
+      ],
+      outputs: [
+        { name: 'fresh', expr: sql`(SELECT fresh FROM em_go)` },
+        { name: 'untallied', expr: sql`(SELECT untallied FROM em_go)` },
+        { name: 'runs', expr: sql`(SELECT count(*)::int FROM em_runs)` },
+        { name: 'computed', expr: sql`(SELECT n::text FROM em_over)` },
+        { name: 'stacks', expr: sql`(SELECT stacks FROM em_epoch)` },
+      ],
+    },
+    computedIntentsPart('emission', 'em_intent', 'emission_intent'),
+    watchedStacksPart(),
+  ];
 }
 
 /** The statements the emitter runs for `epoch` whose cost depends on the data (bench/emitter-explain.ts EXPLAINs them). */
 export function emitterStatements(epoch: number): Array<[string, Sql]> {
   return [
-    ['the recorded epochs and the new stacks (emitterStartQuery)', emitterStartQuery(epoch, TALLY_BATCH)],
+    ['the stacks not tallied yet (untalliedQuery)', untalliedQuery(epoch, TALLY_BATCH)],
     ['their tally (tallyQuery, none here)', tallyQuery(epoch, [])],
-    ['the runs closed since (countRunsQuery)', countRunsQuery(epoch)],
-    ['the cohorts not at their floor (cohortSumQuery)', cohortSumQuery(epoch)],
+    ['the epoch: the runs, the cohorts, the record (emitEpochParts)', composeStatement(emitEpochParts(epoch, NONE_JOINED)).sql],
   ];
 }
+
+const NONE_JOINED: Joined = { n: 0n, compute: 0n, memory: 0n, sync: 0n, routing: 0n };
 
 /**
  * The emitter pass for epoch `epoch`: records the epoch's emission over all stacks (one
@@ -239,77 +259,40 @@ export function emitterStatements(epoch: number): Array<[string, Sql]> {
 export async function emitEpoch(p: Platform, epoch: number): Promise<{ epoch: number; stacks: number; computed?: number; runs?: number; watched?: number }> {
   return p.db.prisma.$transaction(
     async (tx) => {
-      // Seven round trips when no stack is new (each one, in a process whose event loop and pool the
-      // writers share, costs more than its query): the lock, one read, the tally of the new stacks
-      // (when there are), the runs, the cohorts, and one statement for the record, its chain intent
-      // and the watched stacks.
+      // Four round trips when no stack is new (each one, in a process whose event loop and pool the
+      // writers share, costs more than its query; there were seven): BEGIN, the lock, the epoch's
+      // statement, COMMIT. The lock is its own statement: a statement's snapshot is taken when it
+      // starts, so one that waited for the lock inside it would not see what the emitter before it
+      // recorded.
       await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtext('cog-emission-epoch'))`;
-      const [start] = await tx.$queryRaw<Array<{ done: number; prev: Record<string, string> | string | null; ids: string[] }>>(
-        emitterStartQuery(epoch, TALLY_BATCH),
-      );
-      if (start!.done > 0) return { epoch, stacks: 0 };
-      const prev = jsonValue(start!.prev) as Record<string, string> | null;
-      // Stacks that begin accruing by this epoch join the running sums and their cohort once.
-      const joined = { n: 0n, compute: 0n, memory: 0n, sync: 0n, routing: 0n };
-      for (let ids = start!.ids; ids.length; ) {
-        const [t] = await tx.$queryRaw<Array<Record<keyof typeof joined, string>>>(tallyQuery(epoch, ids));
-        for (const k of Object.keys(joined) as Array<keyof typeof joined>) joined[k] += BigInt(t![k]);
-        if (ids.length < TALLY_BATCH) break;
-        ids = (await tx.$queryRaw<{ stackId: string }[]>(untalliedQuery(epoch, TALLY_BATCH))).map((r) => r.stackId);
+      const joined = { ...NONE_JOINED };
+      for (;;) {
+        const out = await runStatement(tx, emitEpochParts(epoch, joined));
+        if (out.fresh !== true) return { epoch, stacks: 0 };
+        if (out.untallied !== true) {
+          const watched = watchedOf(out);
+          // Events only for the stacks a subscriber watches: an idle stack nobody listens to costs nothing.
+          for (const e of await computedEmissions(tx, watched, epoch, 1, epoch)) {
+            const v = eventView(e);
+            await recordEvent(tx, {
+              subject: `cog.treasury.emitted.${e.stackId}`,
+              type: 'treasury.emitted',
+              msgId: `treasury-emitted:${e.stackId}:${epoch}`,
+              data: { stackId: e.stackId, epoch, amounts: v.amounts, ebcFactor: e.ebcFactor },
+            });
+          }
+          return { epoch, stacks: Number(out.stacks), computed: Number(out.computed), runs: Number(out.runs), watched: watched.length };
+        }
+        // Stacks that begin accruing by this epoch join the running sums and their cohort once, in
+        // batches (the first epoch over a bulk of fixtures takes them all), before the epoch's statement.
+        for (;;) {
+          const ids = (await tx.$queryRaw<{ stackId: string }[]>(untalliedQuery(epoch, TALLY_BATCH))).map((r) => r.stackId);
+          if (!ids.length) break;
+          const [t] = await tx.$queryRaw<Array<Record<keyof Joined, string>>>(tallyQuery(epoch, ids));
+          for (const k of Object.keys(joined) as Array<keyof Joined>) joined[k] += BigInt(t![k]);
+          if (ids.length < TALLY_BATCH) break;
+        }
       }
-      // The activity since: each run moves its stack to its new cohort.
-      const [counted] = await tx.$queryRaw<{ runs: number }[]>(countRunsQuery(epoch));
-      // The stacks not at their floor this epoch, by cohort: their amount less the floor amount already counted.
-      const [above] = await tx.$queryRaw<Array<Record<string, string>>>(cohortSumQuery(epoch));
-      const stacks = Number(prev?.stacks ?? 0) + Number(joined.n);
-      const floor = {} as MilliAmounts;
-      const total = {} as MilliAmounts;
-      for (const [t] of ACCRUAL_TOKENS) {
-        floor[t] = BigInt(prev?.[FLOOR_COLS[t]] ?? 0) + joined[t];
-        total[t] = floor[t] + BigInt(above![t]!);
-      }
-      const out = await runStatement(
-        tx,
-        [
-          emissionEpochPart(epoch, stacks, floor, total),
-          // One QuellistTreasury record per epoch; tokens are minted to a stack on chain when claimed.
-          stacks > 0
-            ? chainIntentsPart(
-                [
-                  {
-                    kind: 'emission',
-                    ref: `emission:${epoch}`,
-                    epoch,
-                    payload: {
-                      epoch,
-                      stacks,
-                      totalsMilli: {
-                        compute: total.compute.toString(),
-                        memory: total.memory.toString(),
-                        sync: total.sync.toString(),
-                        routing: total.routing.toString(),
-                      },
-                    },
-                  },
-                ],
-                'emission_intent',
-              )
-            : null,
-          watchedStacksPart(),
-        ].filter((x): x is StatementPart => !!x),
-      );
-      const watched = watchedOf(out);
-      // Events only for the stacks a subscriber watches: an idle stack nobody listens to costs nothing.
-      for (const e of await computedEmissions(tx, watched, epoch, 1, epoch)) {
-        const v = eventView(e);
-        await recordEvent(tx, {
-          subject: `cog.treasury.emitted.${e.stackId}`,
-          type: 'treasury.emitted',
-          msgId: `treasury-emitted:${e.stackId}:${epoch}`,
-          data: { stackId: e.stackId, epoch, amounts: v.amounts, ebcFactor: e.ebcFactor },
-        });
-      }
-      return { epoch, stacks, computed: Number(above!.n), runs: Number(counted!.runs), watched: watched.length };
     },
     { timeout: 120_000 },
   );

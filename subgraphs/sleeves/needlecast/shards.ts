@@ -1,6 +1,6 @@
 // The shards completed needlecasts pinned: what the residue collector re-checks on the Hippocampus.
-import { sql, type Db } from '../../../lib/db/index.ts';
-import { jsonValue, type ReadPart } from '../../../lib/db/statement.ts';
+import { sql, type Database, type Db } from '../../../lib/db/index.ts';
+import { jsonValue, readStatement, type ReadPart } from '../../../lib/db/statement.ts';
 
 export interface SagaShards {
   sagaId: string;
@@ -9,14 +9,8 @@ export interface SagaShards {
 }
 
 /** The newest `take` completed sagas with their shard CIDs, newest first. */
-export async function completedSagaShards(db: Db, take: number): Promise<SagaShards[]> {
-  const rows = await db.saga.findMany({
-    where: { status: 'completed' },
-    orderBy: { createdAt: 'desc' },
-    take,
-    select: { id: true, stackId: true, shards: true },
-  });
-  return rows.map((r) => ({ sagaId: r.id, stackId: r.stackId, shards: r.shards }));
+export async function completedSagaShards(db: Database | Db, take: number): Promise<SagaShards[]> {
+  return (await readStatement(db, { sagas: completedSagaShardsRead(take) })).sagas;
 }
 
 /** completedSagaShards as one read of a composed statement (lib/db/statement.ts readStatement), newest first. */
