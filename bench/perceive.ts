@@ -120,15 +120,23 @@ function writeCall(gateway: string, kind: 'perceive' | 'remember', ws: Writer[])
   };
 }
 
-/** A row like the ones a write adds: a 64-hex CID linking to the previous one, the payload's size. */
-function rawRow(i: number, size: number): unknown[] {
-  return [`cog://${randomBytes(32).toString('hex')}@${i}`, 'stack:baseline', 1, [`cog://${randomBytes(32).toString('hex')}@1`], 'perceive', size];
+/** What a write's row holds besides its keys: the payload's size column and its stored payload (ciphertext text). */
+interface RowShape {
+  size: number;
+  /** Length of the payload text stored with the row (0: a node whose payload is an object, not in the row). */
+  payload: number;
 }
-const RAW_INSERT = `INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, kind, size) VALUES ($1, $2, $3, $4, $5, $6)`;
 
-async function sampleSize(q: (sql: string) => Promise<Array<{ size: number }>>): Promise<number> {
-  const rows = await q(`SELECT size FROM "MemoryNode" WHERE "stackId" <> 'stack:baseline' LIMIT 1`);
-  return rows[0]?.size ?? 200;
+/** A row like the ones a write adds: a 64-hex CID linking to the previous one, the payload's size, and a payload as long as a write's. */
+function rawRow(i: number, shape: RowShape): unknown[] {
+  const payload = shape.payload ? randomBytes(Math.ceil(shape.payload / 2)).toString('hex').slice(0, shape.payload) : null;
+  return [`cog://${randomBytes(32).toString('hex')}@${i}`, 'stack:baseline', 1, [`cog://${randomBytes(32).toString('hex')}@1`], 'perceive', shape.size, payload];
+}
+const RAW_INSERT = `INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, kind, size, payload) VALUES ($1, $2, $3, $4, $5, $6, $7)`;
+
+async function sampleShape(q: (sql: string) => Promise<Array<{ size: number; payload: number | null }>>): Promise<RowShape> {
+  const rows = await q(`SELECT size, length(payload) AS payload FROM "MemoryNode" WHERE "stackId" <> 'stack:baseline' LIMIT 1`);
+  return { size: rows[0]?.size ?? 200, payload: Number(rows[0]?.payload ?? 0) };
 }
 
 interface Platform {
@@ -191,9 +199,10 @@ export async function runPostgres(o: { requests: number; paths: Array<'perceive'
       await measure(Math.min(300, o.requests), concurrency, writeCall(gw, kind, ws)); // warm-up: connections, JIT
       results.push({ path: kind, rest: await profiled(plat, o.profileDir, () => measure(o.requests, concurrency, writeCall(gw, kind, ws))) });
     }
-    const size = await sampleSize(async (sql) => (await pool.query(sql)).rows);
-    await measure(200, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, size)).then(() => {})); // warm-up
-    const baseline = await measure(o.requests, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, size)).then(() => {}));
+    const shape = await sampleShape(async (sql) => (await pool.query(sql)).rows);
+    console.log(`baseline rows: size ${shape.size}, payload ${shape.payload} characters (a write's, sampled)`);
+    await measure(200, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape)).then(() => {})); // warm-up
+    const baseline = await measure(o.requests, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape)).then(() => {}));
     for (const r of results) {
       out.push({
         label: `${concurrency} clients over ${concurrency} stacks, PostgreSQL`,
@@ -235,9 +244,9 @@ export async function runEmbedded(o: { requests: number; paths: Array<'perceive'
     const { PGlite } = await import('@electric-sql/pglite');
     const lite = await PGlite.create(path.join(keep, 'db'));
     try {
-      const size = await sampleSize(async (sql) => (await lite.query<{ size: number }>(sql)).rows);
-      await measure(200, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, size)).then(() => {}));
-      const baseline = await measure(o.requests, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, size)).then(() => {}));
+      const shape = await sampleShape(async (sql) => (await lite.query<{ size: number; payload: number | null }>(sql)).rows);
+      await measure(200, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, shape)).then(() => {}));
+      const baseline = await measure(o.requests, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, shape)).then(() => {}));
       return results.map((r) => ({
         label: `${concurrency} clients, one stack, embedded PGlite`,
         path: r.path,
