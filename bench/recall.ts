@@ -72,6 +72,8 @@ export async function runRecallBench(
   const log = opts.log ?? (() => {});
   const maxDepth = Math.max(...depths);
   const shapes: RecallShape[] = ['A', 'B', 'GraphQL'];
+  // The windows are written before the platform stops and writes its profile: the directory must be there first.
+  if (opts.profileDir) fs.mkdirSync(opts.profileDir, { recursive: true });
   const nodeArgs = opts.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(opts.profileDir)}`] : [];
   const c = await startCluster({ mode: 'embedded', shift: RECALL_BENCH_SHIFT, nodeArgs, env: { COG_RATE_LIMIT_PER_MIN: '0' } });
   try {
