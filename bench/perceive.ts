@@ -129,8 +129,20 @@ interface RowShape {
 
 /** A row like the ones a write adds: a 64-hex CID linking to the previous one, the payload's size, and a payload as long as a write's. */
 function rawRow(i: number, shape: RowShape): unknown[] {
-  const payload = shape.payload ? randomBytes(Math.ceil(shape.payload / 2)).toString('hex').slice(0, shape.payload) : null;
-  return [`cog://${randomBytes(32).toString('hex')}@${i}`, 'stack:baseline', 1, [`cog://${randomBytes(32).toString('hex')}@1`], 'perceive', shape.size, payload];
+  const payload = shape.payload
+    ? randomBytes(Math.ceil(shape.payload / 2))
+        .toString('hex')
+        .slice(0, shape.payload)
+    : null;
+  return [
+    `cog://${randomBytes(32).toString('hex')}@${i}`,
+    'stack:baseline',
+    1,
+    [`cog://${randomBytes(32).toString('hex')}@1`],
+    'perceive',
+    shape.size,
+    payload,
+  ];
 }
 const RAW_INSERT = `INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, kind, size, payload) VALUES ($1, $2, $3, $4, $5, $6, $7)`;
 
