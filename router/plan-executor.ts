@@ -8,9 +8,10 @@
 // @apollo/gateway made it, and the operation's shape compiled once into a tree the answer is copied
 // through. The semantics are @apollo/gateway 2.14's (executeQueryPlan.ts, resultShaping.ts), kept
 // step by step: the same fetches with the same variables and representations, the same merging,
-// the same null bubbling and error paths and messages. Everything else (a mutation, a query that
-// selects introspection fields, a plan with @defer, a request asking for its plan or for traces,
-// the first request of a query) runs on @apollo/gateway's own executor.
+// the same null bubbling and error paths and messages. Queries and mutations alike; everything else
+// (a subscription, a query that selects introspection fields, a plan with @defer, a request asking
+// for its plan or for traces, the first request of an operation) runs on @apollo/gateway's own
+// executor.
 import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { GraphQLError, Kind, TypeNameMetaFieldDef, type DocumentNode, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
@@ -141,7 +142,9 @@ function compiledPlanExecutor(
   };
   const executor: GatewayExecutor = async (requestContext) => {
     const { request, operation, queryHash, document } = requestContext;
-    if (operation?.operation !== 'query' || requestContext.metrics?.captureTraces) return apollo(requestContext);
+    // A mutation's plan is a sequence of fetches, run one after another as Apollo runs them (its
+    // root fields in order); a subscription is not a plan this executor runs.
+    if ((operation?.operation !== 'query' && operation?.operation !== 'mutation') || requestContext.metrics?.captureTraces) return apollo(requestContext);
     if (gateway.config.__exposeQueryPlanExperimental && request.http?.headers.get('Apollo-Query-Plan-Experimental')) return apollo(requestContext);
     const key = request.operationName ? `${request.operationName}\n${queryHash}` : queryHash;
     const known = compiled.get(key);

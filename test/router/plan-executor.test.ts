@@ -63,6 +63,10 @@ const cases: Array<{ query: string; variables?: Record<string, unknown>; operati
   // ... and the next request of the same query with good variables plans it; then refused by the compiled executor.
   { query: 'query($n: Int!) { stacks(first: $n) { id } }', variables: { n: 1 } },
   { query: 'query($n: Int!) { stacks(first: $n) { id } }', variables: {} },
+  // Mutations: a refusal with its subgraph and path, and a change whose answer joins another subgraph's entity.
+  { query: 'mutation { recall(stackId: "stack:none", depth: 1) { fragments { cid } } }' },
+  { query: 'mutation($id: ID!) { decommissionSleeve(id: $id) { id stack { name } } }', variables: { id: 'sleeve:none' } },
+  { query: 'mutation { a: spawnSleeve(stackId: "stack:human:3:000000000002", kind: "ai") { embodimentType alive stack { id name } } }' },
 ];
 
 const ask = async (g: Gateway, c: (typeof cases)[number]) => {
@@ -82,8 +86,14 @@ describe('compiled query plans', () => {
     }
   });
 
-  it('the cases cover data, bubbled nulls, errors with their subgraph, and refused variables', async () => {
-    const [bench, , , , , , , , , bubbled, , , , refusedByApollo, , refused] = await Promise.all(cases.map((c) => ask(compiled, c)));
+  it('the cases cover data, bubbled nulls, errors with their subgraph, refused variables and mutations', async () => {
+    const [bench, , , , , , , , , bubbled, , , , refusedByApollo, , refused, recallRefused, decommissionRefused, spawned] = await Promise.all(
+      cases.map((c) => ask(compiled, c)),
+    );
+    expect(recallRefused.errors[0]).toMatchObject({ path: ['recall'], extensions: { code: 'NOT_FOUND', serviceName: 'memory' } });
+    expect(decommissionRefused.errors[0]).toMatchObject({ path: ['decommissionSleeve'], extensions: { code: 'NOT_FOUND', serviceName: 'sleeves' } });
+    // The sleeve from the sleeves subgraph, its stack an entity of the stacks subgraph's.
+    expect(spawned).toEqual({ data: { a: { embodimentType: 'ai', alive: true, stack: { id: 'stack:human:3:000000000002', name: 's2' } } } });
     expect(refusedByApollo.errors[0].message).toContain('$n');
     expect(bench.data.stacks).toHaveLength(20);
     expect(bubbled.data).toBeNull();
