@@ -56,12 +56,16 @@ export const isReadable = (node: { epoch: number; pinned: boolean }, readerEpoch
 
 const gone = (cid: string) => new Problem(410, 'GATED', 'Gone', `node ${cid} is outside the epoch-gating window and not pinned`);
 
+const LOWER_HEX = /^[0-9a-f]*$/;
+
 function parseCiphertext(data: string): Sealed | null {
   try {
     const o = JSON.parse(data) as Record<string, unknown>;
     if (o === null || typeof o !== 'object' || Array.isArray(o)) return null;
     if (o.v !== 1 || typeof o.iv !== 'string' || typeof o.ct !== 'string') return null;
-    if (!/^[0-9a-f]{24}$/.test(o.iv) || !/^(?:[0-9a-f]{2}){16,}$/.test(o.ct)) return null;
+    // Lower-case hex: a 12-byte iv, and at least the 16-byte tag (one character class over the
+    // string, not a group a byte: this runs for every node of a walk).
+    if (o.iv.length !== 24 || o.ct.length < 32 || o.ct.length % 2 !== 0 || !LOWER_HEX.test(o.iv) || !LOWER_HEX.test(o.ct)) return null;
     return { iv: o.iv, ct: o.ct, v: 1 };
   } catch {
     return null;
