@@ -86,7 +86,7 @@ export async function residueCollector(p: Platform, epoch: number): Promise<Pass
   });
   let stale = 0;
   for (let first = true; ; first = false) {
-    const batch = first ? due.stale : await listStaleSleeves(p.db.prisma, epoch - STALE_EPOCHS, STALE_BATCH);
+    const batch = first ? due.stale : await listStaleSleeves(p.db, epoch - STALE_EPOCHS, STALE_BATCH);
     for (const s of batch) {
       const since = Math.max(s.syncEpoch, s.spawnEpoch);
       const behind = epoch - since;

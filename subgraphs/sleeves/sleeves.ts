@@ -224,10 +224,6 @@ export function staleSleevesQuery(maxSince: number, take: number): Sql {
     ORDER BY GREATEST("syncEpoch", "spawnEpoch") LIMIT ${take}`;
 }
 
-export function listStaleSleeves(db: Db | Tx, maxSince: number, take: number): Promise<StaleSleeve[]> {
-  return db.$queryRaw<StaleSleeve[]>(staleSleevesQuery(maxSince, take));
-}
-
 const staleSleeveRow = jsonRows<StaleSleeve>([
   ['id', sql`t.id`],
   ['stackId', sql`t."stackId"`],
@@ -241,6 +237,11 @@ export function staleSleevesRead(maxSince: number, take: number): ReadPart<Stale
     expr: sql`SELECT json_agg(${staleSleeveRow.row} ORDER BY GREATEST(t."syncEpoch", t."spawnEpoch")) FROM (${staleSleevesQuery(maxSince, take)}) t`,
     parse: staleSleeveRow.parse,
   };
+}
+
+/** One batch of staleSleevesQuery's sleeves, read as staleSleevesRead reads them (through the driver when given the Database). */
+export async function listStaleSleeves(db: Database | Db | Tx, maxSince: number, take: number): Promise<StaleSleeve[]> {
+  return (await readStatement(db, { stale: staleSleevesRead(maxSince, take) })).stale;
 }
 
 /** The stale-ordering residue of `since` is opened (or was): the sleeve leaves the stale index until it syncs or is unfrozen. */
