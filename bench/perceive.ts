@@ -18,6 +18,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { startCluster, type Cluster } from '../test/helpers/cluster.ts';
+import { cpuMsByPid, cpuMsOf, cpuMsSince } from './proc-cpu.ts';
 import { freshDatabase } from '../test/helpers/postgres.ts';
 
 /** Port shift of the platforms this bench starts (below the ephemeral range; no test uses it). */
@@ -28,6 +29,25 @@ export interface LatencyStats {
   reqPerSec: number;
   p50Ms: number;
   p99Ms: number;
+  /** CPU a request in the window (ms), where /proc tells: the platform's process, the database's processes, this client. */
+  cpuMs?: { platform?: number; database: number; client: number };
+}
+
+/** Runs fn and adds the CPU spent a request during it, per side (a noisy machine's req/s swing; CPU a request swings less). */
+async function withCpu(platformPid: number | undefined, fn: () => Promise<LatencyStats>): Promise<LatencyStats> {
+  const before = { platform: platformPid ? cpuMsOf(platformPid) : undefined, database: cpuMsByPid('postgres'), client: process.cpuUsage() };
+  const stats = await fn();
+  const per = (ms: number) => Math.round((ms * 1000) / stats.requests) / 1000;
+  const platformAfter = platformPid ? cpuMsOf(platformPid) : undefined;
+  const client = process.cpuUsage(before.client);
+  return {
+    ...stats,
+    cpuMs: {
+      platform: before.platform !== undefined && platformAfter !== undefined ? per(platformAfter - before.platform) : undefined,
+      database: per(cpuMsSince(before.database, 'postgres')),
+      client: per((client.user + client.system) / 1000),
+    },
+  };
 }
 
 export interface PerceiveBenchResult {
@@ -209,12 +229,15 @@ export async function runPostgres(o: { requests: number; paths: Array<'perceive'
     for (const kind of o.paths) {
       const ws = await writers(gw, concurrency, Math.ceil(o.requests / concurrency / 1500));
       await measure(Math.min(300, o.requests), concurrency, writeCall(gw, kind, ws)); // warm-up: connections, JIT
-      results.push({ path: kind, rest: await profiled(plat, o.profileDir, () => measure(o.requests, concurrency, writeCall(gw, kind, ws))) });
+      results.push({
+        path: kind,
+        rest: await profiled(plat, o.profileDir, () => withCpu(plat.cluster.pid, () => measure(o.requests, concurrency, writeCall(gw, kind, ws)))),
+      });
     }
     const shape = await sampleShape(async (sql) => (await pool.query(sql)).rows);
     console.log(`baseline rows: size ${shape.size}, payload ${shape.payload} characters (a write's, sampled)`);
     await measure(200, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape)).then(() => {})); // warm-up
-    const baseline = await measure(o.requests, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape)).then(() => {}));
+    const baseline = await withCpu(undefined, () => measure(o.requests, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape)).then(() => {})));
     for (const r of results) {
       out.push({
         label: `${concurrency} clients over ${concurrency} stacks, PostgreSQL`,
@@ -245,7 +268,10 @@ export async function runEmbedded(o: { requests: number; paths: Array<'perceive'
     for (const kind of o.paths) {
       const ws = await writers(gw, 1, Math.ceil(o.requests / 1500) + 1);
       await measure(Math.min(200, o.requests), concurrency, writeCall(gw, kind, ws));
-      results.push({ path: kind, rest: await profiled(plat, o.profileDir, () => measure(o.requests, concurrency, writeCall(gw, kind, ws))) });
+      results.push({
+        path: kind,
+        rest: await profiled(plat, o.profileDir, () => withCpu(plat.cluster.pid, () => measure(o.requests, concurrency, writeCall(gw, kind, ws)))),
+      });
     }
     // The same database: the platform's PGlite directory, opened here once the platform let go of it.
     const keep = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-bench-pglite-'));
@@ -258,7 +284,7 @@ export async function runEmbedded(o: { requests: number; paths: Array<'perceive'
     try {
       const shape = await sampleShape(async (sql) => (await lite.query<{ size: number; payload: number | null }>(sql)).rows);
       await measure(200, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, shape)).then(() => {}));
-      const baseline = await measure(o.requests, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, shape)).then(() => {}));
+      const baseline = await withCpu(undefined, () => measure(o.requests, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, shape)).then(() => {})));
       return results.map((r) => ({
         label: `${concurrency} clients, one stack, embedded PGlite`,
         path: r.path,
@@ -278,8 +304,12 @@ export async function runEmbedded(o: { requests: number; paths: Array<'perceive'
 }
 
 export function formatPerceiveBench(r: PerceiveBenchResult): string {
+  const cpu = (s: LatencyStats) =>
+    s.cpuMs
+      ? `  CPU a request: ${s.cpuMs.platform !== undefined ? `platform ${s.cpuMs.platform} ms, ` : ''}${s.cpuMs.database ? `database ${s.cpuMs.database} ms, ` : ''}client ${s.cpuMs.client} ms`
+      : '';
   const row = (n: string, s: LatencyStats) =>
-    `${n.padEnd(22)} ${String(s.reqPerSec).padStart(9)} req/s  p50 ${String(s.p50Ms).padStart(7)} ms  p99 ${String(s.p99Ms).padStart(7)} ms`;
+    `${n.padEnd(22)} ${String(s.reqPerSec).padStart(9)} req/s  p50 ${String(s.p50Ms).padStart(7)} ms  p99 ${String(s.p99Ms).padStart(7)} ms${cpu(s)}`;
   return [`${r.path}, ${r.label}`, row(`REST ${r.path}`, r.rest), row('raw DB insert', r.baseline), `ratio (REST / raw): ${r.ratio}`].join('\n');
 }
 

@@ -16,6 +16,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { shiftedPortsEnv } from '../bin/up.ts';
+import { cpuMsOf } from './proc-cpu.ts';
 
 /** Port shift of this bench's platforms (each test or bench has its own). */
 export const START_BENCH_SHIFT = 16_000;
@@ -35,16 +36,6 @@ export interface StartTiming {
   stopMs: number;
   /** CPU time (user + system, every thread) the platform process had used when it was healthy; less sensitive to a loaded machine than the wall time. */
   cpuMs?: number;
-}
-
-/** utime + stime of a process (Linux /proc), in ms; undefined elsewhere. */
-function cpuOf(pid: number): number | undefined {
-  try {
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks (USER_HZ = 100)
-  } catch {
-    return undefined;
-  }
 }
 
 async function answers(url: string): Promise<boolean> {
@@ -91,7 +82,7 @@ export async function timeStart(
       if (performance.now() - t0 > 180_000) throw new Error(`not healthy within 180 s:\n${out.slice(-3000)}`);
       if (healthyMs === undefined && (await answers(`${gateway}/healthz`))) {
         healthyMs = performance.now() - t0;
-        cpuMs = cpuOf(child.pid!);
+        cpuMs = cpuMsOf(child.pid!);
       }
       if (healthyMs !== undefined && (await answers(`${gateway}/readyz`))) readyMs = performance.now() - t0;
       else await new Promise((r) => setTimeout(r, 25));

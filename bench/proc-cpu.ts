@@ -1,0 +1,46 @@
+// CPU time of processes on this machine, from Linux's /proc (undefined or 0 elsewhere): the benches
+// report CPU a request beside req/s, since a shared 2-core machine's rates swing run to run and the
+// CPU each request costs swings less.
+import fs from 'node:fs';
+
+/** Linux's USER_HZ, the unit of /proc/<pid>/stat's times: 100 on every Linux Node runs on. */
+const TICKS_PER_SECOND = 100;
+
+/** CPU ms so far (user + system, every thread) of a process; undefined off Linux or once it is gone. */
+export function cpuMsOf(pid: number): number | undefined {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // after the command name: state is field 0, utime 11, stime 12
+    return ((Number(f[11]) + Number(f[12])) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU ms so far of each process named `name` (PostgreSQL's backends, WAL writer, checkpointer: `postgres`), by pid. */
+export function cpuMsByPid(name: string): Map<number, number> {
+  const out = new Map<number, number>();
+  let pids: string[];
+  try {
+    pids = fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return out;
+  }
+  for (const pid of pids) {
+    try {
+      if (fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== name) continue;
+    } catch {
+      continue;
+    }
+    const ms = cpuMsOf(Number(pid));
+    if (ms !== undefined) out.set(Number(pid), ms);
+  }
+  return out;
+}
+
+/** CPU ms the processes named `name` spent since `before` (a process that started since counts whole; one that exited is not counted). */
+export function cpuMsSince(before: Map<number, number>, name: string): number {
+  let total = 0;
+  for (const [pid, ms] of cpuMsByPid(name)) total += ms - (before.get(pid) ?? 0);
+  return total;
+}
