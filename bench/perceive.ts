@@ -3,12 +3,16 @@
 // this separate process, against a baseline measured in the same run: raw inserts of rows of the
 // same size (one MemoryNode per write) into the same database.
 //   * PostgreSQL (a fresh database on this machine's server): 32 clients over 32 stacks (one Shape B
-//     sleeve each); the baseline is 32 plain connections inserting into that database.
+//     sleeve each); the baseline is 32 plain connections inserting into that database, measured in
+//     five windows that alternate with five of the REST load (each path its own), so both see the
+//     same machine: a shared machine's speed drifts over tens of seconds.
 //   * embedded PGlite: 32 clients on one stack; the baseline inserts into the platform's own
 //     database directory after the platform stopped (PGlite is one process's), 32 concurrent callers.
 //   npx tsx bench/perceive.ts [requests] [--only=pg|embedded] [--profile=DIR] [--path=perceive|remember|both]
 // --profile loads bench/cpu-profile.mjs into the platform and profiles each measured window (SIGUSR2
-// on and off), leaving one .cpuprofile per window in DIR (summary: bench/profile-summary.ts).
+// on and off), leaving one .cpuprofile per window in DIR (summary: bench/profile-summary.ts); on
+// PostgreSQL the profile spans the alternating windows, the raw ones included (the platform idles).
+// Each row also gives the CPU a request per side (the platform's process, PostgreSQL's, the client).
 // ratio = REST req/s / raw req/s (the issue's targets: >= 0.5 on PostgreSQL, >= 0.25 embedded).
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -33,23 +37,6 @@ export interface LatencyStats {
   cpuMs?: { platform?: number; database: number; client: number };
 }
 
-/** Runs fn and adds the CPU spent a request during it, per side (a noisy machine's req/s swing; CPU a request swings less). */
-async function withCpu(platformPid: number | undefined, fn: () => Promise<LatencyStats>): Promise<LatencyStats> {
-  const before = { platform: platformPid ? cpuMsOf(platformPid) : undefined, database: cpuMsByPid('postgres'), client: process.cpuUsage() };
-  const stats = await fn();
-  const per = (ms: number) => Math.round((ms * 1000) / stats.requests) / 1000;
-  const platformAfter = platformPid ? cpuMsOf(platformPid) : undefined;
-  const client = process.cpuUsage(before.client);
-  return {
-    ...stats,
-    cpuMs: {
-      platform: before.platform !== undefined && platformAfter !== undefined ? per(platformAfter - before.platform) : undefined,
-      database: per(cpuMsSince(before.database, 'postgres')),
-      client: per((client.user + client.system) / 1000),
-    },
-  };
-}
-
 export interface PerceiveBenchResult {
   label: string;
   path: 'perceive' | 'remember';
@@ -65,8 +52,18 @@ export function percentile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
 }
 
-/** Runs `total` calls of fn with `concurrency` workers; per-call latency and overall rate. */
-export async function measure(total: number, concurrency: number, fn: (i: number) => Promise<void>): Promise<LatencyStats> {
+/** One measured window: each call's latency, the window's length, and the CPU spent in it per side (ms). */
+interface Window {
+  lat: number[];
+  ms: number;
+  cpu?: { platform?: number; database: number; client: number };
+}
+
+/** Runs `total` calls of fn with `concurrency` workers; with `cpu`, also the CPU spent meanwhile (`/proc`; the platform's when its pid is given). */
+async function runWindow(total: number, concurrency: number, fn: (i: number) => Promise<void>, cpu?: { platformPid?: number }): Promise<Window> {
+  const before = cpu
+    ? { platform: cpu.platformPid ? cpuMsOf(cpu.platformPid) : undefined, database: cpuMsByPid('postgres'), client: process.cpuUsage() }
+    : undefined;
   const lat: number[] = [];
   let next = 0;
   const start = performance.now();
@@ -79,10 +76,53 @@ export async function measure(total: number, concurrency: number, fn: (i: number
       }
     }),
   );
-  const secs = (performance.now() - start) / 1000;
-  lat.sort((a, b) => a - b);
+  const ms = performance.now() - start;
+  if (!before) return { lat, ms };
+  const platformAfter = cpu?.platformPid ? cpuMsOf(cpu.platformPid) : undefined;
+  const client = process.cpuUsage(before.client);
+  return {
+    lat,
+    ms,
+    cpu: {
+      platform: before.platform !== undefined && platformAfter !== undefined ? platformAfter - before.platform : undefined,
+      database: cpuMsSince(before.database, 'postgres'),
+      client: (client.user + client.system) / 1000,
+    },
+  };
+}
+
+/** The windows pooled: rate over their summed length, percentiles over every call, CPU a request. */
+function statsOf(windows: readonly Window[]): LatencyStats {
+  const lat = windows.flatMap((w) => w.lat).sort((a, b) => a - b);
+  const secs = windows.reduce((t, w) => t + w.ms, 0) / 1000;
   const r = (x: number) => Math.round(x * 100) / 100;
-  return { requests: total, reqPerSec: r(total / secs), p50Ms: r(percentile(lat, 0.5)), p99Ms: r(percentile(lat, 0.99)) };
+  const per = (ms: number) => Math.round((ms * 1000) / lat.length) / 1000;
+  const sum = (f: (c: NonNullable<Window['cpu']>) => number | undefined) => {
+    let t = 0;
+    for (const w of windows) {
+      const v = w.cpu ? f(w.cpu) : undefined;
+      if (v === undefined) return undefined;
+      t += v;
+    }
+    return t;
+  };
+  const platform = sum((c) => c.platform);
+  const database = sum((c) => c.database);
+  const client = sum((c) => c.client);
+  return {
+    requests: lat.length,
+    reqPerSec: r(lat.length / secs),
+    p50Ms: r(percentile(lat, 0.5)),
+    p99Ms: r(percentile(lat, 0.99)),
+    ...(database !== undefined && client !== undefined
+      ? { cpuMs: { platform: platform === undefined ? undefined : per(platform), database: per(database), client: per(client) } }
+      : {}),
+  };
+}
+
+/** Runs `total` calls of fn with `concurrency` workers; per-call latency and overall rate. */
+export async function measure(total: number, concurrency: number, fn: (i: number) => Promise<void>, cpu?: { platformPid?: number }): Promise<LatencyStats> {
+  return statsOf([await runWindow(total, concurrency, fn, cpu)]);
 }
 
 const ratioOf = (rest: LatencyStats, baseline: LatencyStats) => Math.round((rest.reqPerSec / baseline.reqPerSec) * 1000) / 1000;
@@ -216,7 +256,10 @@ async function profiled<T>(plat: Platform, profileDir: string | undefined, fn: (
   }
 }
 
-/** PostgreSQL: 32 clients over 32 stacks, then 32 connections inserting raw rows into the same database. */
+/** Alternating windows of each kind in a PostgreSQL run. */
+const ROUNDS = 5;
+
+/** PostgreSQL: 32 clients over 32 stacks, and 32 connections inserting raw rows into the same database, in alternating windows. */
 export async function runPostgres(o: { requests: number; paths: Array<'perceive' | 'remember'>; profileDir?: string }): Promise<PerceiveBenchResult[]> {
   const concurrency = 32;
   const fresh = await freshDatabase();
@@ -225,27 +268,36 @@ export async function runPostgres(o: { requests: number; paths: Array<'perceive'
   try {
     const gw = plat.cluster.gateway;
     const out: PerceiveBenchResult[] = [];
-    const results: Array<{ path: 'perceive' | 'remember'; rest: LatencyStats }> = [];
+    let shape: RowShape | undefined;
     for (const kind of o.paths) {
       const ws = await writers(gw, concurrency, Math.ceil(o.requests / concurrency / 1500));
       await measure(Math.min(300, o.requests), concurrency, writeCall(gw, kind, ws)); // warm-up: connections, JIT
-      results.push({
-        path: kind,
-        rest: await profiled(plat, o.profileDir, () => withCpu(plat.cluster.pid, () => measure(o.requests, concurrency, writeCall(gw, kind, ws)))),
+      if (!shape) {
+        shape = await sampleShape(async (sql) => (await pool.query(sql)).rows);
+        console.log(`baseline rows: size ${shape.size}, payload ${shape.payload} characters (a write's, sampled)`);
+        await measure(200, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape!)).then(() => {})); // warm-up
+      }
+      // The REST windows and the raw ones alternate, ROUNDS of each: this machine's speed drifts
+      // over tens of seconds (the same code's rate moved by a third between back-to-back runs), and
+      // alternating windows see the same drift.
+      const rest: Window[] = [];
+      const raw: Window[] = [];
+      const per = Math.ceil(o.requests / ROUNDS);
+      await profiled(plat, o.profileDir, async () => {
+        for (let r = 0; r < ROUNDS; r++) {
+          rest.push(await runWindow(per, concurrency, writeCall(gw, kind, ws), { platformPid: plat.cluster.pid }));
+          raw.push(await runWindow(per, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape!)).then(() => {}), {}));
+        }
       });
-    }
-    const shape = await sampleShape(async (sql) => (await pool.query(sql)).rows);
-    console.log(`baseline rows: size ${shape.size}, payload ${shape.payload} characters (a write's, sampled)`);
-    await measure(200, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape)).then(() => {})); // warm-up
-    const baseline = await withCpu(undefined, () => measure(o.requests, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape)).then(() => {})));
-    for (const r of results) {
+      const restStats = statsOf(rest);
+      const baseline = statsOf(raw);
       out.push({
-        label: `${concurrency} clients over ${concurrency} stacks, PostgreSQL`,
-        path: r.path,
+        label: `${concurrency} clients over ${concurrency} stacks, PostgreSQL, ${ROUNDS} alternating windows`,
+        path: kind,
         concurrency,
-        rest: r.rest,
+        rest: restStats,
         baseline,
-        ratio: ratioOf(r.rest, baseline),
+        ratio: ratioOf(restStats, baseline),
       });
     }
     return out;
@@ -270,7 +322,7 @@ export async function runEmbedded(o: { requests: number; paths: Array<'perceive'
       await measure(Math.min(200, o.requests), concurrency, writeCall(gw, kind, ws));
       results.push({
         path: kind,
-        rest: await profiled(plat, o.profileDir, () => withCpu(plat.cluster.pid, () => measure(o.requests, concurrency, writeCall(gw, kind, ws)))),
+        rest: await profiled(plat, o.profileDir, () => measure(o.requests, concurrency, writeCall(gw, kind, ws), { platformPid: plat.cluster.pid })),
       });
     }
     // The same database: the platform's PGlite directory, opened here once the platform let go of it.
@@ -284,7 +336,7 @@ export async function runEmbedded(o: { requests: number; paths: Array<'perceive'
     try {
       const shape = await sampleShape(async (sql) => (await lite.query<{ size: number; payload: number | null }>(sql)).rows);
       await measure(200, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, shape)).then(() => {}));
-      const baseline = await withCpu(undefined, () => measure(o.requests, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, shape)).then(() => {})));
+      const baseline = await measure(o.requests, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, shape)).then(() => {}), {});
       return results.map((r) => ({
         label: `${concurrency} clients, one stack, embedded PGlite`,
         path: r.path,
