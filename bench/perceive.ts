@@ -256,6 +256,9 @@ async function profiled<T>(plat: Platform, profileDir: string | undefined, fn: (
   }
 }
 
+/** Calls before a path's measured windows (and raw inserts before the first raw window). */
+const WARM_UP = 3_000;
+
 /** Alternating windows of each kind in a PostgreSQL run. */
 const ROUNDS = 5;
 
@@ -271,11 +274,14 @@ export async function runPostgres(o: { requests: number; paths: Array<'perceive'
     let shape: RowShape | undefined;
     for (const kind of o.paths) {
       const ws = await writers(gw, concurrency, Math.ceil(o.requests / concurrency / 1500));
-      await measure(Math.min(300, o.requests), concurrency, writeCall(gw, kind, ws)); // warm-up: connections, JIT
+      // Warm-up, a few seconds' worth: connections, JIT (the platform's, PGlite's and Prisma's wasm,
+      // this client's), PostgreSQL's per-backend caches. With 300 requests the first path measured
+      // paid for it, the raw inserts between its windows too (CPU a request up to 1.6x the second's).
+      await measure(Math.min(WARM_UP, o.requests), concurrency, writeCall(gw, kind, ws));
       if (!shape) {
         shape = await sampleShape(async (sql) => (await pool.query(sql)).rows);
         console.log(`baseline rows: size ${shape.size}, payload ${shape.payload} characters (a write's, sampled)`);
-        await measure(200, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape!)).then(() => {})); // warm-up
+        await measure(WARM_UP, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape!)).then(() => {})); // warm-up
       }
       // The REST windows and the raw ones alternate, ROUNDS of each: this machine's speed drifts
       // over tens of seconds (the same code's rate moved by a third between back-to-back runs), and
