@@ -273,7 +273,7 @@ export async function runPostgres(o: { requests: number; paths: Array<'perceive'
     const out: PerceiveBenchResult[] = [];
     let shape: RowShape | undefined;
     for (const kind of o.paths) {
-      const ws = await writers(gw, concurrency, Math.ceil(o.requests / concurrency / 1500));
+      const ws = await writers(gw, concurrency, Math.ceil((o.requests + WARM_UP) / concurrency / 1500));
       // Warm-up, a few seconds' worth: connections, JIT (the platform's, PGlite's and Prisma's wasm,
       // this client's), PostgreSQL's per-backend caches. With 300 requests the first path measured
       // paid for it, the raw inserts between its windows too (CPU a request up to 1.6x the second's).
@@ -324,8 +324,8 @@ export async function runEmbedded(o: { requests: number; paths: Array<'perceive'
     const gw = plat.cluster.gateway;
     const results: Array<{ path: 'perceive' | 'remember'; rest: LatencyStats }> = [];
     for (const kind of o.paths) {
-      const ws = await writers(gw, 1, Math.ceil(o.requests / 1500) + 1);
-      await measure(Math.min(200, o.requests), concurrency, writeCall(gw, kind, ws));
+      const ws = await writers(gw, 1, Math.ceil((o.requests + WARM_UP) / 1500) + 1);
+      await measure(Math.min(WARM_UP, o.requests), concurrency, writeCall(gw, kind, ws)); // warm-up, as on PostgreSQL
       results.push({
         path: kind,
         rest: await profiled(plat, o.profileDir, () => measure(o.requests, concurrency, writeCall(gw, kind, ws), { platformPid: plat.cluster.pid })),
@@ -341,7 +341,7 @@ export async function runEmbedded(o: { requests: number; paths: Array<'perceive'
     const lite = await PGlite.create(path.join(keep, 'db'));
     try {
       const shape = await sampleShape(async (sql) => (await lite.query<{ size: number; payload: number | null }>(sql)).rows);
-      await measure(200, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, shape)).then(() => {}));
+      await measure(WARM_UP, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, shape)).then(() => {}));
       const baseline = await measure(o.requests, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, shape)).then(() => {}), {});
       return results.map((r) => ({
         label: `${concurrency} clients, one stack, embedded PGlite`,
