@@ -12,7 +12,8 @@
 // --profile loads bench/cpu-profile.mjs into the platform and profiles each measured window (SIGUSR2
 // on and off), leaving one .cpuprofile per window in DIR (summary: bench/profile-summary.ts); on
 // PostgreSQL the profile spans the alternating windows, the raw ones included (the platform idles).
-// Each row also gives the CPU a request per side (the platform's process, PostgreSQL's, the client).
+// Each row also gives the CPU a request per side (the platform's process, PostgreSQL's, the client);
+// on the raw row the platform's figure is what its background (epochs, mining, ticks) spent meanwhile.
 // ratio = REST req/s / raw req/s (the targets: >= 0.5 on PostgreSQL, >= 0.25 embedded).
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -292,7 +293,7 @@ export async function runPostgres(o: { requests: number; paths: Array<'perceive'
       await profiled(plat, o.profileDir, async () => {
         for (let r = 0; r < ROUNDS; r++) {
           rest.push(await runWindow(per, concurrency, writeCall(gw, kind, ws), { platformPid: plat.cluster.pid }));
-          raw.push(await runWindow(per, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape!)).then(() => {}), {}));
+          raw.push(await runWindow(per, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape!)).then(() => {}), { platformPid: plat.cluster.pid }));
         }
       });
       const restStats = statsOf(rest);
