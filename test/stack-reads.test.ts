@@ -1,12 +1,15 @@
 // The read of one stack in one statement (flows/stack-reads.ts readStackView) against the read it
 // replaced (stackView: the contexts' reads one by one), on PGlite and PostgreSQL: the same view, with
-// alive and decommissioned sleeves, balances, and anchors over its write epochs.
+// alive and decommissioned sleeves, balances, and anchors over its write epochs; and the anchors'
+// write epochs read by one index probe an epoch, whatever the stack's history.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryTestAppOn, type MemoryTestApp } from './helpers/memory-app.ts';
 import { readStackView, stackView } from '../flows/stack-reads.ts';
 import { perceive } from '../flows/memory.ts';
 import { decommissionSleeve } from '../subgraphs/sleeves/index.ts';
 import { getStackRow } from '../subgraphs/stacks/index.ts';
+import { writeEpochsOf, writeEpochsSql } from '../subgraphs/memory/index.ts';
+import { sql } from '../lib/db/index.ts';
 
 const hex = (n: number) => n.toString(16).padStart(64, '0');
 
@@ -60,6 +63,43 @@ for (const db of ['pglite', 'postgres'] as const) {
       expect(await inject('GET', `/v1/stacks/${encodeURIComponent(stack.id)}`)).toEqual(JSON.parse(JSON.stringify(composed)));
       await expect(readStackView(t.p, 'stack:none')).rejects.toMatchObject({ status: 404 });
       expect((await t.app.inject({ method: 'GET', url: '/v1/stacks/stack:none' })).statusCode).toBe(404);
+    }, 60_000);
+
+    it("a stack's newest write epochs: the same as over all its nodes, read by one index probe an epoch", async () => {
+      // 2,000 nodes over 200 epochs for one stack, 300 over 30 for another, in bulk.
+      const bulk = (stackId: string, nodes: number, epochs: number) =>
+        t.p.db.prisma.$executeRaw(sql`INSERT INTO "MemoryNode" (cid, "stackId", epoch, links, size)
+          SELECT 'cog://' || md5(${stackId} || g::text) || md5(g::text || ${stackId}) || '@' || (g % ${epochs}::int), ${stackId}, g % ${epochs}::int, '{}', 1
+          FROM generate_series(1, ${nodes}::int) g`);
+      await bulk('stack:long', 2_000, 200);
+      await bulk('stack:short', 300, 30);
+      await t.p.db.prisma.$executeRaw(sql`ANALYZE "MemoryNode"`);
+      const ids = ['stack:long', 'stack:short', 'stack:none', 'stack:long'];
+      for (const perStack of [0, 1, 7, 500]) {
+        const all = await t.p.db.prisma.$queryRaw<Array<{ stackId: string; epoch: number }>>(
+          sql`SELECT DISTINCT "stackId", epoch FROM "MemoryNode" WHERE "stackId" = ANY(${ids}::text[])`,
+        );
+        const want = new Map<string, number[]>(ids.map((id) => [id, []]));
+        for (const r of all) want.get(r.stackId)!.push(r.epoch);
+        for (const [id, es] of want) want.set(id, es.sort((a, b) => b - a).slice(0, perStack));
+        expect(await writeEpochsOf(t.p.db.prisma, ids, perStack)).toEqual(want);
+      }
+      // The plan: every read of MemoryNode an index probe of one row, seven of them, no scan of the stack's nodes.
+      const [explained] = await t.p.db.prisma.$queryRaw<{ 'QUERY PLAN': unknown }[]>(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${writeEpochsSql(['stack:long'], 7)}`);
+      let rowsRead = 0;
+      const kinds: string[] = [];
+      const walk = (n: Record<string, unknown>) => {
+        if (n['Relation Name'] === 'MemoryNode') {
+          kinds.push(String(n['Node Type']));
+          rowsRead += Number(n['Actual Rows']) * Number(n['Actual Loops']);
+        }
+        for (const c of (n.Plans as Record<string, unknown>[] | undefined) ?? []) walk(c);
+      };
+      const plan = explained!['QUERY PLAN'];
+      walk((typeof plan === 'string' ? JSON.parse(plan) : (plan as { Plan: Record<string, unknown> }[]))[0].Plan);
+      expect(kinds.length).toBeGreaterThan(0);
+      expect(kinds.every((k) => k.startsWith('Index'))).toBe(true);
+      expect(rowsRead).toBeLessThanOrEqual(7);
     }, 60_000);
   });
 }

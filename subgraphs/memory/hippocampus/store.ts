@@ -398,12 +398,24 @@ export async function dagWritesInEpoch(db: Db | Tx, epoch: number): Promise<stri
   return row?.cids ?? [];
 }
 
-/** Per stack, the newest `perStack` distinct epochs it wrote nodes in, as an SQL query of ("stackId", epoch) rows (a read of other contexts composes it). */
+/**
+ * Per stack, the newest `perStack` distinct epochs it wrote nodes in, as an SQL query of ("stackId",
+ * epoch) rows (a read of other contexts composes it). A loose index scan: each epoch is one probe of
+ * the ("stackId", epoch) index for the greatest epoch below the one before, so a stack read costs
+ * `perStack` probes however long the stack's history (the DISTINCT over all its nodes it replaced
+ * read every node's index entry: a stack read grew with its writes).
+ */
 export const writeEpochsSql = (stackIds: readonly string[], perStack: number): Sql =>
   sql`SELECT "stackId", epoch FROM (
-      SELECT "stackId", epoch, ROW_NUMBER() OVER (PARTITION BY "stackId" ORDER BY epoch DESC) AS n
-      FROM (SELECT DISTINCT "stackId", epoch FROM "MemoryNode" WHERE "stackId" = ANY(${[...stackIds]}::text[])) d
-    ) w WHERE n <= ${perStack}::int`;
+      WITH RECURSIVE e("stackId", epoch, n) AS (
+        SELECT s.id, (SELECT max(m.epoch) FROM "MemoryNode" m WHERE m."stackId" = s.id), 1
+          FROM (SELECT DISTINCT id FROM unnest(${[...stackIds]}::text[]) AS u(id)) s WHERE ${perStack}::int > 0
+        UNION ALL
+        SELECT e."stackId", (SELECT max(m.epoch) FROM "MemoryNode" m WHERE m."stackId" = e."stackId" AND m.epoch < e.epoch), e.n + 1
+          FROM e WHERE e.epoch IS NOT NULL AND e.n < ${perStack}::int
+      )
+      SELECT "stackId", epoch FROM e WHERE epoch IS NOT NULL
+    ) w`;
 
 /** Per stack, the newest `perStack` distinct epochs it wrote nodes in, newest first; one query. */
 export async function writeEpochsOf(db: Db | Tx, stackIds: readonly string[], perStack: number): Promise<Map<string, number[]>> {
