@@ -6,15 +6,21 @@ import fs from 'node:fs';
 /** Linux's USER_HZ, the unit of /proc/<pid>/stat's times: 100 on every Linux Node runs on. */
 const TICKS_PER_SECOND = 100;
 
-/** CPU ms so far (user + system, every thread) of a process; undefined off Linux or once it is gone. */
-export function cpuMsOf(pid: number): number | undefined {
+/** A process's command name and CPU ms so far (user + system, every thread), from one read of its stat file. */
+function readStat(pid: number | string): { name: string; ms: number } | undefined {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // after the command name: state is field 0, utime 11, stime 12
-    return ((Number(f[11]) + Number(f[12])) * 1000) / TICKS_PER_SECOND;
+    const close = stat.lastIndexOf(')');
+    const f = stat.slice(close + 2).split(' '); // after the command name: state is field 0, utime 11, stime 12
+    return { name: stat.slice(stat.indexOf('(') + 1, close), ms: ((Number(f[11]) + Number(f[12])) * 1000) / TICKS_PER_SECOND };
   } catch {
     return undefined;
   }
+}
+
+/** CPU ms so far (user + system, every thread) of a process; undefined off Linux or once it is gone. */
+export function cpuMsOf(pid: number): number | undefined {
+  return readStat(pid)?.ms;
 }
 
 /** CPU ms so far of each process named `name` (PostgreSQL's backends, WAL writer, checkpointer: `postgres`), by pid. */
@@ -27,13 +33,8 @@ export function cpuMsByPid(name: string): Map<number, number> {
     return out;
   }
   for (const pid of pids) {
-    try {
-      if (fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== name) continue;
-    } catch {
-      continue;
-    }
-    const ms = cpuMsOf(Number(pid));
-    if (ms !== undefined) out.set(Number(pid), ms);
+    const st = readStat(pid);
+    if (st?.name === name) out.set(Number(pid), st.ms);
   }
   return out;
 }
