@@ -35,7 +35,7 @@ export interface LatencyStats {
   p50Ms: number;
   p99Ms: number;
   /** CPU a request in the window (ms), where /proc tells: the platform's process, the database's processes, this client. */
-  cpuMs?: { platform?: number; database: number; client: number };
+  cpuMs?: { platform?: number; database?: number; client: number };
 }
 
 export interface PerceiveBenchResult {
@@ -57,13 +57,23 @@ export function percentile(sorted: number[], q: number): number {
 interface Window {
   lat: number[];
   ms: number;
-  cpu?: { platform?: number; database: number; client: number };
+  cpu?: { platform?: number; database?: number; client: number };
 }
 
-/** Runs `total` calls of fn with `concurrency` workers; with `cpu`, also the CPU spent meanwhile (`/proc`; the platform's when its pid is given). */
-async function runWindow(total: number, concurrency: number, fn: (i: number) => Promise<void>, cpu?: { platformPid?: number }): Promise<Window> {
+/** What CPU a window reads besides this client's: the platform's process (by pid), PostgreSQL's processes (not when embedded: PGlite is in the platform). */
+interface CpuSides {
+  platformPid?: number;
+  postgres?: boolean;
+}
+
+/** Runs `total` calls of fn with `concurrency` workers; with `cpu`, also the CPU spent meanwhile (`/proc`). */
+async function runWindow(total: number, concurrency: number, fn: (i: number) => Promise<void>, cpu?: CpuSides): Promise<Window> {
   const before = cpu
-    ? { platform: cpu.platformPid ? cpuMsOf(cpu.platformPid) : undefined, database: cpuMsByPid('postgres'), client: process.cpuUsage() }
+    ? {
+        platform: cpu.platformPid ? cpuMsOf(cpu.platformPid) : undefined,
+        database: cpu.postgres ? cpuMsByPid('postgres') : undefined,
+        client: process.cpuUsage(),
+      }
     : undefined;
   const lat: number[] = [];
   let next = 0;
@@ -86,7 +96,7 @@ async function runWindow(total: number, concurrency: number, fn: (i: number) => 
     ms,
     cpu: {
       platform: before.platform !== undefined && platformAfter !== undefined ? platformAfter - before.platform : undefined,
-      database: cpuMsSince(before.database, 'postgres'),
+      database: before.database ? cpuMsSince(before.database, 'postgres') : undefined,
       client: (client.user + client.system) / 1000,
     },
   };
@@ -115,14 +125,20 @@ function statsOf(windows: readonly Window[]): LatencyStats {
     reqPerSec: r(lat.length / secs),
     p50Ms: r(percentile(lat, 0.5)),
     p99Ms: r(percentile(lat, 0.99)),
-    ...(database !== undefined && client !== undefined
-      ? { cpuMs: { platform: platform === undefined ? undefined : per(platform), database: per(database), client: per(client) } }
+    ...(client !== undefined
+      ? {
+          cpuMs: {
+            platform: platform === undefined ? undefined : per(platform),
+            database: database === undefined ? undefined : per(database),
+            client: per(client),
+          },
+        }
       : {}),
   };
 }
 
 /** Runs `total` calls of fn with `concurrency` workers; per-call latency and overall rate. */
-export async function measure(total: number, concurrency: number, fn: (i: number) => Promise<void>, cpu?: { platformPid?: number }): Promise<LatencyStats> {
+export async function measure(total: number, concurrency: number, fn: (i: number) => Promise<void>, cpu?: CpuSides): Promise<LatencyStats> {
   return statsOf([await runWindow(total, concurrency, fn, cpu)]);
 }
 
@@ -292,8 +308,13 @@ export async function runPostgres(o: { requests: number; paths: Array<'perceive'
       const per = Math.ceil(o.requests / ROUNDS);
       await profiled(plat, o.profileDir, async () => {
         for (let r = 0; r < ROUNDS; r++) {
-          rest.push(await runWindow(per, concurrency, writeCall(gw, kind, ws), { platformPid: plat.cluster.pid }));
-          raw.push(await runWindow(per, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape!)).then(() => {}), { platformPid: plat.cluster.pid }));
+          rest.push(await runWindow(per, concurrency, writeCall(gw, kind, ws), { platformPid: plat.cluster.pid, postgres: true }));
+          raw.push(
+            await runWindow(per, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape!)).then(() => {}), {
+              platformPid: plat.cluster.pid,
+              postgres: true,
+            }),
+          );
         }
       });
       const restStats = statsOf(rest);
@@ -365,7 +386,7 @@ export async function runEmbedded(o: { requests: number; paths: Array<'perceive'
 export function formatPerceiveBench(r: PerceiveBenchResult): string {
   const cpu = (s: LatencyStats) =>
     s.cpuMs
-      ? `  CPU a request: ${s.cpuMs.platform !== undefined ? `platform ${s.cpuMs.platform} ms, ` : ''}${s.cpuMs.database ? `database ${s.cpuMs.database} ms, ` : ''}client ${s.cpuMs.client} ms`
+      ? `  CPU a request: ${s.cpuMs.platform !== undefined ? `platform ${s.cpuMs.platform} ms, ` : ''}${s.cpuMs.database !== undefined ? `database ${s.cpuMs.database} ms, ` : ''}client ${s.cpuMs.client} ms`
       : '';
   const row = (n: string, s: LatencyStats) =>
     `${n.padEnd(22)} ${String(s.reqPerSec).padStart(9)} req/s  p50 ${String(s.p50Ms).padStart(7)} ms  p99 ${String(s.p99Ms).padStart(7)} ms${cpu(s)}`;
