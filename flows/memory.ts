@@ -320,7 +320,10 @@ async function commitWrites(p: Platform, batch: ReadonlyArray<KeyBatch<WriteInpu
                 w.branch ? [{ id: w.branch.id, stackId: w.stackId, sleeveId: w.sleeve.id, baseCid: w.branch.baseCid, headCid: w.cid }] : [],
               ),
             ),
-            eventsPart(planned.map((w) => writeEvent(w, epoch))),
+            eventsPart(
+              planned.map((w) => writeEvent(w, epoch)),
+              { handTo: p.db },
+            ),
           ].filter((x): x is StatementPart => !!x),
         ),
       );

@@ -9,6 +9,7 @@
 // at most one query however often it comes, and a busy database never makes it slow.
 import client from 'prom-client';
 import type { Platform } from './platform.ts';
+import { OUTBOX_BATCH_SUBJECT } from './events.ts';
 
 export const registry = new client.Registry();
 client.collectDefaultMetrics({ register: registry });
@@ -186,7 +187,8 @@ interface Row {
 // and each context's part over its own tables (registerStateGauge: the chain outbox, sagas and
 // residues, filtered by their status index), so the kernel names no context's table.
 const KERNEL_STATE_SQL = `
-SELECT 'event_outbox' AS k, NULL AS label, count(*)::float8 AS v FROM "EventOutbox"
+SELECT 'event_outbox' AS k, NULL AS label,
+  COALESCE(sum(CASE WHEN subject = '${OUTBOX_BATCH_SUBJECT}' THEN jsonb_array_length(data->'events') ELSE 1 END), 0)::float8 AS v FROM "EventOutbox"
 UNION ALL SELECT 'event_outbox_age', NULL, COALESCE(EXTRACT(EPOCH FROM now() - min("createdAt")), 0)::float8 FROM "EventOutbox"`;
 const stateParts = new Map<string, string>();
 const stateSql = () => [KERNEL_STATE_SQL, ...[...stateParts].map(([k, sql]) => `SELECT '${k}', label, v FROM (${sql}) AS "${k}"`)].join('\nUNION ALL ');

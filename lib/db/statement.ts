@@ -36,8 +36,14 @@ export interface StatementPart {
   checks?: readonly Check[];
   /** Named values the statement returns (`SELECT … AS name`). */
   outputs?: ReadonlyArray<{ name: string; expr: Sql }>;
-  /** Run once the statement committed (a relay nudge). */
-  committed?: () => void;
+  /**
+   * Run once the statement succeeded (a relay nudge). `out` (the statement's outputs) is given when
+   * the statement was its own transaction, so it has committed; inside a caller's transaction
+   * (runStatement on a Tx) it is undefined: that transaction has not committed yet.
+   */
+  committed?: (out?: Record<string, unknown>) => void;
+  /** Run when runStatement failed: the statement changed nothing. */
+  undone?: () => void;
 }
 
 const CHECK = 'cog_check:';
@@ -51,8 +57,11 @@ export function joinParts(...parts: ReadonlyArray<StatementPart | null | undefin
     ctes: ps.flatMap((p) => p.ctes ?? []),
     checks: ps.flatMap((p) => p.checks ?? []),
     outputs: ps.flatMap((p) => p.outputs ?? []),
-    committed: () => {
-      for (const p of ps) p.committed?.();
+    committed: (out) => {
+      for (const p of ps) p.committed?.(out);
+    },
+    undone: () => {
+      for (const p of ps) p.undone?.();
     },
   };
 }
@@ -103,15 +112,23 @@ function failedCheck(e: unknown): number | undefined {
  * outputs.
  */
 export async function runStatement(on: Database | Tx, parts: readonly StatementPart[]): Promise<Record<string, unknown>> {
-  const { sql, checks } = composeStatement(parts);
+  let composed: ReturnType<typeof composeStatement>;
   try {
-    const out =
-      'driver' in on
-        ? ((await retryTransient(() => on.driver.query<Record<string, unknown>>(sql.text, sql.values, { prepare: true })))[0] ?? {})
-        : ((await on.$queryRawUnsafe<Record<string, unknown>[]>(sql.text, ...sql.values))[0] ?? {});
-    for (const p of parts) p.committed?.();
+    composed = composeStatement(parts);
+  } catch (e) {
+    for (const p of parts) p.undone?.();
+    throw e;
+  }
+  const { sql, checks } = composed;
+  try {
+    const own = 'driver' in on;
+    const out = own
+      ? ((await retryTransient(() => on.driver.query<Record<string, unknown>>(sql.text, sql.values, { prepare: true })))[0] ?? {})
+      : ((await on.$queryRawUnsafe<Record<string, unknown>[]>(sql.text, ...sql.values))[0] ?? {});
+    for (const p of parts) p.committed?.(own ? out : undefined);
     return out;
   } catch (e) {
+    for (const p of parts) p.undone?.();
     const failed = failedCheck(e);
     if (failed !== undefined && checks[failed]) throw checks[failed]!.fail();
     throw e;

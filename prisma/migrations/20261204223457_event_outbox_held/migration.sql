@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "EventOutbox" ADD COLUMN     "heldUntil" TIMESTAMPTZ(3);
