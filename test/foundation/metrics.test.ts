@@ -5,6 +5,7 @@ import { createHttp } from '../../lib/http.ts';
 import { createLogger } from '../../lib/log.ts';
 import { MemoryBus } from '../../lib/bus/memory.ts';
 import { observePlatform, operationLabel } from '../../lib/metrics.ts';
+import { OUTBOX_BATCH_SUBJECT } from '../../lib/events.ts';
 import { mountReadiness } from '../../lib/ready.ts';
 import { readinessUrls } from '../../bin/up.ts';
 import { loadConfig } from '../../lib/config.ts';
@@ -72,8 +73,21 @@ describe('state read at scrape time', () => {
     await p.db.prisma.residue.create({
       data: { id: 'r2', kind: 'drift', trigger: 't', bountyMilli: 1, status: 'resolved', epoch: 1, expiresAtEpoch: 100, evidence: {}, dedupeKey: 'k2' },
     });
+    // A row of a batch of writes carries several events: each counts.
+    await p.db.prisma.eventOutbox.create({
+      data: {
+        subject: OUTBOX_BATCH_SUBJECT,
+        msgId: 'batch:m2',
+        data: {
+          events: [
+            { subject: 'cog.test', msgId: 'm2', data: {} },
+            { subject: 'cog.test', msgId: 'm3', data: {} },
+          ],
+        },
+      },
+    });
     const s = await scrape();
-    expect(sum(s, 'cog_event_outbox_depth')).toBe(1);
+    expect(sum(s, 'cog_event_outbox_depth')).toBe(3);
     expect(sum(s, 'cog_event_outbox_oldest_age_seconds')).toBeGreaterThanOrEqual(4.5);
     expect(sum(s, 'cog_residues_open', { kind: 'drift' })).toBe(1);
     expect(sum(s, 'cog_sagas', { status: 'running' })).toBe(0);
