@@ -239,7 +239,8 @@ export function startEventRelay(p: Platform, opts: { pollMs?: number; deleteWait
       try {
         await publishRows(rows, sent);
       } catch (e) {
-        // The bus is down: the rows not sent stay in the table and flow once their hold ends.
+        // The bus is down: the rows not sent, and those handed over meanwhile, stay in the table
+        // and flow from there once their hold ends (no queue grows in memory while it is down).
         handed = [];
         toDelete(sent);
         throw e;

@@ -15,6 +15,7 @@ import { putNode } from '../subgraphs/memory/hippocampus/store.ts';
 import { perceive } from '../flows/memory.ts';
 import { recall } from '../flows/recall.ts';
 import { burn, mint, sleeveAccount } from '../subgraphs/economy/index.ts';
+import { startEventRelay } from '../lib/events.ts';
 
 const enc = encodeURIComponent;
 
@@ -89,6 +90,51 @@ for (const db of ['pglite', 'postgres'] as const) {
     }, 120_000);
     afterAll(async () => {
       await t?.close();
+    });
+
+    it("each write's event is published once, in the order the stack's nodes were written, and the outbox empties (on PostgreSQL handed to the relay, never read back)", async () => {
+      const {
+        inject,
+        stack,
+        sleeves: [a, b],
+      } = await setup(t, ['B', 'B']);
+      const got: string[] = [];
+      const sub = await t.p.bus.subscribe({ subjects: [`cog.perceive.${stack.id}`, `cog.memory.remembered.${stack.id}`] }, (d) => {
+        got.push(d.data.cid as string);
+      });
+      // What the relay reads back from the table: on PostgreSQL none of these writes' events.
+      const readBack: string[] = [];
+      const driver = t.p.db.driver;
+      const query = driver.query;
+      driver.query = (async (...args: Parameters<typeof query>) => {
+        const rows = await query.apply(driver, args);
+        if (/FROM "EventOutbox"/.test(args[0]) && /^\s*(WITH|SELECT)/.test(args[0]))
+          readBack.push(...(rows as Array<{ data?: unknown }>).map((r) => JSON.stringify(r.data ?? null)));
+        return rows;
+      }) as typeof query;
+      const relay = startEventRelay(t.p, { pollMs: 20 });
+      try {
+        const results = await Promise.all(
+          Array.from({ length: 60 }, (_, i) =>
+            i % 3 === 2
+              ? inject('POST', `/v1/sleeves/${enc((i % 2 ? a : b).id)}/remember`, { text: `r${i}` })
+              : inject('POST', '/v1/perceive', { stackId: stack.id, sleeveId: (i % 2 ? a : b).id, text: `p${i}` }),
+          ),
+        );
+        expect(results.map((r) => r.status).filter((s) => s !== 200)).toEqual([]);
+        const end = Date.now() + 10_000;
+        while ((got.length < 60 || (await t.p.db.prisma.eventOutbox.count()) > 0) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+        // Once each, in write order: from the first node to the head.
+        const nodes = await t.p.db.prisma.memoryNode.findMany({ where: { stackId: stack.id }, orderBy: { writeSeq: 'asc' } });
+        expect(got).toEqual(nodes.map((n) => n.cid));
+        expect(new Set(got)).toEqual(new Set(results.map((r) => r.body.cid as string)));
+        expect(await t.p.db.prisma.eventOutbox.count()).toBe(0);
+        if (db === 'postgres') expect(readBack.filter((d) => got.some((cid) => d.includes(cid)))).toEqual([]);
+      } finally {
+        driver.query = query;
+        await relay.close();
+        await sub.close();
+      }
     });
 
     it('200 concurrent writers over two sleeves of one stack: each its own CID, every CID reachable from the head once, balances exact', async () => {
