@@ -107,7 +107,9 @@ export function eventsPart(evs: readonly EventRecord[], opts: { handTo?: Databas
       // Inside a caller's transaction nothing has committed yet: the deletes go back to the relay
       // (deleting a row twice is nothing), and the row waits for its hold to end.
       if (!out) return relay.returnDeletes(sent);
-      relay.hand({ ...row, id: BigInt(String(out.event_outbox_id)) });
+      // The write committed: nothing here may throw. A row whose id did not come back waits for its hold.
+      const id = out.event_outbox_id;
+      if (typeof id === 'string' && /^\d+$/.test(id)) relay.hand({ ...row, id: BigInt(id) });
     },
     undone: () => relay.returnDeletes(sent),
   };
