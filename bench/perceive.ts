@@ -306,15 +306,11 @@ export async function runPostgres(o: { requests: number; paths: Array<'perceive'
       const rest: Window[] = [];
       const raw: Window[] = [];
       const per = Math.ceil(o.requests / ROUNDS);
+      const sides: CpuSides = { platformPid: plat.cluster.pid, postgres: true };
       await profiled(plat, o.profileDir, async () => {
         for (let r = 0; r < ROUNDS; r++) {
-          rest.push(await runWindow(per, concurrency, writeCall(gw, kind, ws), { platformPid: plat.cluster.pid, postgres: true }));
-          raw.push(
-            await runWindow(per, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape!)).then(() => {}), {
-              platformPid: plat.cluster.pid,
-              postgres: true,
-            }),
-          );
+          rest.push(await runWindow(per, concurrency, writeCall(gw, kind, ws), sides));
+          raw.push(await runWindow(per, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape!)).then(() => {}), sides));
         }
       });
       const restStats = statsOf(rest);

@@ -47,7 +47,7 @@ export async function recordEvent(tx: Tx, ev: EventRecord): Promise<void> {
 export const OUTBOX_BATCH_SUBJECT = 'cog.outbox.batch';
 
 /** How long a row handed to its writer's relay is that relay's alone, before any relay may publish it. */
-export const HOLD_MS = 10_000;
+const HOLD_MS = 10_000;
 /** A handed row still unpublished after this long is left to the table (its hold is about to end). */
 const HANDED_MAX_AGE_MS = HOLD_MS / 2;
 /** Published handed rows wait this long for a writer's statement to delete them, then the relay deletes them. */
@@ -223,6 +223,13 @@ export function startEventRelay(p: Platform, opts: { pollMs?: number; deleteWait
     }, deleteWaitMs);
     deleteTimer.unref();
   };
+  /** The published ids not deleted yet, taken (by a writer's statement, or by the relay to delete them itself). */
+  const takeUnsent = () => {
+    const ids = unsent;
+    unsent = [];
+    unsentSince = 0;
+    return ids;
+  };
   const toDelete = (ids: readonly bigint[]) => {
     if (!ids.length) return;
     unsent.push(...ids);
@@ -251,9 +258,7 @@ export function startEventRelay(p: Platform, opts: { pollMs?: number; deleteWait
     }
     // What no writer's statement deleted in time, the relay does.
     if (unsent.length && (closing || Date.now() - unsentSince >= deleteWaitMs)) {
-      const ids = unsent;
-      unsent = [];
-      unsentSince = 0;
+      const ids = takeUnsent();
       try {
         await remove(ids);
       } catch (e) {
@@ -296,12 +301,7 @@ export function startEventRelay(p: Platform, opts: { pollMs?: number; deleteWait
       handed.push({ row, at: Date.now() });
       untraced(() => setImmediate(kick));
     },
-    claimDeletes: () => {
-      const ids = unsent;
-      unsent = [];
-      unsentSince = 0;
-      return ids;
-    },
+    claimDeletes: takeUnsent,
     returnDeletes: toDelete,
   });
   const timer = setInterval(fromTableKick, opts.pollMs ?? 500);
