@@ -6,6 +6,7 @@ import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { stackRow } from './helpers/stack-rows.ts';
 import { enqueueChainTx } from '../subgraphs/chains/outbox.ts';
 import { trySettleRecords } from '../subgraphs/chains/cortex/records.ts';
+import { openResidueNow } from '../subgraphs/residues/index.ts';
 
 let p: TestPlatform;
 beforeAll(async () => {
@@ -64,5 +65,61 @@ describe('mirrored records', () => {
     await db().$transaction((tx) => enqueueChainTx(tx, { kind: 'burn', ref: 'ledger:any', payload: { stackId: s.id, amounts: [] } }));
     expect(await db().chainOutbox.count()).toBe(before);
     expect(await db().chainLedgerIntent.count({ where: { ref: 'ledger:any', status: 'pending' } })).toBe(1);
+  });
+  it('of one table are written together, each with its own outcome; an anchor keeps its hash unless one comes', async () => {
+    // A block settles a fold's thirty-odd residues at once: one statement writes them all.
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const { residue } = await openResidueNow(db(), {
+        kind: 'stale-ordering',
+        trigger: `test ${i}`,
+        epoch: 1,
+        evidence: {},
+        dedupeKey: `records-batch:${i}`,
+        expiryEpochs: 10,
+      });
+      ids.push(residue.id);
+    }
+    const rows = await db().chainOutbox.findMany({ where: { ref: { in: ids }, kind: 'openResidue' } });
+    expect(rows).toHaveLength(6);
+    // Residue 5 has a second intent outstanding: it stays pending whatever its first one did.
+    await db().$transaction((tx) => enqueueChainTx(tx, { kind: 'claimResidue', ref: ids[5], payload: { residueId: ids[5], claimant: 'x' } }));
+    await db().chainOutbox.updateMany({ where: { id: { in: rows.map((r) => r.id) } }, data: { status: 'confirmed' } });
+    const outcomeOf = (id: string) => (ids.indexOf(id) % 2 ? 'failed' : 'confirmed') as 'confirmed' | 'failed';
+    const busy = await trySettleRecords(
+      db(),
+      rows.map((r) => ({ kind: r.kind, payload: r.payload as Record<string, unknown>, outcome: outcomeOf(r.ref) })),
+    );
+    expect(busy).toEqual([]);
+    const statuses = Object.fromEntries((await db().residue.findMany({ where: { id: { in: ids } } })).map((r) => [r.id, r.chainStatus]));
+    expect(statuses).toEqual({
+      [ids[0]]: 'confirmed',
+      [ids[1]]: 'failed',
+      [ids[2]]: 'confirmed',
+      [ids[3]]: 'failed',
+      [ids[4]]: 'confirmed',
+      [ids[5]]: 'pending',
+    });
+
+    const anchor = (epoch: number, txHash: string | null) => ({
+      epoch,
+      crossRoot: 'c',
+      evmRoot: 'e',
+      ipfsRoot: 'i',
+      sleevesRoot: 's',
+      btcRoot: 'b',
+      gaps: [],
+      txHash,
+    });
+    await db().epochAnchor.createMany({ data: [anchor(901, '0xold'), anchor(902, '0xkept')] });
+    await trySettleRecords(db(), [
+      { kind: 'anchor', payload: { epoch: 901 }, outcome: 'confirmed', txHash: '0xnew' },
+      { kind: 'anchor', payload: { epoch: 902 }, outcome: 'failed' },
+    ]);
+    const anchors = await db().epochAnchor.findMany({ where: { epoch: { in: [901, 902] } }, orderBy: { epoch: 'asc' } });
+    expect(anchors.map((a) => [a.chainStatus, a.txHash])).toEqual([
+      ['confirmed', '0xnew'],
+      ['failed', '0xkept'],
+    ]);
   });
 });

@@ -13,7 +13,8 @@ export interface MirroredTable {
    * SKIP LOCKED: a perceive holds its stack's row until it commits) and the ones that exist at all.
    */
   lockFree(tx: Tx, ids: string[]): Promise<{ locked: string[]; existing: string[] }>;
-  setChainStatus(tx: Tx, id: string, status: ChainStatus): Promise<void>;
+  /** Writes the chainStatus of many rows in one statement (a block settles dozens of records of a table at once). */
+  setChainStatuses(tx: Tx, rows: ReadonlyArray<{ id: string; status: ChainStatus }>): Promise<void>;
 }
 
 /** A stack's head as the heads mirror sends it: the NFT's head and epoch counter. */

@@ -168,7 +168,9 @@ export async function expireResidues(p: Platform, epoch: number): Promise<string
 /** The chain outbox's writer of the residues' chainStatus (wired by bin/assembly.ts). */
 export const residueChainRecords: MirroredTable = {
   lockFree: (tx, ids) => lockFreeRows(tx, '"Residue"', ids),
-  setChainStatus: async (tx, id, chainStatus) => {
-    await tx.residue.updateMany({ where: { id }, data: { chainStatus } });
+  setChainStatuses: async (tx, rows) => {
+    if (!rows.length) return;
+    await tx.$executeRaw`UPDATE "Residue" r SET "chainStatus" = v.status
+      FROM unnest(${rows.map((r) => r.id)}::text[], ${rows.map((r) => r.status)}::text[]) AS v(id, status) WHERE r.id = v.id`;
   },
 };

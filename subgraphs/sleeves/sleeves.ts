@@ -704,7 +704,9 @@ export async function stacksOfSleeves(db: Db | Tx, ids: readonly string[]): Prom
 /** The chain outbox's writer of the sleeves' chainStatus (wired by bin/assembly.ts). */
 export const sleeveChainRecords: MirroredTable = {
   lockFree: (tx, ids) => lockFreeRows(tx, '"Sleeve"', ids),
-  setChainStatus: async (tx, id, chainStatus) => {
-    await tx.sleeve.updateMany({ where: { id }, data: { chainStatus } });
+  setChainStatuses: async (tx, rows) => {
+    if (!rows.length) return;
+    await tx.$executeRaw`UPDATE "Sleeve" s SET "chainStatus" = v.status
+      FROM unnest(${rows.map((r) => r.id)}::text[], ${rows.map((r) => r.status)}::text[]) AS v(id, status) WHERE s.id = v.id`;
   },
 };

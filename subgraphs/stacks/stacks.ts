@@ -462,9 +462,11 @@ export async function stackPubKey(db: Db | Tx, id: string): Promise<string | nul
  */
 export const stackChainRecords: MirroredTable = {
   lockFree: (tx, ids) => lockFreeRows(tx, '"Stack"', ids),
-  setChainStatus: async (tx, id, chainStatus) => {
-    await tx.$executeRaw`UPDATE "Stack" SET "chainStatus" = CASE WHEN ${chainStatus} = 'confirmed' AND "episodicHead" IS DISTINCT FROM "mirroredHead"
-        THEN 'pending' ELSE ${chainStatus} END WHERE id = ${id}`;
+  setChainStatuses: async (tx, rows) => {
+    if (!rows.length) return;
+    await tx.$executeRaw`UPDATE "Stack" s SET "chainStatus" = CASE WHEN v.status = 'confirmed' AND s."episodicHead" IS DISTINCT FROM s."mirroredHead"
+        THEN 'pending' ELSE v.status END
+      FROM unnest(${rows.map((r) => r.id)}::text[], ${rows.map((r) => r.status)}::text[]) AS v(id, status) WHERE s.id = v.id`;
   },
 };
 
