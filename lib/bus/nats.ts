@@ -80,6 +80,19 @@ function filtersOverlap(a: string, b: string): boolean {
   }
 }
 
+/**
+ * The narrowest single filter that covers all of these: their common leading literal tokens, then
+ * `>` (`p.sleeve.spawned.>` and `p.sleeve.changed.>` -> `p.sleeve.>`); undefined when they share
+ * no token that `>` could follow.
+ */
+function coveringFilter(filters: string[]): string | undefined {
+  const tokens = filters.map((f) => f.split('.'));
+  let n = 0;
+  // A token joins the common part when every filter has it, literal, and has more after it.
+  while (tokens.every((t) => n + 1 < t.length && t[n] !== '*' && t[n] !== '>' && t[n] === tokens[0][n])) n++;
+  return n ? [...tokens[0].slice(0, n), '>'].join('.') : undefined;
+}
+
 export class NatsBus implements Bus {
   private readonly subs = new Set<NatsSubscription>();
   private closed = false;
@@ -178,7 +191,10 @@ export class NatsBus implements Bus {
     if (wire.length === 1) return { filter: { filter_subject: wire[0] }, clientFilter: null };
     const overlap = wire.some((a, i) => wire.some((b, j) => j > i && filtersOverlap(a, b)));
     if (!overlap && serverAtLeast(this.nc, 2, 10)) return { filter: { filter_subjects: wire }, clientFilter: null };
-    return { filter: { filter_subject: `${this.prefix}.>` }, clientFilter: subjects };
+    // The server sends what covers them all, the client keeps what matches. The whole stream would
+    // do, but then every consumer of a few subjects gets (and acks) every event: on a 2.9 server
+    // the two sleeve runtimes took every perceive's event to drop it.
+    return { filter: { filter_subject: coveringFilter(wire) ?? `${this.prefix}.>` }, clientFilter: subjects };
   }
 
   private startPolicy(o: NormalizedSubscribe): Partial<ConsumerConfig> {

@@ -306,6 +306,36 @@ describe.each(adapters)('Bus contract: $name', ({ setup }) => {
   });
 });
 
+describe('NatsBus filters', () => {
+  it('sends a consumer of several subjects only what they cover, whatever the server version', async () => {
+    // Before NATS 2.10 a consumer has one filter: several go as their covering filter and the client
+    // keeps what matches; the whole stream would send each such consumer every event.
+    const stream = `TF${run}`;
+    const bus = await NatsBus.connect({ servers: NATS_URL, stream, subjectPrefix: `tf${run}` });
+    const nc = await connect({ servers: NATS_URL });
+    const jsm = await jetstreamManager(nc);
+    try {
+      const got: string[] = [];
+      const sub = await bus.subscribe({ subjects: ['cog.sleeve.spawned.>', 'cog.sleeve.changed.>'] }, (d) => void got.push(d.subject));
+      for (let i = 0; i < 20; i++) await bus.publish(`cog.perceive.s${i}`, { type: 'perceive', i });
+      await bus.publish('cog.sleeve.synced.s1', { type: 'sleeve.synced' });
+      await bus.publish('cog.sleeve.changed.s1', { type: 'sleeve.changed' });
+      await bus.publish('cog.sleeve.spawned.s2', { type: 'sleeve.spawned' });
+      await waitFor(() => got.length >= 2, 5_000, 'two deliveries');
+      await sleep(100);
+      expect(got).toEqual(['cog.sleeve.changed.s1', 'cog.sleeve.spawned.s2']);
+      const [info] = await jsm.consumers.list(stream).next();
+      // The server sent the sleeve events (the synced one the client dropped), none of the perceives.
+      expect(info.delivered.consumer_seq).toBeLessThanOrEqual(3);
+      await sub.close();
+    } finally {
+      await bus.close();
+      await jsm.streams.delete(stream).catch(() => {});
+      await nc.close();
+    }
+  });
+});
+
 describe('MemoryBus specifics', () => {
   it('keeps only the last maxMessages; an older startSeq starts at the oldest kept', async () => {
     const bus = new MemoryBus({ maxMessages: 10 });
