@@ -992,7 +992,10 @@ async function main(argv: string[]): Promise<void> {
       needlecastFaults: faults && m === 'distributed' ? { crashAfter: STEP_NAMES } : undefined,
     });
     try {
+      const t0 = Date.now();
       await c.waitHealthy(180_000);
+      // On stderr, so a profiler (or an impatient reader) can tell start-up from the measured load.
+      console.error(`${m}: healthy after ${((Date.now() - t0) / 1000).toFixed(1)} s; ${seconds} s of load from ${concurrency} clients`);
       const gateways = m === 'distributed' ? [c.gateway, c.gateway2] : [c.gateway];
       const r = await runLoad({ gateways, durationMs: seconds * 1000, concurrency });
       rows.push(loadRow(m, r));
