@@ -145,24 +145,97 @@ async function owningStacks(p: Platform, ids: Set<string>): Promise<Set<string>>
 
 const SIG_RE = /^[0-9a-f]{128}$/;
 
+/** From this limit a minute up, a gateway counts locally and shares its counts in batches (CacheStore). */
+const BATCH_FROM = 1000;
+/** How often the batched counts go to the cache. */
+const SHARE_MS = 50;
+
+type Counted = (err: Error | null, res?: { current: number; ttl: number }) => void;
+
 /**
  * @fastify/rate-limit's store over the platform cache: fixed windows counted with the cache's
  * atomic incr (Redis when distributed, so every gateway process counts together). A cache outage
  * is an error the plugin skips (skipOnError): requests go through.
+ *
+ * A limit of BATCH_FROM a minute or more is a flood guard, not a quota, and a round trip to Redis
+ * a request was a fifth of a gateway's round trips under the mixed load. So there the first
+ * request of a window in this process, and every request within a tenth of the limit, count
+ * through the cache and wait for its total; the others count locally, answered with the total
+ * this process last heard plus its own since (exact for one gateway), and go to the cache
+ * together every SHARE_MS. Several gateways may together pass the limit by what the others counted
+ * in their last SHARE_MS, and only within a tenth of it.
  */
 class CacheStore {
+  private readonly windows = new Map<string, { window: number; shared: number; pending: number; timeWindow: number }>();
+  private timer: NodeJS.Timeout | undefined;
   constructor(private readonly cache: Platform['cache']) {}
-  incr(key: string, cb: (err: Error | null, res?: { current: number; ttl: number }) => void, timeWindow: number): void {
+
+  incr(key: string, cb: Counted, timeWindow: number, max: number): void {
     const now = Date.now();
     const window = Math.floor(now / timeWindow);
     const ttl = (window + 1) * timeWindow - now;
-    this.cache.incr(`rl:${key}:${window}`, timeWindow + 1000).then(
-      (current) => cb(null, { current, ttl }),
+    const k = `rl:${key}:${window}`;
+    const ttlMs = timeWindow + 1000;
+    if (!(max >= BATCH_FROM)) {
+      this.cache.incr(k, ttlMs).then(
+        (current) => cb(null, { current, ttl }),
+        (e: Error) => cb(e),
+      );
+      return;
+    }
+    const w = this.windows.get(k);
+    if (w && w.shared + w.pending + 1 <= max - Math.ceil(max / 10)) {
+      w.pending++;
+      cb(null, { current: w.shared + w.pending, ttl });
+      return;
+    }
+    // The window's first request here, or near the limit: through the cache, with what waited.
+    const by = (w?.pending ?? 0) + 1;
+    if (w) w.pending = 0;
+    this.cache.incr(k, ttlMs, by).then(
+      (current) => {
+        this.heard(k, window, current, timeWindow);
+        cb(null, { current, ttl });
+      },
       (e: Error) => cb(e),
     );
   }
+
   child(): CacheStore {
     return this;
+  }
+
+  /** Stops sharing (the gateway closes; counts not sent yet are dropped). */
+  close(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    this.windows.clear();
+  }
+
+  private heard(k: string, window: number, total: number, timeWindow: number): void {
+    const w = this.windows.get(k);
+    if (w) w.shared = Math.max(w.shared, total);
+    else this.windows.set(k, { window, shared: total, pending: 0, timeWindow });
+    this.timer ??= setInterval(() => this.share(), SHARE_MS).unref();
+  }
+
+  /** Sends the local counts; forgets past windows once theirs went. */
+  private share(): void {
+    for (const [k, w] of this.windows) {
+      if (w.pending) {
+        const by = w.pending;
+        w.pending = 0;
+        // Lost if the cache is down: those requests went through, as skipOnError lets them.
+        this.cache.incr(k, w.timeWindow + 1000, by).then(
+          (total) => void (w.shared = Math.max(w.shared, total)),
+          () => {},
+        );
+      } else if (w.window < Math.floor(Date.now() / w.timeWindow)) this.windows.delete(k);
+    }
+    if (!this.windows.size) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
   }
 }
 
@@ -180,15 +253,19 @@ export async function installGuards(app: FastifyInstance, p: Platform): Promise<
   if (perMinute > 0) {
     // Per client address, on every request (routes, unmatched paths, documents), with the
     // x-ratelimit-* headers on every answer and Retry-After on a 429.
+    const store = new CacheStore(p.cache);
+    app.addHook('onClose', async () => store.close());
     await app.register(rateLimit, {
       global: false,
       max: perMinute,
       timeWindow: 60_000,
-      store: class extends CacheStore {
+      // The plugin constructs its store; this one is made here so the gateway can stop it.
+      store: class {
         constructor() {
-          super(p.cache);
+          // biome-ignore lint/correctness/noConstructorReturn: hands the plugin the store made above
+          return store;
         }
-      },
+      } as never,
       skipOnError: true,
       // The local scraper and probes are never limited (remote ones need the ops token anyway).
       allowList: (req) =>

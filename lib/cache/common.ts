@@ -17,5 +17,11 @@ export function checkValue(value: string): void {
   if (typeof value !== 'string') throw new Error('cache value must be a string');
 }
 
+/** Increments are positive safe integers (Redis INCRBY takes a 64-bit integer). */
+export function checkBy(by: number): number {
+  if (!Number.isSafeInteger(by) || by <= 0) throw new Error(`cache incr by must be a positive integer, got ${by}`);
+  return by;
+}
+
 /** Redis's own message for INCR on a non-integer value. */
 export const NOT_AN_INTEGER = 'ERR value is not an integer or out of range';

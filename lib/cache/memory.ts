@@ -1,7 +1,7 @@
 // In-process cache with Redis's semantics for the Cache port: lazy TTL expiry plus a periodic
 // sweep so expired keys do not pile up. Every operation runs synchronously, hence atomically.
 import type { Cache } from './port.ts';
-import { NOT_AN_INTEGER, checkKey, checkTtl, checkValue } from './common.ts';
+import { NOT_AN_INTEGER, checkBy, checkKey, checkTtl, checkValue } from './common.ts';
 
 interface Entry {
   value: string;
@@ -68,17 +68,18 @@ export class MemoryCache implements Cache {
     return Math.max(0, e.expiresAt - Date.now());
   }
 
-  async incr(key: string, ttlMs?: number): Promise<number> {
+  async incr(key: string, ttlMs?: number, by = 1): Promise<number> {
     const e = this.live(key);
     const ttl = checkTtl(ttlMs);
+    checkBy(by);
     if (!e) {
-      this.entries.set(key, { value: '1', expiresAt: ttl === undefined ? null : Date.now() + ttl });
-      return 1;
+      this.entries.set(key, { value: String(by), expiresAt: ttl === undefined ? null : Date.now() + ttl });
+      return by;
     }
     const n = /^-?\d+$/.test(e.value) ? Number(e.value) : NaN;
-    if (!Number.isSafeInteger(n) || !Number.isSafeInteger(n + 1)) throw new Error(NOT_AN_INTEGER);
-    e.value = String(n + 1); // keeps its TTL, as INCR does
-    return n + 1;
+    if (!Number.isSafeInteger(n) || !Number.isSafeInteger(n + by)) throw new Error(NOT_AN_INTEGER);
+    e.value = String(n + by); // keeps its TTL, as INCRBY does
+    return n + by;
   }
 
   async del(key: string): Promise<void> {

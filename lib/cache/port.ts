@@ -7,8 +7,8 @@ export interface Cache {
   setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean>;
   /** Remaining time to live in ms; -1 when the key has no TTL, -2 when it does not exist. */
   ttl(key: string): Promise<number>;
-  /** Atomic increment; sets the TTL when the key is created. Returns the new value. */
-  incr(key: string, ttlMs?: number): Promise<number>;
+  /** Atomic increment by `by` (default 1); sets the TTL when the key is created. Returns the new value. */
+  incr(key: string, ttlMs?: number, by?: number): Promise<number>;
   del(key: string): Promise<void>;
   close(): Promise<void>;
 }

@@ -4,7 +4,7 @@
 import { Redis } from 'ioredis';
 import type { Cache } from './port.ts';
 import { unavailable } from '../errors.ts';
-import { checkKey, checkTtl, checkValue } from './common.ts';
+import { checkBy, checkKey, checkTtl, checkValue } from './common.ts';
 
 export interface RedisCacheOptions {
   /** Prepended to every key, e.g. `cog:` or a per-test prefix. */
@@ -13,11 +13,11 @@ export interface RedisCacheOptions {
 
 const INCR_TTL_ON_CREATE = `
 local created = redis.call('EXISTS', KEYS[1]) == 0
-local v = redis.call('INCR', KEYS[1])
+local v = redis.call('INCRBY', KEYS[1], ARGV[2])
 if created and tonumber(ARGV[1]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return v`;
 
-type WithIncr = Redis & { incrTtl(key: string, ttlMs: number): Promise<number> };
+type WithIncr = Redis & { incrTtl(key: string, ttlMs: number, by: number): Promise<number> };
 
 /** Redis URLs may carry a password: never echo one. */
 function redacted(url: string): string {
@@ -94,10 +94,11 @@ export class RedisCache implements Cache {
     return this.call(() => this.redis.pttl(key));
   }
 
-  async incr(key: string, ttlMs?: number): Promise<number> {
+  async incr(key: string, ttlMs?: number, by = 1): Promise<number> {
     checkKey(key);
     const ttl = checkTtl(ttlMs) ?? 0;
-    return Number(await this.call(() => this.redis.incrTtl(key, ttl)));
+    checkBy(by);
+    return Number(await this.call(() => this.redis.incrTtl(key, ttl, by)));
   }
 
   async del(key: string): Promise<void> {

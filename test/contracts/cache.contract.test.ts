@@ -125,6 +125,14 @@ describe.each(adapters)('Cache contract: $name', ({ setup }) => {
 
     await cache.set('n:text', 'abc');
     await expect(cache.incr('n:text')).rejects.toThrow(/not an integer/);
+
+    // By more than one (a batch of counts at once), and never by nothing or a fraction.
+    expect(await cache.incr('n:by', 5_000, 7)).toBe(7);
+    expect(await cache.incr('n:by', 5_000, 3)).toBe(10);
+    expect(await cache.incr('n:by', 5_000)).toBe(11);
+    expect(await cache.ttl('n:by')).toBeGreaterThan(0);
+    for (const by of [0, -2, 1.5]) await expect(cache.incr('n:by', 5_000, by)).rejects.toThrow(/by must be a positive integer/);
+    expect(await cache.get('n:by')).toBe('11');
   });
 
   it('refuses bad TTLs', async () => {
