@@ -6,6 +6,7 @@
 // (the precise 409 / 402). On PGlite and on PostgreSQL.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryTestAppOn, type MemoryTestApp } from './helpers/memory-app.ts';
+import { countStatements } from './helpers/statements.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
 import { freezeSleeve, spawnSleeve, spendForRead } from '../subgraphs/sleeves/sleeves.ts';
 import { balanceOf, sleeveAccount } from '../subgraphs/economy/ledger.ts';
@@ -24,20 +25,7 @@ for (const db of ['pglite', 'postgres'] as const) {
       await t?.close();
     });
 
-    /** Statements through Prisma and through the driver while `fn` runs. */
-    async function counted<T>(fn: () => Promise<T>): Promise<{ value: T; prisma: number; driver: number }> {
-      const driver = t.p.db.driver;
-      const query = driver.query.bind(driver);
-      let n = 0;
-      driver.query = ((...args: Parameters<typeof query>) => (n++, query(...args))) as typeof driver.query;
-      const before = t.p.db.queryCount();
-      try {
-        const value = await fn();
-        return { value, prisma: t.p.db.queryCount() - before, driver: n };
-      } finally {
-        driver.query = query;
-      }
-    }
+    const counted = <T>(fn: () => Promise<T>) => countStatements(t.p.db, fn);
 
     const sleeveRow = (id: string) => t.p.db.prisma.sleeve.findUniqueOrThrow({ where: { id } });
 

@@ -1,13 +1,13 @@
 // Sleeves: temporary bodies of a stack. Spawn (two shapes), decommission, drift, sync, freeze.
 // Tokens are ledger balances of the account `sleeve:<id>`; a sleeve's key lease (KeyLease) is what
 // lets it derive its stack's per-epoch keys, and decommission ends it.
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { sql, type Database, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
 import { jsonRows, jsonValue, readStatement, runStatement, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
-import { recordEvent } from '../../lib/events.ts';
+import { eventsFromRowsPart, recordEvent } from '../../lib/events.ts';
 import { enqueueChainTx, type MirroredTable } from '../chains/index.ts';
 import {
   balanceMilliSql,
@@ -397,12 +397,18 @@ export async function decommissionSleeve(p: Platform, sleeveId: string, reason: 
   return sleeveView(row, zeroAmounts());
 }
 
-/** Sync: drift to 0 for 1 sync token (402 when short); the sleeve catches up with the head. */
+/**
+ * Sync: drift to 0 for 1 sync token (402 when short); the sleeve catches up with the head. One
+ * statement through the driver (syncStatement); when it declines, the interactive transaction
+ * below says precisely why (404, 409, 402), or does it if things changed in between.
+ */
 export async function syncSleeve(p: Platform, sleeveId: string): Promise<{ ok: true; epoch: number }> {
   const epoch = p.epochs.current();
+  const stackId = await stackOfSleeve(p.db.prisma, sleeveId);
+  if (await syncStatement(p.db, { id: sleeveId, stackId }, epoch)) return { ok: true, epoch };
   await p.db.prisma.$transaction(async (tx) => {
     const row = await requireActiveSleeve(tx, sleeveId);
-    await spendFromSleeve(tx, row, [{ token: 'sync', milli: 1000n }], { reason: 'sync', ref: sleeveId, epoch });
+    await spendFromSleeve(tx, row, [{ token: 'sync', milli: SYNC_COST_MILLI }], { reason: 'sync', ref: sleeveId, epoch });
     const stack = await getStackRow(tx, row.stackId);
     const updated = await tx.sleeve.update({
       where: { id: sleeveId },
@@ -411,6 +417,37 @@ export async function syncSleeve(p: Platform, sleeveId: string): Promise<{ ok: t
     await changed(tx, updated, 'sync');
   });
   return { ok: true, epoch };
+}
+
+const SYNC_COST_MILLI = 1000n;
+
+/**
+ * The sync as one statement (spendInOneStatement): the token burned, the drift and flag cleared,
+ * the sleeve on the head as the stack lock found it, its sleeve.changed event; on an alive,
+ * unfrozen sleeve only. Ten round trips in a transaction before (a sync was a twentieth of the
+ * mixed load's requests and a third of a gateway's statements).
+ */
+function syncStatement(db: Database, sleeve: Pick<SleeveRow, 'id' | 'stackId'>, epoch: number): Promise<boolean> {
+  return spendInOneStatement(db, sleeve, { token: 'sync', milli: SYNC_COST_MILLI }, { reason: 'sync', ref: sleeve.id, epoch }, (declined) => [
+    {
+      ctes: [
+        {
+          name: 'sleeve_sync',
+          body: sql`UPDATE "Sleeve" SET "driftMilli" = 0, flagged = false, "syncEpoch" = ${epoch}::int, "lastSync" = now(),
+              "seenHead" = (SELECT "episodicHead" FROM spend_lock)
+            WHERE id = ${sleeve.id} AND alive = true AND frozen = false
+            RETURNING id, "stackId", "embodimentType", alive, frozen, "tickRate"`,
+        },
+      ],
+      checks: [{ holds: sql`(SELECT count(*) FROM sleeve_sync) = 1`, fail: declined }],
+    },
+    eventsFromRowsPart(
+      'sleeve_sync_event',
+      sql`SELECT 'cog.sleeve.changed.' || "stackId" AS subject, ${randomUUID()}::text AS "msgId", 'sleeve.changed' AS type,
+        jsonb_build_object('stackId', "stackId", 'sleeveId', id, 'kind', "embodimentType", 'alive', alive, 'frozen', frozen, 'tickRate', "tickRate", 'what', 'sync') AS data
+        FROM sleeve_sync`,
+    ),
+  ]);
 }
 
 export async function freezeSleeve(tx: Tx, id: string): Promise<SleeveRow> {
@@ -469,35 +506,63 @@ export const richestPayerSql = (stackId: Sql): Sql =>
     CROSS JOIN LATERAL (SELECT ${balanceMilliSql(sleeveAccountSql(sql`s.id`), 'memory')} AS milli) m
     WHERE s."stackId" = ${stackId} AND s.alive AND NOT s.frozen ORDER BY m.milli DESC, s.seq ASC LIMIT 1`;
 
-/** A read's one statement declined (spendForRead): the stack or the sleeve was not as read. */
-class ReadSpendDeclined extends Error {}
-/** The stack is not yet active in the epoch: spendForRead runs again with the activity mark. */
+/** A one-statement spend declined (spendInOneStatement): the stack or the sleeve was not as read. */
+class SpendDeclined extends Error {}
+/** The stack is not yet active in the epoch: the spend runs again with the activity mark. */
 class MarkDue extends Error {}
 
 /**
- * A read the sleeve pays for, as one statement through the driver (lib/db/statement.ts), no
- * interactive transaction: spendFromSleeve of one token then recordSleeveRead, the same rows in the
- * same lock order: the stack row (the stacks' spendLockPart), the activity mark (the economy's
- * markActivePart, only when it is due: its check activeInPart is one probe, planning the mark
- * ~1.5 ms on PGlite, so the first spend of a stack in an epoch runs the statement twice), the burn (the economy's
- * burnManyPart: the conditional debit, the posting's ledger entries, the burn intent) and the
- * conditional drift and seen head. True when it applied. False, nothing written, when a part's
- * check fails (the stack gone, the balance short, the sleeve frozen or decommissioned): the caller
- * then runs spendFromSleeve and recordSleeveRead in a transaction, which throws the precise 402 /
- * 404 / 409.
+ * A spend of the sleeve's and what it pays for, as one statement through the driver
+ * (lib/db/statement.ts), no interactive transaction: spendFromSleeve and the sleeve's change
+ * (`sleeveParts`), the same rows in the same lock order: the stack row (the stacks' spendLockPart,
+ * whose CTE spend_lock holds the locked row), the activity mark (the economy's markActivePart, only
+ * when it is due: its check activeInPart is one probe, planning the mark ~1.5 ms on PGlite, so the
+ * first spend of a stack in an epoch runs the statement twice), the burn (the economy's
+ * burnManyPart: the conditional debit, the posting's ledger entries, the burn intent), then the
+ * sleeve's parts, which call `declined` when the sleeve is not alive and unfrozen. True when it
+ * applied. False, nothing written, when a check fails (the stack gone, the balance short, the
+ * sleeve frozen or decommissioned): the caller then runs the interactive transaction, which throws
+ * the precise 402 / 404 / 409.
  */
-export async function spendForRead(
+async function spendInOneStatement(
+  db: Database,
+  sleeve: Pick<SleeveRow, 'id' | 'stackId'>,
+  cost: Move,
+  meta: { reason: string; ref?: string; epoch: number },
+  sleeveParts: (declined: () => Error) => StatementPart[],
+): Promise<boolean> {
+  const declined = () => new SpendDeclined();
+  const parts = (mark: boolean): StatementPart[] => [
+    spendLockPart(sleeve.stackId, declined),
+    mark ? markActivePart(sleeve.stackId, meta.epoch) : activeInPart(sleeve.stackId, meta.epoch, () => new MarkDue()),
+    burnManyPart([{ from: sleeveAccount(sleeve.id), moves: [cost], ...meta, stackId: sleeve.stackId }])!,
+    ...sleeveParts(declined),
+  ];
+  try {
+    await runStatement(db, parts(false)).catch((e) => {
+      if (e instanceof MarkDue) return runStatement(db, parts(true));
+      throw e;
+    });
+    return true;
+  } catch (e) {
+    if (e instanceof SpendDeclined || e instanceof BalancesShort) return false;
+    throw e;
+  }
+}
+
+/**
+ * A read the sleeve pays for (recall), as one statement (spendInOneStatement): the spend, then
+ * recordSleeveRead's conditional drift and seen head. False, nothing written, when it declined:
+ * the caller then runs spendFromSleeve and recordSleeveRead in a transaction.
+ */
+export function spendForRead(
   db: Database,
   sleeve: Pick<SleeveRow, 'id' | 'stackId'>,
   cost: Move,
   read: { head: string | null; driftMilli: number },
   meta: { reason: string; ref?: string; epoch: number },
 ): Promise<boolean> {
-  const declined = () => new ReadSpendDeclined();
-  const parts = (mark: boolean): StatementPart[] => [
-    spendLockPart(sleeve.stackId, declined),
-    mark ? markActivePart(sleeve.stackId, meta.epoch) : activeInPart(sleeve.stackId, meta.epoch, () => new MarkDue()),
-    burnManyPart([{ from: sleeveAccount(sleeve.id), moves: [cost], ...meta, stackId: sleeve.stackId }])!,
+  return spendInOneStatement(db, sleeve, cost, meta, (declined) => [
     {
       ctes: [
         {
@@ -508,17 +573,7 @@ export async function spendForRead(
       ],
       checks: [{ holds: sql`(SELECT count(*) FROM sleeve_read) = 1`, fail: declined }],
     },
-  ];
-  try {
-    await runStatement(db, parts(false)).catch((e) => {
-      if (e instanceof MarkDue) return runStatement(db, parts(true));
-      throw e;
-    });
-    return true;
-  } catch (e) {
-    if (e instanceof ReadSpendDeclined || e instanceof BalancesShort) return false;
-    throw e;
-  }
+  ]);
 }
 
 /** drift-checker: flags an alive sleeve above the drift maximum (sync clears it); true when newly flagged. */

@@ -428,12 +428,14 @@ export async function markStackActive(tx: Tx, stackId: string, epoch: number): P
 
 /**
  * markStackActive's lock as part of a statement the caller composes (a read's spend, sleeves'
- * spendForRead): the stack row locked first, as every stack writer locks it; `missing` when there
- * is no such row (the statement is undone).
+ * spendForRead and sync): the stack row locked first, as every stack writer locks it; `missing`
+ * when there is no such row (the statement is undone). The CTE `spend_lock` holds the row as
+ * locked (id, "episodicHead"): a head moved by a writer the lock waited for is the new one there,
+ * where the statement's own snapshot would still show the old.
  */
 export function spendLockPart(stackId: string, missing: () => Error): StatementPart {
   return {
-    ctes: [{ name: 'spend_lock', body: sql`SELECT id FROM "Stack" WHERE id = ${stackId} FOR UPDATE` }],
+    ctes: [{ name: 'spend_lock', body: sql`SELECT id, "episodicHead" FROM "Stack" WHERE id = ${stackId} FOR UPDATE` }],
     checks: [{ holds: sql`(SELECT count(*) FROM spend_lock) = 1`, fail: missing }],
   };
 }
