@@ -33,6 +33,7 @@ import { badRequest, conflict, insufficientTokens, notFound, unavailable } from 
 import { eventsPart, type EventRecord } from '../lib/events.ts';
 import { groupCommitter, type GroupCommitter, type KeyBatch, type Outcome } from '../lib/group-commit.ts';
 import { inSpan } from '../lib/tracing.ts';
+import { epochCurrentPart, newestStoredEpoch } from '../subgraphs/chains/index.ts';
 import { BalancesShort, balancesMilliRead, burnManyPart, fromMilli, sleeveAccount, type Move, type Token } from '../subgraphs/economy/index.ts';
 import {
   checkText,
@@ -42,7 +43,6 @@ import {
   newBranchId,
   sealNodeWith,
   shadowBranchesPart,
-  writeEpoch,
   PERCEIVE_COST_MILLI,
   PERCEIVE_DRIFT_MILLI,
   PIN_COST_MILLI,
@@ -107,7 +107,10 @@ interface Planned {
   branch: { id: string; baseCid: string | null } | null;
 }
 
-const retryable = (e: unknown) => e instanceof HeadMoved || e instanceof BalancesShort || e instanceof SleevesNotActive;
+/** A batch stamped with an epoch older than a block the database holds (epochCurrentPart): stamped again. */
+class EpochBehind extends Error {}
+
+const retryable = (e: unknown) => e instanceof HeadMoved || e instanceof BalancesShort || e instanceof SleevesNotActive || e instanceof EpochBehind;
 
 type WriteRead = { stacks: Map<string, WriteStack>; sleeves: Map<string, WriteSleeve>; held: Map<string, Record<Token, bigint>> };
 
@@ -222,7 +225,9 @@ async function commitWrites(p: Platform, batch: ReadonlyArray<KeyBatch<WriteInpu
   const cache = writeCacheOf(p);
   const keys = batch.map((b) => b.key);
   for (let attempt = 1; ; attempt++) {
-    const epoch = await writeEpoch(p);
+    // Out of Medulla's process the bus may not have announced the newest block here yet: the
+    // statement checks it (epochCurrentPart), and a batch behind is stamped again below.
+    const epoch = p.epochs.current();
     const outcomes: Outcome<WriteResult>[][] = batch.map((b) => new Array(b.items.length));
     let refused = false;
     const refuse = (g: number, at: number, error: unknown) => {
@@ -309,6 +314,7 @@ async function commitWrites(p: Platform, batch: ReadonlyArray<KeyBatch<WriteInpu
         runStatement(
           p.db,
           [
+            p.epochs.authoritative ? null : epochCurrentPart(epoch, () => new EpochBehind()),
             headMovePart(moves, epoch),
             burnManyPart(
               planned.map((w) => ({ from: sleeveAccount(w.sleeve.id), moves: w.costs, reason: w.input.kind, ref: w.sleeve.id, epoch, stackId: w.stackId })),
@@ -331,7 +337,13 @@ async function commitWrites(p: Platform, batch: ReadonlyArray<KeyBatch<WriteInpu
         ),
       );
     } catch (e) {
-      if (cached && retryable(e)) cache.distrust(keys);
+      if (e instanceof EpochBehind) {
+        // Stamped again with the newest block the database holds, from a fresh read.
+        const newest = await newestStoredEpoch(p.db).catch(() => null);
+        if (newest) p.epochs.observe(newest);
+        if (attempt < BATCH_ATTEMPTS) continue;
+      }
+      if (cached && retryable(e) && !(e instanceof EpochBehind)) cache.distrust(keys);
       // Several stacks: commit them one by one, so a stack another writer moved (or whose sleeve
       // or balance changed) is planned again alone and the others go through.
       if (retryable(e) && batch.length > 1) return Promise.all(batch.map((b) => commitWrites(p, [b]).then((o) => o[0]!)));

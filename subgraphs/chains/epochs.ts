@@ -1,6 +1,9 @@
 // The chains context's answers about the current epoch and manual mining, shared by the /v1 routes
 // (compat-rest/chains.ts) and the chains subgraph (resolvers.ts). Medulla is internal: every call
-// carries the platform's internal token.
+// carries the platform's internal token. And the check a write stamped with an epoch makes in its
+// own statement, out of Medulla's process (epochCurrentPart).
+import { sql, type Database } from '../../lib/db/index.ts';
+import type { StatementPart } from '../../lib/db/statement.ts';
 import { unavailable } from '../../lib/errors.ts';
 import type { EpochInfo } from '../../lib/epoch.ts';
 import type { Platform } from '../../lib/platform.ts';
@@ -39,3 +42,22 @@ export async function mineBlockNow(p: Platform): Promise<Block> {
 
 /** The block at a height (Medulla's RPC errors as MedullaRpcError). */
 export const blockAtHeight = (p: Platform, height: number): Promise<Block> => getBlock(p.config.urls.medulla, height, p.config.internalToken);
+
+/**
+ * A write stamped with `epoch` in a process that follows the epoch through the bus, as a check of
+ * its own statement: no block of a later epoch is on a main chain. Medulla stores a block and its
+ * `cog.epoch.advanced` event in one transaction, so the database knows a block no later than the
+ * bus does; a write that heard of it late fails the check (`behind`), changing nothing, and is
+ * stamped again (newestStoredEpoch). One index probe in a statement the write makes anyway, where
+ * asking Medulla was an RPC before every batch of writes.
+ */
+export function epochCurrentPart(epoch: number, behind: () => Error): StatementPart {
+  return { checks: [{ holds: sql`NOT EXISTS (SELECT 1 FROM "MedullaBlock" WHERE epoch > ${epoch}::int AND "onMain")`, fail: behind }] };
+}
+
+/** The newest block on a main chain in the database (any node's), as epoch info; null before the first. */
+export async function newestStoredEpoch(db: Database): Promise<EpochInfo | null> {
+  const q = sql`SELECT epoch, height, hash FROM "MedullaBlock" WHERE "onMain" ORDER BY epoch DESC, height DESC LIMIT 1`;
+  const [row] = await db.driver.query<{ epoch: number; height: number; hash: string }>(q.text, q.values);
+  return row ? { epoch: row.epoch, height: row.height, tip: row.hash } : null;
+}

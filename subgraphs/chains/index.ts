@@ -6,7 +6,7 @@ import './metrics.ts';
 export { chainIntentsPart, computedIntentsPart, enqueueChainTx, type ChainTxKind } from './outbox.ts';
 export { enqueueFoldedAnchors, pendingAnchorsQuery, ANCHOR_BATCH } from './anchor-intents.ts';
 export { anchorsOfEpochs, anchorsRead, ANCHOR_EPOCHS_WANTED, STACK_ANCHORS, type StackAnchor } from './anchors.ts';
-export { currentEpochInfo, mineBlockNow, blockAtHeight } from './epochs.ts';
+export { currentEpochInfo, epochCurrentPart, mineBlockNow, blockAtHeight, newestStoredEpoch } from './epochs.ts';
 export { crossRootOf, evmRootOf, ipfsRootOf, tupleMessage, computeRoots, type CoherenceTuple } from './thalamus/coherence.ts';
 export { incrementalSleevesRoot, type IncrementalSleevesRoot, type SleeveLeaf, type SleeveLeafFeed } from './thalamus/sleeves-root.ts';
 export { cortexTxSource } from './cortex/tx-source.ts';

@@ -9,7 +9,6 @@ export {
   checkDepth,
   checkText,
   fidelityOf,
-  writeEpoch,
   sealNode,
   sealNodeWith,
   shadowBranchesPart,

@@ -14,7 +14,6 @@ import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { fromUtf8, open, seal, DecryptError } from '../../lib/crypto.ts';
 import { eventsFromRowsPart, recordEvent } from '../../lib/events.ts';
-import { withTimeout } from '../../lib/timeout.ts';
 import { lockStack, stackEpochKey, stackHeadSql, type StackReadRow, type StackRow } from '../stacks/index.ts';
 import { computeCid } from './hippocampus/cid.ts';
 import { hippocampusClient } from './hippocampus/client.ts';
@@ -34,23 +33,6 @@ export function checkText(text: unknown, field: string): string {
   if (typeof text !== 'string' || text.length === 0) throw badRequest(`${field} must be a non-empty string`, [{ path: field, message: 'is required' }]);
   if (Buffer.byteLength(text) > MAX_TEXT_BYTES) throw badRequest(`${field} is larger than ${MAX_TEXT_BYTES} bytes`, [{ path: field, message: 'is too long' }]);
   return text;
-}
-
-/** Longest a write waits for Medulla's answer on the current epoch. */
-const WRITE_EPOCH_WAIT_MS = 250;
-
-/**
- * The epoch a write is stamped with. An authoritative epoch source (Medulla in this process) is
- * exact; in another process the bus may not have announced the newest block yet (one mined through
- * the other gateway a moment ago), so Medulla is asked (one call shared by concurrent writes). A
- * slow or stopped Medulla must not hold writes up: past a short wait the follower's view stands.
- */
-export async function writeEpoch(p: Platform): Promise<number> {
-  if (p.epochs.authoritative) return p.epochs.current();
-  return withTimeout(() => p.epochs.refresh(), WRITE_EPOCH_WAIT_MS).then(
-    (i) => i.epoch,
-    () => p.epochs.current(),
-  );
 }
 
 export interface SealedNode {

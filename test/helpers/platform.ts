@@ -24,7 +24,8 @@ export function manualEpochs(start = 0): EpochSource & { set(epoch: number): voi
   let info: EpochInfo = { epoch: start, height: start, tip: '0'.repeat(64) };
   const listeners = new Set<(i: EpochInfo) => void>();
   return {
-    authoritative: false,
+    // The test drives the epoch: it is the authority a write takes its epoch from.
+    authoritative: true,
     current: () => info.epoch,
     info: () => info,
     // The test drives the epoch; what Medulla says does not move it.

@@ -1,0 +1,2 @@
+-- CreateIndex
+CREATE INDEX "MedullaBlock_epoch_idx" ON "MedullaBlock"("epoch");
