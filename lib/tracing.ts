@@ -7,6 +7,7 @@
 // and read `traceparent`) and every bus message: an outbox row keeps the `traceparent` of the
 // transaction that wrote it, the relay publishes under it, and a consumer handles the message in
 // a span whose parent is the publish.
+import { randomUUID } from 'node:crypto';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context } from '@opentelemetry/api';
 
 const tracer = () => trace.getTracer('cog');
@@ -93,7 +94,8 @@ export async function startTracing(opts: TracingOptions): Promise<{ shutdown(): 
   };
   const provider = new NodeTracerProvider({
     sampler: new ParentBasedSampler({ root: requestsOnly }),
-    resource: resourceFromAttributes({ 'service.name': opts.serviceName }),
+    // Two processes of one service (two gateways, two Hippocampus nodes) tell apart in a trace.
+    resource: resourceFromAttributes({ 'service.name': opts.serviceName, 'service.instance.id': randomUUID(), 'process.pid': process.pid }),
     spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: 500 })],
   });
   provider.register(); // global provider, W3C trace-context propagator, AsyncLocalStorage context

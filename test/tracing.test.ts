@@ -38,8 +38,11 @@ describe('traces', () => {
     expect(stack.status).toBe(201);
     const sleeve = await call('POST', `${c.gateway}/v1/sleeves`, { stackId: stack.body.id, embodimentType: 'ai' });
     expect(sleeve.status).toBe(201);
-    // A live /v1/events client: the gateway consumes the perceive event from the bus for it.
-    const ws = new WebSocket(`${c.gateway.replace('http', 'ws')}/v1/events?subjects=cog.perceive.>`);
+    // A live /v1/events client: a gateway consumes the perceive event from the bus for it. In
+    // distributed mode the second gateway, so the trace crosses processes through the bus (the
+    // perceive itself calls no other process: its payload and its epoch check are in its statement).
+    const streamOn = c.mode === 'distributed' ? c.gateway2 : c.gateway;
+    const ws = new WebSocket(`${streamOn.replace('http', 'ws')}/v1/events?subjects=cog.perceive.>`);
     const events: string[] = [];
     ws.on('message', (m) => events.push(String(m)));
     await new Promise((r, j) => (ws.once('open', r), ws.once('error', j)));
@@ -56,12 +59,11 @@ describe('traces', () => {
             trace = root ? otlp.spans.filter((s) => s.traceId === root.traceId) : [];
             // Complete: the consumer's span, and every span's parent (each process exports on its own).
             const ids = new Set(trace.map((s) => s.spanId));
-            // Distributed: also a span from another process than the gateway. The gateway consumes the
-            // event too (its event stream), and its spans could be exported before the others'.
+            // Distributed: the consumer's span is the other gateway's (another process).
             return (
               trace.some((s) => s.kind === CONSUMER && s.name === 'process cog.perceive') &&
               trace.every((s) => !s.parentSpanId || ids.has(s.parentSpanId)) &&
-              (c.mode !== 'distributed' || new Set(trace.map((s) => s.service)).size >= 2)
+              (c.mode !== 'distributed' || new Set(trace.map((s) => s.instance)).size >= 2)
             );
           },
           { timeout: 30_000, interval: 500 },
@@ -80,11 +82,15 @@ describe('traces', () => {
       const commit = trace.find((s) => s.name === 'commit memory writes');
       expect(commit).toBeDefined();
       expect(pg.some((s) => ancestors(s).includes(commit!))).toBe(true);
-      // Distributed: the write's spans come from more than the gateway (the bus's consumers). A
-      // perceive makes no internal HTTP call of its own since payloads live in the memory index
-      // (Medulla's epoch is read over HTTP only when the gateway's copy is stale), so the HTTP hop
-      // is checked on the GraphQL query below, whose subgraph fetches always are.
-      if (c.mode === 'distributed') expect(new Set(trace.map((s) => s.service)).size).toBeGreaterThanOrEqual(2);
+      // Distributed: the write's spans come from more than the gateway that took it (the other
+      // gateway consumes its event). A perceive makes no internal HTTP call of its own, so the HTTP
+      // hop is checked on the GraphQL query below, whose subgraph fetches always are.
+      if (c.mode === 'distributed') {
+        const root = roots[0]!;
+        expect(new Set(trace.map((s) => s.instance)).size).toBeGreaterThanOrEqual(2);
+        const consumer = trace.find((s) => s.kind === CONSUMER && s.name === 'process cog.perceive' && s.instance !== root.instance);
+        expect(consumer?.service).toBe(gatewayService());
+      }
       // The bus: the relay's publish sits under the write's commit, the consumer under the publish.
       // Any process's relay may publish the row (two may race; the bus keeps one by its msgId).
       const publishes = trace.filter((s) => s.kind === PRODUCER && s.name === 'publish cog.perceive');

@@ -5,6 +5,8 @@ import type { AddressInfo } from 'node:net';
 
 export interface ReceivedSpan {
   service: string;
+  /** service.instance.id: the process that exported it. */
+  instance: string;
   traceId: string;
   spanId: string;
   parentSpanId?: string;
@@ -37,11 +39,14 @@ export async function otlpReceiver(): Promise<{ url: string; spans: ReceivedSpan
             }>;
           };
           for (const rs of doc.resourceSpans ?? []) {
-            const service = String(attrs(rs.resource?.attributes)['service.name'] ?? '');
+            const resource = attrs(rs.resource?.attributes);
+            const service = String(resource['service.name'] ?? '');
+            const instance = String(resource['service.instance.id'] ?? '');
             for (const ss of rs.scopeSpans ?? [])
               for (const s of ss.spans ?? [])
                 spans.push({
                   service,
+                  instance,
                   traceId: s.traceId,
                   spanId: s.spanId,
                   parentSpanId: s.parentSpanId || undefined,
