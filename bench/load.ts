@@ -873,7 +873,7 @@ export async function runHippocampusFault(c: Cluster, opts: { loadMs: number; st
     `during the stop: Medulla +${medullaBlocksDuring} blocks, epoch +${epochsDuring}, Cortex +${cortexBlocksDuring} blocks, chains unanswered ${chainsDown}; ${foldsDuring} folds, ipfs gaps at epochs [${ipfsGapEpochs.join(', ')}], shard-loss residues open for [${residueEpochs.join(', ')}]`,
   );
   notes.push(
-    `recall probes: ${refused}/${probes.length} were 503 problem+json with Retry-After, slowest ${Math.max(0, ...probes.map((x) => x.ms))} ms; perceive probes: ${writeProbes.filter((x) => x.status === 200).length}/${writeProbes.length} answered 200; perceive and recall flow again ${flowsAgainInMs} ms after SIGCONT`,
+    `recall probes: ${probes.filter((x) => x.status === 200).length}/${probes.length} answered 200, ${refused} were 503 problem+json with Retry-After, slowest ${Math.max(0, ...probes.map((x) => x.ms))} ms; perceive probes: ${writeProbes.filter((x) => x.status === 200).length}/${writeProbes.length} answered 200; perceive and recall flow again ${flowsAgainInMs} ms after SIGCONT`,
   );
   return {
     name: `Hippocampus (both nodes) stopped ${(stoppedMs / 1000).toFixed(0)} s`,

@@ -1,15 +1,17 @@
 // The memory read path, above the contexts it spans. Recall walks from the head (memory), then
 // pays for it (sleeves, through the economy's ledger) and opens the low-fidelity residue (residues)
-// in one transaction. Its hot path is three statements through the driver: the stack with its
-// payer (one read composed of the stacks' and sleeves' SELECTs), the walk (memory's index query;
-// payloads come from the walk cache) and the spend with the read's drift (sleeves' spendForRead);
-// the interactive transaction is kept for what that statement leaves to it (a refusal to report
+// in one transaction. Its hot path is two statements through the driver: the stack with its payer
+// and the walk from its head (one read composed of the stacks' and sleeves' SELECTs and memory's
+// walk query, which returns the payloads of the platform's own writes with their rows), and the
+// spend with the read's drift (sleeves' spendForRead). A walk those rows do not cover (a gap in the
+// stored chain, a payload PUT through the Hippocampus API) goes to the Hippocampus as before. The
+// interactive transaction is kept for what the spend statement leaves to it (a refusal to report
 // precisely, a residue to open).
 import { sql } from '../lib/db/index.ts';
 import type { Platform } from '../lib/platform.ts';
 import { badRequest, notFound } from '../lib/errors.ts';
 import { balanceOf, sleeveAccount } from '../subgraphs/economy/index.ts';
-import { checkDepth, reconstruct, RECALL_DRIFT_MILLI, RECALL_LEVEL_COST_MILLI, type ReconstructResult } from '../subgraphs/memory/index.ts';
+import { checkDepth, reconstruct, walkChainSql, RECALL_DRIFT_MILLI, RECALL_LEVEL_COST_MILLI, type ReconstructResult } from '../subgraphs/memory/index.ts';
 import { openResidue } from '../subgraphs/residues/index.ts';
 import {
   recordSleeveRead,
@@ -26,28 +28,29 @@ import { stackReadSql, type StackReadRow } from '../subgraphs/stacks/index.ts';
 type Payer = Pick<SleeveRow, 'id' | 'stackId'>;
 
 /**
- * The stack (404 when unknown) and, without `sleeveId`, its richest payer with that balance (units),
- * in one statement through the driver.
+ * The stack (404 when unknown), without `sleeveId` its richest payer with that balance (units), and
+ * the walk's rows from the stack's head (memory's walkChainSql), in one statement through the
+ * driver. The walk reads `cap` levels, and with the payer no more than its balance pays for.
  */
 async function readStackAndPayer(
   p: Platform,
   stackId: string,
   withPayer: boolean,
-): Promise<{ stack: StackReadRow; payer: { sleeve: Payer; memory: number } | null }> {
+  cap: number,
+): Promise<{ stack: StackReadRow; payer: { sleeve: Payer; memory: number } | null; walk: string | null }> {
   if (typeof stackId !== 'string' || !stackId) throw notFound('Stack', String(stackId));
   const q = withPayer
-    ? sql`SELECT st.id, st."episodicHead", st."masterSecret", pay.id AS "payerId", pay."stackId" AS "payerStackId", pay."memoryMilli"
+    ? sql`SELECT st.id, st."episodicHead", st."masterSecret", pay.id AS "payerId", pay."stackId" AS "payerStackId", pay."memoryMilli",
+          (${walkChainSql(sql`st."episodicHead"`, sql`LEAST(${cap}::int, COALESCE(pay."memoryMilli"::bigint / 1000, 0))`)}) AS walk
         FROM (${stackReadSql(stackId)}) st LEFT JOIN LATERAL (${richestPayerSql(sql`st.id`)}) pay ON true`
-    : stackReadSql(stackId);
-  const [row] = await p.db.driver.query<StackReadRow & { payerId?: string | null; payerStackId?: string | null; memoryMilli?: string | null }>(
-    q.text,
-    q.values,
-    { prepare: true },
-  );
+    : sql`SELECT st.id, st."episodicHead", st."masterSecret", (${walkChainSql(sql`st."episodicHead"`, sql`${cap}::int`)}) AS walk FROM (${stackReadSql(stackId)}) st`;
+  const [row] = await p.db.driver.query<
+    StackReadRow & { payerId?: string | null; payerStackId?: string | null; memoryMilli?: string | null; walk: string | null }
+  >(q.text, q.values, { prepare: true });
   if (!row) throw notFound('Stack', stackId);
   const stack = { id: row.id, episodicHead: row.episodicHead, masterSecret: row.masterSecret };
   const payer = row.payerId ? { sleeve: { id: row.payerId, stackId: row.payerStackId! }, memory: Number(row.memoryMilli) / 1000 } : null;
-  return { stack, payer };
+  return { stack, payer, walk: row.walk };
 }
 
 const TX = { maxWait: 30_000, timeout: 30_000 } as const;
@@ -80,7 +83,8 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
   // for the sleeve, 409 without a key lease) run beside the stack's, and an unknown stack is the
   // 404 whatever they found.
   const bySleeve = input.sleeveId;
-  const stackRead = readStackAndPayer(p, input.stackId, bySleeve === undefined);
+  const cap = Math.min(depth, input.memoryToken === undefined ? Infinity : Math.floor(input.memoryToken as number));
+  const stackRead = readStackAndPayer(p, input.stackId, bySleeve === undefined, cap);
   const sleeveRead =
     bySleeve === undefined
       ? null
@@ -90,7 +94,7 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
           return { sleeve, memory: balance.memory };
         })();
   sleeveRead?.catch(() => {}); // awaited below, after the stack
-  const { stack, payer: richest } = await stackRead;
+  const { stack, payer: richest, walk } = await stackRead;
   const ofSleeve = sleeveRead ? await sleeveRead : null;
   if (ofSleeve) requireSleeveOfStack(ofSleeve.sleeve, stack.id);
   const read = ofSleeve ?? richest;
@@ -112,7 +116,7 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
   if (!payer) return empty;
   const balance = Math.floor(memory);
   const effectiveDepth = Math.max(0, Math.min(depth, input.memoryToken === undefined ? Infinity : Math.floor(input.memoryToken as number), balance));
-  const result = effectiveDepth > 0 ? await reconstruct(p, stack, effectiveDepth, epoch) : { ...empty };
+  const result = effectiveDepth > 0 ? await reconstruct(p, stack, effectiveDepth, epoch, walk) : { ...empty };
   const payerId = payer.id;
   const reader = payer;
   const done = { ...result, stackId: stack.id, sleeveId: payerId, effectiveDepth, cost: { memory: result.levels }, residueId: null };

@@ -60,23 +60,22 @@ describe('faults: kill -9 under load', () => {
     for (const s of r.sagas) expect(s.status).toMatch(/^(completed|compensated)/);
   }, 400_000);
 
-  it('keeps Medulla, Cortex, the Thalamus and writes running while both Hippocampus nodes are stopped; the gap becomes a shard-loss residue', async () => {
+  it('keeps Medulla, Cortex, the Thalamus, writes and recalls running while both Hippocampus nodes are stopped; the gap becomes a shard-loss residue', async () => {
     const r = await runHippocampusFault(c, { loadMs: 35_000, stopMs: 10_000, concurrency: 4 });
     console.log(
       `${r.name}: acknowledged ${r.acknowledged}, recovered ${r.recovered}, lost ${r.lost}; client errors ${JSON.stringify(r.load.byStatus)}, slowest ${r.load.maxErrorMs} ms; ${r.notes.join('; ')}`,
     );
     expectNothingLost(r);
-    // Recalls: quick, clear, retryable failures (503 problem+json with Retry-After, never a hang).
-    // Writes go on: a write's payload commits with its index row, no Hippocampus on its way.
+    // Writes and recalls go on: a write's payload commits with its index row, and a recall reads the
+    // walk with the stack (the platform's own nodes carry their payloads), no Hippocampus on the way.
+    // What does need a node (a payload PUT through its API) fails quick and clear (503, retryable).
     expectRetryableOnly(r.load);
     expect(r.writeProbes.length).toBeGreaterThanOrEqual(4);
     for (const x of r.writeProbes) expect(x, JSON.stringify(x)).toMatchObject({ status: 200 });
     expect(r.load.maxErrorMs).toBeLessThan(15_000);
     expect(r.probes.length).toBeGreaterThanOrEqual(4);
     for (const x of r.probes) {
-      expect(x, JSON.stringify(x)).toMatchObject({ status: 503, code: 'UNAVAILABLE' });
-      expect(x.contentType).toMatch(/application\/problem\+json/);
-      expect(x.retryAfter).toBeTruthy();
+      expect(x, JSON.stringify(x)).toMatchObject({ status: 200 });
       expect(x.ms).toBeLessThan(15_000);
     }
     // The other chains kept running through the stop.

@@ -12,6 +12,7 @@ import { freezeSleeve, spawnSleeve, spendForRead } from '../subgraphs/sleeves/sl
 import { balanceOf, sleeveAccount } from '../subgraphs/economy/ledger.ts';
 import { lastActiveEpochs } from '../subgraphs/economy/accrual.ts';
 import { perceive } from '../flows/memory.ts';
+import { parseCid, payloadKey } from '../subgraphs/memory/index.ts';
 import { recall } from '../flows/recall.ts';
 
 for (const db of ['pglite', 'postgres'] as const) {
@@ -20,6 +21,8 @@ for (const db of ['pglite', 'postgres'] as const) {
     beforeAll(async () => {
       t = await memoryTestAppOn(db);
       t.p.setEpoch(1);
+      const local = t.p.ports.hippocampus!;
+      t.p.ports.hippocampus = { ...local, walk: (...a) => (walks++, local.walk(...a)) };
     });
     afterAll(async () => {
       await t?.close();
@@ -28,8 +31,10 @@ for (const db of ['pglite', 'postgres'] as const) {
     const counted = <T>(fn: () => Promise<T>) => countStatements(t.p.db, fn);
 
     const sleeveRow = (id: string) => t.p.db.prisma.sleeve.findUniqueOrThrow({ where: { id } });
+    /** Walks that went to the Hippocampus (the port), not read with the stack. */
+    let walks = 0;
 
-    it('three driver statements, no Prisma; the rows the transactional spend writes; the first spend of an epoch marks the stack active', async () => {
+    it('two driver statements, no Prisma, no Hippocampus call; the rows the transactional spend writes; the first spend of an epoch marks the stack active', async () => {
       const stack = await createStack(t.p, { name: 'recall-statements' });
       const sleeve = await spawnSleeve(t.p, { stackId: stack.id, kind: 'memory', shape: 'B' }); // 1000 memory
       await perceive(t.p, { sleeveId: sleeve.id, text: 'one' });
@@ -38,7 +43,8 @@ for (const db of ['pglite', 'postgres'] as const) {
       const r = await counted(() => recall(t.p, { stackId: stack.id, depth: 5 }));
       expect(r.value).toMatchObject({ sleeveId: sleeve.id, levels: 2, cost: { memory: 2 }, fidelity: 1, residueId: null });
       expect(r.value.fragments.map((f) => f.text)).toEqual(['two', 'one']);
-      expect({ prisma: r.prisma, driver: r.driver }).toEqual({ prisma: 0, driver: 3 });
+      expect({ prisma: r.prisma, driver: r.driver }).toEqual({ prisma: 0, driver: 2 });
+      expect(walks).toBe(0);
       expect((await balanceOf(t.p.db.prisma, sleeveAccount(sleeve.id))).memory).toBe(998);
       const after = await sleeveRow(sleeve.id);
       expect(after.driftMilli - before.driftMilli).toBe(100);
@@ -58,16 +64,43 @@ for (const db of ['pglite', 'postgres'] as const) {
       });
 
       // Epoch 2: the stack has not been active in it; the spend's statement finds the mark due and runs
-      // again with it (as markStackActive would mark it): four statements, once per stack and epoch.
+      // again with it (as markStackActive would mark it): three statements, once per stack and epoch.
       t.p.setEpoch(2);
       expect((await lastActiveEpochs(t.p.db.prisma, [stack.id])).get(stack.id)).toBe(1);
       const first = await counted(() => recall(t.p, { stackId: stack.id, depth: 5 }));
-      expect({ prisma: first.prisma, driver: first.driver }).toEqual({ prisma: 0, driver: 4 });
+      expect({ prisma: first.prisma, driver: first.driver }).toEqual({ prisma: 0, driver: 3 });
       expect((await lastActiveEpochs(t.p.db.prisma, [stack.id])).get(stack.id)).toBe(2);
       const next = await counted(() => recall(t.p, { stackId: stack.id, depth: 5 }));
-      expect({ prisma: next.prisma, driver: next.driver }).toEqual({ prisma: 0, driver: 3 });
+      expect({ prisma: next.prisma, driver: next.driver }).toEqual({ prisma: 0, driver: 2 });
+      expect(walks).toBe(0);
       expect((await balanceOf(t.p.db.prisma, sleeveAccount(sleeve.id))).memory).toBe(994);
       expect(await t.p.db.prisma.ledgerEntry.count({ where: { reason: 'recall', ref: sleeve.id } })).toBe(6);
+    });
+
+    it('reads the walk with the stack, as deep as the payer pays for; a walk its rows do not cover (a payload in the object store) goes to the Hippocampus', async () => {
+      const stack = await createStack(t.p, { name: 'recall-walk' });
+      const sleeve = await spawnSleeve(t.p, { stackId: stack.id, kind: 'memory', shape: 'B' });
+      const cids: string[] = [];
+      for (const text of ['n1', 'n2', 'n3', 'n4']) cids.push((await perceive(t.p, { sleeveId: sleeve.id, text })).cid);
+      walks = 0;
+      // Named sleeve, depth capped by memoryToken; then the stack's payer, capped by its balance.
+      const bySleeve = await recall(t.p, { stackId: stack.id, sleeveId: sleeve.id, depth: 10, memoryToken: 3 });
+      expect(bySleeve.fragments.map((f) => f.text)).toEqual(['n4', 'n3', 'n2']);
+      await t.p.db.prisma.balance.update({ where: { account_token: { account: sleeveAccount(sleeve.id), token: 'memory' } }, data: { milli: 2500n } });
+      const capped = await recall(t.p, { stackId: stack.id, depth: 10 });
+      expect(capped).toMatchObject({ effectiveDepth: 2, levels: 2, fidelity: 1 });
+      expect(capped.fragments.map((f) => f.text)).toEqual(['n4', 'n3']);
+      expect(walks).toBe(0);
+      await t.p.db.prisma.balance.update({ where: { account_token: { account: sleeveAccount(sleeve.id), token: 'memory' } }, data: { milli: 100_000n } });
+
+      // n2's payload moved to the object store (as a node written before payloads were kept in rows).
+      const row = await t.p.db.prisma.memoryNode.findUniqueOrThrow({ where: { cid: cids[1]! } });
+      await t.p.objects.put(payloadKey(parseCid(cids[1]!)!.hash), new TextEncoder().encode(row.payload!));
+      await t.p.db.prisma.memoryNode.update({ where: { cid: cids[1]! }, data: { payload: null } });
+      const r = await recall(t.p, { stackId: stack.id, depth: 10 });
+      expect(walks).toBe(1);
+      expect(r).toMatchObject({ levels: 4, fidelity: 1, broken: [] });
+      expect(r.fragments.map((f) => f.text)).toEqual(['n4', 'n3', 'n2', 'n1']);
     });
 
     it('declines, writing nothing, for a frozen sleeve or a short balance; the recall then answers as the transaction does', async () => {

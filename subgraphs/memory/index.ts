@@ -34,6 +34,7 @@ export {
   pruneBatchQuery,
   isReadable,
   indexNodesPart,
+  walkChainSql,
   GATING_WINDOW,
   MAX_WALK_DEPTH,
   type DagNode,

@@ -17,7 +17,7 @@ import { eventsFromRowsPart, recordEvent } from '../../lib/events.ts';
 import { lockStack, stackEpochKey, stackHeadSql, type StackReadRow, type StackRow } from '../stacks/index.ts';
 import { computeCid } from './hippocampus/cid.ts';
 import { hippocampusClient } from './hippocampus/client.ts';
-import { MAX_WALK_DEPTH, type DagNode } from './hippocampus/store.ts';
+import { MAX_WALK_DEPTH, walkFromChainRows, type DagNode } from './hippocampus/store.ts';
 
 export const MAX_TEXT_BYTES = 64 * 1024;
 export const PERCEIVE_COST_MILLI = 500n;
@@ -107,11 +107,23 @@ export interface ReconstructResult {
 
 export const fidelityOf = (ok: number, broken: number) => (broken === 0 ? 1 : ok / (ok + broken));
 
-/** The recall walk (shared by recall and the DHF): breadth-first from the head, decrypt per epoch. */
-export async function reconstruct(p: Platform, stack: StackReadRow, depth: number, readerEpoch = p.epochs.current()): Promise<ReconstructResult> {
+/**
+ * The recall walk (shared by recall and the DHF): breadth-first from the head, decrypt per epoch.
+ * `chainRows`: the walk's rows already read with the stack (walkChainSql over its head, at least
+ * `depth` deep), used when they cover the walk; otherwise, or without them, the Hippocampus walks.
+ */
+export async function reconstruct(
+  p: Platform,
+  stack: StackReadRow,
+  depth: number,
+  readerEpoch = p.epochs.current(),
+  chainRows?: string | null,
+): Promise<ReconstructResult> {
   const head = stack.episodicHead;
   if (!head || depth < 1) return { head, fragments: [], broken: [], fidelity: 1, levels: 0 };
-  const walk = await hippocampusClient(p).walk(head, depth, readerEpoch);
+  const walk =
+    (chainRows !== undefined ? walkFromChainRows(chainRows, head, depth, readerEpoch) : undefined) ??
+    (await hippocampusClient(p).walk(head, depth, readerEpoch));
   const keys = new Map<number, Uint8Array>();
   const fragments: Fragment[] = [];
   const undecryptable: string[] = [];

@@ -5,7 +5,7 @@
 // written before payloads moved into the row). A reader takes the row's payload when it has one,
 // else the object. It only ever holds ciphertext: no key, no plaintext passes through here.
 import { sql, type Database, type Db, type Sql, type Tx } from '../../../lib/db/index.ts';
-import type { StatementPart } from '../../../lib/db/statement.ts';
+import { numberedSql, type StatementPart } from '../../../lib/db/statement.ts';
 import type { ObjectStore } from '../../../lib/objects/port.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { Problem, badRequest, notFound } from '../../../lib/errors.ts';
@@ -309,6 +309,44 @@ const WALK_ROW = 'json_build_array(n.cid, n."stackId", n.epoch, n.links, n.pinne
  * the head's line (the walk follows links and ignores them); a gap (a pruned or foreign node) or
  * an unchained head makes the caller fall back to the recursive query over the links.
  */
+/**
+ * The stored-chain walk query (walkRows' `chain`) as a scalar over a root and a depth expression:
+ * the walk's rows as one json text, or null. For a read the caller composes (recall reads the
+ * stack, its payer and the walk from the stack's head in one statement); walkFromChainRows reads it.
+ */
+export const walkChainSql = (root: Sql, depth: Sql): Sql =>
+  sql`SELECT json_agg(${numberedSql(WALK_ROW, [])})::text FROM "MemoryNode" h JOIN "MemoryNode" n
+    ON n."stackId" = h."stackId" AND n."chainPos" > h."chainPos" - (${depth})::int AND n."chainPos" <= h."chainPos"
+    WHERE h.cid = ${root}`;
+
+/**
+ * The walk (walkDag's) from the rows walkChainSql read, when they cover it: no level with a CID the
+ * rows lack (which the query over the links, or nothing, would fill) and every readable node's
+ * payload in its row (the platform's own writes). Otherwise undefined: the caller walks through the
+ * Hippocampus, which has the links query, the object store and its peers.
+ */
+export function walkFromChainRows(rowsText: string | null, root: string, depth: number, readerEpoch: number): WalkResult | undefined {
+  if (!parseCid(root)) return undefined;
+  const { out, readable } = bfs(parseWalkRows(rowsText), root, depth, readerEpoch);
+  if (out.missing.length) return undefined;
+  for (const r of readable) {
+    if (r.payload === null) return undefined;
+    out.nodes.push(toDagNode(r, inlinePayload(r.payload)));
+  }
+  return out;
+}
+
+const parseWalkRows = (text: string | null): NodeRow[] =>
+  (text ? (JSON.parse(text) as WalkTuple[]) : []).map(([cid, stackId, epoch, links, pinned, writeSeq, payload]) => ({
+    cid,
+    stackId,
+    epoch,
+    links,
+    pinned,
+    writeSeq: BigInt(writeSeq),
+    payload,
+  }));
+
 async function walkRows(db: Database, root: string, depth: number, how: 'chain' | 'links'): Promise<NodeRow[]> {
   const sql =
     how === 'chain'
@@ -322,8 +360,7 @@ async function walkRows(db: Database, root: string, depth: number, how: 'chain' 
          )
          SELECT json_agg(${WALK_ROW})::text AS rows FROM "MemoryNode" n WHERE n.cid IN (SELECT DISTINCT cid FROM w)`;
   const [r] = await db.driver.query<{ rows: string | null }>(sql, [root, depth], { prepare: true });
-  const tuples = r?.rows ? (JSON.parse(r.rows) as WalkTuple[]) : [];
-  return tuples.map(([cid, stackId, epoch, links, pinned, writeSeq, payload]) => ({ cid, stackId, epoch, links, pinned, writeSeq: BigInt(writeSeq), payload }));
+  return parseWalkRows(r?.rows ?? null);
 }
 
 /** The breadth-first walk over fetched index rows; `readable` are the nodes whose payloads to load. */
