@@ -13,7 +13,7 @@ import { ConfigError, loadConfig } from '../lib/config.ts';
 import type { Problem } from '../lib/errors.ts';
 import type { RunningService } from '../lib/service.ts';
 import { startHippocampus } from '../subgraphs/memory/hippocampus/service.ts';
-import { computeCid } from '../subgraphs/memory/hippocampus/cid.ts';
+import { computeCid, parseCid, payloadKey } from '../subgraphs/memory/hippocampus/cid.ts';
 import { hippocampusClient, httpHippocampus } from '../subgraphs/memory/hippocampus/client.ts';
 import { memoryTestApp } from './helpers/memory-app.ts';
 import { topology } from '../bin/up.ts';
@@ -165,16 +165,26 @@ it('the Hippocampus endpoints the Thalamus reads need the internal token when on
   }
 });
 
-it('with no Hippocampus node answering, REST recall answers a 503 problem+json quickly and perceive goes on (it calls no Hippocampus)', async () => {
+it("with no Hippocampus node answering, a recall of the platform's own nodes goes on (read with the stack), one that needs a node answers a 503 problem+json quickly, and perceive goes on", async () => {
   const t = await memoryTestApp();
   try {
     const stack = (await t.app.inject({ method: 'POST', url: '/v1/stacks', payload: { name: 'failover' } })).json();
     const sleeve = (await t.app.inject({ method: 'POST', url: '/v1/sleeves', payload: { stackId: stack.id, embodimentType: 'ai' } })).json();
-    expect((await t.app.inject({ method: 'POST', url: `/v1/sleeves/${sleeve.id}/perceive`, payload: { input: 'one' } })).statusCode).toBe(200);
+    const one = await t.app.inject({ method: 'POST', url: `/v1/sleeves/${sleeve.id}/perceive`, payload: { input: 'one' } });
+    expect(one.statusCode).toBe(200);
     // As a process without the Hippocampus in it whose nodes are both gone.
     delete t.p.ports.hippocampus;
     t.p.config.urls.hippocampus = `http://127.0.0.1:${await freePort()}`;
     t.p.config.hippocampusFallbacks = [`http://127.0.0.1:${await freePort()}`];
+    // The node's payload is in its index row: the recall reads it with the stack.
+    const ok = await t.app.inject({ method: 'POST', url: '/v1/recall', payload: { stackId: stack.id, depth: 2 } });
+    expect(ok.statusCode).toBe(200);
+    expect(ok.json()).toMatchObject({ fragments: [{ text: 'one' }], broken: 0 });
+    // A payload in the object store (as a node PUT through the Hippocampus API) needs a node.
+    const cid = one.json().cid as string;
+    const row = await t.p.db.prisma.memoryNode.findUniqueOrThrow({ where: { cid } });
+    await t.p.objects.put(payloadKey(parseCid(cid)!.hash), new TextEncoder().encode(row.payload!));
+    await t.p.db.prisma.memoryNode.update({ where: { cid }, data: { payload: null } });
     const t0 = Date.now();
     const r = await t.app.inject({ method: 'GET', url: `/v1/stacks/${stack.id}/recall?depth=2` });
     expect(r.statusCode).toBe(503);
