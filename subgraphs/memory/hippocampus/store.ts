@@ -309,10 +309,28 @@ const WALK_ROW = 'json_build_array(n.cid, n."stackId", n.epoch, n.links, n.pinne
  * the head's line (the walk follows links and ignores them); a gap (a pruned or foreign node) or
  * an unchained head makes the caller fall back to the recursive query over the links.
  */
+async function walkRows(db: Database, root: string, depth: number, how: 'chain' | 'links'): Promise<NodeRow[]> {
+  const q =
+    how === 'chain'
+      ? sql`SELECT (${walkChainSql(sql`${root}`, sql`${depth}`)}) AS rows`
+      : numberedSql(
+          `WITH RECURSIVE w(cid, lvl) AS (
+             SELECT $1::text, 1
+             UNION
+             SELECT l, w.lvl + 1 FROM w JOIN "MemoryNode" n ON n.cid = w.cid CROSS JOIN LATERAL unnest(n.links) AS l WHERE w.lvl < $2::int
+           )
+           SELECT json_agg(${WALK_ROW})::text AS rows FROM "MemoryNode" n WHERE n.cid IN (SELECT DISTINCT cid FROM w)`,
+          [root, depth],
+        );
+  const [r] = await db.driver.query<{ rows: string | null }>(q.text, q.values, { prepare: true });
+  return parseWalkRows(r?.rows ?? null);
+}
+
 /**
  * The stored-chain walk query (walkRows' `chain`) as a scalar over a root and a depth expression:
- * the walk's rows as one json text, or null. For a read the caller composes (recall reads the
- * stack, its payer and the walk from the stack's head in one statement); walkFromChainRows reads it.
+ * the walk's rows as one json text, or null. walkRows runs it alone; a caller may compose it into
+ * a read of its own (recall reads the stack, its payer and the walk from the stack's head in one
+ * statement), and walkFromChainRows reads what it returned.
  */
 export const walkChainSql = (root: Sql, depth: Sql): Sql =>
   sql`SELECT json_agg(${numberedSql(WALK_ROW, [])})::text FROM "MemoryNode" h JOIN "MemoryNode" n
@@ -346,22 +364,6 @@ const parseWalkRows = (text: string | null): NodeRow[] =>
     writeSeq: BigInt(writeSeq),
     payload,
   }));
-
-async function walkRows(db: Database, root: string, depth: number, how: 'chain' | 'links'): Promise<NodeRow[]> {
-  const sql =
-    how === 'chain'
-      ? `SELECT json_agg(${WALK_ROW})::text AS rows FROM "MemoryNode" h JOIN "MemoryNode" n
-           ON n."stackId" = h."stackId" AND n."chainPos" > h."chainPos" - $2::int AND n."chainPos" <= h."chainPos"
-         WHERE h.cid = $1`
-      : `WITH RECURSIVE w(cid, lvl) AS (
-           SELECT $1::text, 1
-           UNION
-           SELECT l, w.lvl + 1 FROM w JOIN "MemoryNode" n ON n.cid = w.cid CROSS JOIN LATERAL unnest(n.links) AS l WHERE w.lvl < $2::int
-         )
-         SELECT json_agg(${WALK_ROW})::text AS rows FROM "MemoryNode" n WHERE n.cid IN (SELECT DISTINCT cid FROM w)`;
-  const [r] = await db.driver.query<{ rows: string | null }>(sql, [root, depth], { prepare: true });
-  return parseWalkRows(r?.rows ?? null);
-}
 
 /** The breadth-first walk over fetched index rows; `readable` are the nodes whose payloads to load. */
 function bfs(found: NodeRow[], root: string, depth: number, readerEpoch: number): { out: WalkResult; readable: NodeRow[] } {
