@@ -83,6 +83,7 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
   // for the sleeve, 409 without a key lease) run beside the stack's, and an unknown stack is the
   // 404 whatever they found.
   const bySleeve = input.sleeveId;
+  // min(depth, memoryToken): the effective depth before the payer's balance caps it.
   const cap = Math.min(depth, input.memoryToken === undefined ? Infinity : Math.floor(input.memoryToken as number));
   const stackRead = readStackAndPayer(p, input.stackId, bySleeve === undefined, cap);
   const sleeveRead =
@@ -115,7 +116,7 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
   };
   if (!payer) return empty;
   const balance = Math.floor(memory);
-  const effectiveDepth = Math.max(0, Math.min(depth, input.memoryToken === undefined ? Infinity : Math.floor(input.memoryToken as number), balance));
+  const effectiveDepth = Math.max(0, Math.min(cap, balance));
   const result = effectiveDepth > 0 ? await reconstruct(p, stack, effectiveDepth, epoch, walk) : { ...empty };
   const payerId = payer.id;
   const reader = payer;
