@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryTestAppOn, type MemoryTestApp } from './helpers/memory-app.ts';
 import { countStatements } from './helpers/statements.ts';
+import { expectBurned } from './helpers/burns.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
 import { freezeSleeve, spawnSleeve, spendForRead } from '../subgraphs/sleeves/sleeves.ts';
 import { balanceOf, sleeveAccount } from '../subgraphs/economy/ledger.ts';
@@ -49,19 +50,7 @@ for (const db of ['pglite', 'postgres'] as const) {
       const after = await sleeveRow(sleeve.id);
       expect(after.driftMilli - before.driftMilli).toBe(100);
       expect(after.seenHead).toBe(r.value.head);
-      const entries = await t.p.db.prisma.ledgerEntry.findMany({ where: { reason: 'recall', ref: sleeve.id }, orderBy: { id: 'asc' } });
-      expect(entries.map((e) => [e.account, e.token, e.milli, e.epoch])).toEqual([
-        [sleeveAccount(sleeve.id), 'memory', -2000n, 1],
-        ['burn', 'memory', 2000n, 1],
-      ]);
-      expect(entries[0]!.txId).toBe(entries[1]!.txId);
-      const intent = await t.p.db.prisma.chainLedgerIntent.findFirstOrThrow({ where: { kind: 'burn', ref: `ledger:${entries[0]!.txId}` } });
-      expect(intent).toMatchObject({
-        status: 'pending',
-        epoch: 1,
-        settlementId: null,
-        payload: { stackId: stack.id, amounts: [{ token: 'memory', milli: '2000' }] },
-      });
+      await expectBurned(t.p.db, { reason: 'recall', sleeveId: sleeve.id, stackId: stack.id, token: 'memory', milli: 2000n, epoch: 1 });
 
       // Epoch 2: the stack has not been active in it; the spend's statement finds the mark due and runs
       // again with it (as markStackActive would mark it): three statements, once per stack and epoch.

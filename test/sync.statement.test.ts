@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryTestAppOn, type MemoryTestApp } from './helpers/memory-app.ts';
 import { countStatements } from './helpers/statements.ts';
+import { expectBurned } from './helpers/burns.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
 import { decommissionSleeve, freezeSleeve, spawnSleeve, syncSleeve } from '../subgraphs/sleeves/sleeves.ts';
 import { balanceOf, sleeveAccount } from '../subgraphs/economy/ledger.ts';
@@ -51,14 +52,7 @@ for (const db of ['pglite', 'postgres'] as const) {
       expect(after).toMatchObject({ driftMilli: 0, flagged: false, syncEpoch: 3, seenHead: head, alive: true });
       expect(after.lastSync!.getTime()).toBeGreaterThan(Date.now() - 60_000);
       expect((await balanceOf(t.p.db.prisma, sleeveAccount(a.id))).sync).toBe(499);
-      const entries = await t.p.db.prisma.ledgerEntry.findMany({ where: { reason: 'sync', ref: a.id }, orderBy: { id: 'asc' } });
-      expect(entries.map((e) => [e.account, e.token, e.milli, e.epoch])).toEqual([
-        [sleeveAccount(a.id), 'sync', -1000n, 3],
-        ['burn', 'sync', 1000n, 3],
-      ]);
-      expect(entries[0]!.txId).toBe(entries[1]!.txId);
-      const intent = await t.p.db.prisma.chainLedgerIntent.findFirstOrThrow({ where: { kind: 'burn', ref: `ledger:${entries[0]!.txId}` } });
-      expect(intent).toMatchObject({ status: 'pending', epoch: 3, payload: { stackId: stack.id, amounts: [{ token: 'sync', milli: '1000' }] } });
+      await expectBurned(t.p.db, { reason: 'sync', sleeveId: a.id, stackId: stack.id, token: 'sync', milli: 1000n, epoch: 3 });
       const [ev, ...more] = await syncEvents(a.id);
       expect(more).toEqual([]);
       expect(ev!.subject).toBe(`cog.sleeve.changed.${stack.id}`);
