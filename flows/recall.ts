@@ -29,28 +29,31 @@ type Payer = Pick<SleeveRow, 'id' | 'stackId'>;
 
 /**
  * The stack (404 when unknown), without `sleeveId` its richest payer with that balance (units), and
- * the walk's rows from the stack's head (memory's walkChainSql), in one statement through the
- * driver. The walk reads `cap` levels, and with the payer no more than its balance pays for.
+ * the walk's rows from the stack's head (memory's walkChainSql: a few chunks, one a row, joined
+ * LATERAL), in one statement through the driver. The walk reads `cap` levels, and with the payer
+ * no more than its balance pays for.
  */
 async function readStackAndPayer(
   p: Platform,
   stackId: string,
   withPayer: boolean,
   cap: number,
-): Promise<{ stack: StackReadRow; payer: { sleeve: Payer; memory: number } | null; walk: string | null }> {
+): Promise<{ stack: StackReadRow; payer: { sleeve: Payer; memory: number } | null; walk: string[] }> {
   if (typeof stackId !== 'string' || !stackId) throw notFound('Stack', String(stackId));
   const q = withPayer
-    ? sql`SELECT st.id, st."episodicHead", st."masterSecret", pay.id AS "payerId", pay."stackId" AS "payerStackId", pay."memoryMilli",
-          (${walkChainSql(sql`st."episodicHead"`, sql`LEAST(${cap}::int, COALESCE(pay."memoryMilli"::bigint / 1000, 0))`)}) AS walk
-        FROM (${stackReadSql(stackId)}) st LEFT JOIN LATERAL (${richestPayerSql(sql`st.id`)}) pay ON true`
-    : sql`SELECT st.id, st."episodicHead", st."masterSecret", (${walkChainSql(sql`st."episodicHead"`, sql`${cap}::int`)}) AS walk FROM (${stackReadSql(stackId)}) st`;
-  const [row] = await p.db.driver.query<
-    StackReadRow & { payerId?: string | null; payerStackId?: string | null; memoryMilli?: string | null; walk: string | null }
+    ? sql`SELECT st.id, st."episodicHead", st."masterSecret", pay.id AS "payerId", pay."stackId" AS "payerStackId", pay."memoryMilli", w.chunk
+        FROM (${stackReadSql(stackId)}) st LEFT JOIN LATERAL (${richestPayerSql(sql`st.id`)}) pay ON true
+        LEFT JOIN LATERAL (${walkChainSql(sql`st."episodicHead"`, sql`LEAST(${cap}::int, COALESCE(pay."memoryMilli"::bigint / 1000, 0))`)}) w ON true`
+    : sql`SELECT st.id, st."episodicHead", st."masterSecret", w.chunk
+        FROM (${stackReadSql(stackId)}) st LEFT JOIN LATERAL (${walkChainSql(sql`st."episodicHead"`, sql`${cap}::int`)}) w ON true`;
+  const rows = await p.db.driver.query<
+    StackReadRow & { payerId?: string | null; payerStackId?: string | null; memoryMilli?: string | null; chunk: string | null }
   >(q.text, q.values, { prepare: true });
+  const row = rows[0];
   if (!row) throw notFound('Stack', stackId);
   const stack = { id: row.id, episodicHead: row.episodicHead, masterSecret: row.masterSecret };
   const payer = row.payerId ? { sleeve: { id: row.payerId, stackId: row.payerStackId! }, memory: Number(row.memoryMilli) / 1000 } : null;
-  return { stack, payer, walk: row.walk };
+  return { stack, payer, walk: rows.flatMap((r) => (r.chunk === null ? [] : [r.chunk])) };
 }
 
 const TX = { maxWait: 30_000, timeout: 30_000 } as const;

@@ -9,7 +9,7 @@ import { memoryTestAppOn, type MemoryTestApp } from './helpers/memory-app.ts';
 import { countStatements } from './helpers/statements.ts';
 import { expectBurned } from './helpers/burns.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
-import { freezeSleeve, spawnSleeve, spendForRead } from '../subgraphs/sleeves/sleeves.ts';
+import { freezeSleeve, spawnSleeve, spendForRead, syncSleeve } from '../subgraphs/sleeves/sleeves.ts';
 import { balanceOf, sleeveAccount } from '../subgraphs/economy/ledger.ts';
 import { lastActiveEpochs } from '../subgraphs/economy/accrual.ts';
 import { perceive } from '../flows/memory.ts';
@@ -90,6 +90,23 @@ for (const db of ['pglite', 'postgres'] as const) {
       expect(walks).toBe(1);
       expect(r).toMatchObject({ levels: 4, fidelity: 1, broken: [] });
       expect(r.fragments.map((f) => f.text)).toEqual(['n4', 'n3', 'n2', 'n1']);
+    });
+
+    it('a walk longer than one chunk of rows (several rows of the read) is still two statements and the whole walk, newest first', async () => {
+      const stack = await createStack(t.p, { name: 'recall-chunks' });
+      const sleeve = await spawnSleeve(t.p, { stackId: stack.id, kind: 'memory', shape: 'B' });
+      // Writes in batches of ten (a sleeve is flagged past COG_DRIFT_MAX unsynced writes).
+      const texts = Array.from({ length: 230 }, (_, i) => `deep ${i}`);
+      for (let i = 0; i < texts.length; i += 10) {
+        await syncSleeve(t.p, sleeve.id);
+        for (const text of texts.slice(i, i + 10)) await perceive(t.p, { sleeveId: sleeve.id, text });
+      }
+      walks = 0;
+      const r = await counted(() => recall(t.p, { stackId: stack.id, depth: 230 }));
+      expect({ prisma: r.prisma, driver: r.driver }).toEqual({ prisma: 0, driver: 2 });
+      expect(walks).toBe(0);
+      expect(r.value).toMatchObject({ levels: 230, fidelity: 1, broken: [], cost: { memory: 230 } });
+      expect(r.value.fragments.map((f) => f.text)).toEqual([...texts].reverse());
     });
 
     it('declines, writing nothing, for a frozen sleeve or a short balance; the recall then answers as the transaction does', async () => {

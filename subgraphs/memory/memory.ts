@@ -117,7 +117,7 @@ export async function reconstruct(
   stack: StackReadRow,
   depth: number,
   readerEpoch = p.epochs.current(),
-  chainRows?: string | null,
+  chainRows?: readonly string[],
 ): Promise<ReconstructResult> {
   const head = stack.episodicHead;
   if (!head || depth < 1) return { head, fragments: [], broken: [], fidelity: 1, levels: 0 };
