@@ -11,6 +11,7 @@ import type { Duplex } from 'node:stream';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { Problem, badRequest, databaseProblem, isProblem, payloadTooLarge, unauthorized, CHALLENGE_INTERNAL, type FieldProblem } from './errors.ts';
 import { httpDuration, httpRequests, metricsContentType, metricsText } from './metrics.ts';
+import { jsonBody } from './json-body.ts';
 
 export const BODY_LIMIT = 1024 * 1024;
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
@@ -148,8 +149,12 @@ export function createHttp(opts: HttpOptions): FastifyInstance {
 
   app.setValidatorCompiler(({ schema, httpPart }) => compiledOnFirstUse(httpPart === 'body' ? ajvBody : ajvQuery, schema));
   // Response schemas document what a route answers (the gateway's OpenAPI document); they do not
-  // serialise it: fast-json-stringify would silently drop members a schema leaves out.
-  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  // serialise it: fast-json-stringify would silently drop members a schema leaves out. A large
+  // reply is written as a Buffer in parts (lib/json-body.ts); fastify's types say a serializer
+  // returns a string, and its reply sends a Buffer as it is.
+  const serialize = jsonBody as (data: unknown) => string;
+  app.setSerializerCompiler(() => serialize);
+  app.setReplySerializer(serialize);
 
   // JSON for any content type (spec clients are not always careful with headers); an empty body is
   // "no body", so bodiless POSTs like /sync work with or without a Content-Type.
