@@ -28,6 +28,9 @@ import { percentile } from './perceive.ts';
 /** Port shift of this bench's platform (docs/layout.md: each test or bench has its own). */
 export const RECALL_BENCH_SHIFT = 37000;
 
+/** Quiet time after a batch of sleeves is spawned, before the recalls are timed. */
+const SETTLE_MS = 2000;
+
 export type RecallShape = 'A' | 'B' | 'GraphQL';
 
 export interface RecallBenchRow {
@@ -74,7 +77,8 @@ export async function runRecallBench(
   const shapes: RecallShape[] = ['A', 'B', 'GraphQL'];
   // The windows are written before the platform stops and writes its profile: the directory must be there first.
   if (opts.profileDir) fs.mkdirSync(opts.profileDir, { recursive: true });
-  const nodeArgs = opts.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(opts.profileDir)}`] : [];
+  // Sampled every 200 µs: the timed recalls of a depth are a few hundred milliseconds in all.
+  const nodeArgs = opts.profileDir ? ['--cpu-prof', '--cpu-prof-interval=200', `--cpu-prof-dir=${path.resolve(opts.profileDir)}`] : [];
   const c = await startCluster({ mode: 'embedded', shift: RECALL_BENCH_SHIFT, nodeArgs, env: { COG_RATE_LIMIT_PER_MIN: '0' } });
   try {
     const took = await c.waitHealthy(180_000);
@@ -140,6 +144,9 @@ export async function runRecallBench(
       // The timed recalls' windows on the monotonic clock (the profile's), for profile-summary --windows.
       const windows: Array<[number, number]> = [];
       await sleevesFor(depth * (1 + shapes.length * (runs[i]! + 1)));
+      // The spawns' aftermath (the sleeve runtime leasing and starting each new sleeve, releasing the
+      // old ones) settles before anything is timed: it is the bench's setup, not a recall's cost.
+      await new Promise((r) => setTimeout(r, SETTLE_MS));
       // The baseline's nodes: the texts and epochs of the walk, sealed as perceive seals them.
       const fragments = await shapeB(depth);
       const byEpoch = new Map<number, Sealed[]>();

@@ -168,15 +168,22 @@ for (const engine of ['pglite', 'postgres'] as const)
         expect(w.nodes.every((n) => n.stackId === stackId && n.pinned && n.epoch === 3 && n.kind === 'episodic')).toBe(true);
         expect(texts(w)).toEqual(line.slice(-depth).map((_, i) => `long ${249 - i}`));
       }
-      // A merge above the line: no position, so the walk is the recursive query over the links.
-      const merge = node('merge of the long line', [head, line[100]!.cid]);
+      // A merge above the line, also linking a node of another stack: no position, so the walk is
+      // the recursive query over the links, whose chunks are per stack.
+      const plain = await put('of a plain stack', [], 'stack:plain');
+      const merge = node('merge of the long line', [head, line[100]!.cid, plain]);
       await runStatement(p.db, [indexNodesPart([merge])!]);
       expect(await pos(merge.cid)).toBeNull();
       const w = await walkDag(p.db, p.objects, merge.cid, 260, 3);
       expect(shape(w)).toEqual(await expected(merge.cid, 260));
-      const textOf = new Map([[merge.cid, 'merge of the long line'], ...line.map((n, i): [string, string] => [n.cid, `long ${i}`])]);
+      const textOf = new Map([
+        [merge.cid, 'merge of the long line'],
+        [plain, 'of a plain stack'],
+        ...line.map((n, i): [string, string] => [n.cid, `long ${i}`]),
+      ]);
       expect(texts(w)).toEqual(w.nodes.map((n) => textOf.get(n.cid)));
-      expect(w.nodes).toHaveLength(251);
+      expect(w.nodes).toHaveLength(252);
+      expect(w.nodes.filter((n) => n.stackId !== stackId).map((n) => [n.cid, n.stackId])).toEqual([[plain, 'stack:plain']]);
       expect(w.nodes.find((n) => n.cid === head)!.links).toEqual([line[248]!.cid]);
     });
   });

@@ -324,17 +324,20 @@ export async function pinStored(db: Db | Tx, cid: string): Promise<{ cid: string
 
 /**
  * A walk's rows as its queries return them: text values (chunks) of at most WALK_CHUNK_ROWS rows
- * each, rows separated by RS (0x1e), fields by US (0x1f): cid, stackId as a JSON string, epoch,
- * pinned, writeSeq, the links joined by spaces, the payload ('' when it is in the object store).
- * No field can hold a separator: CIDs are `cog://<hex>@<epoch>`, the stackId is JSON (which escapes
- * control characters), and a row's payload is the platform's sealed JSON (indexNodesPart is its only
- * writer), which holds none raw either. At depth 1000 PGlite built this text in 3.0 ms where
- * json_agg over json_build_array took 4.6 (the payload escaped inside a JSON string a second
- * time), and splitting it beats JSON.parse.
+ * of one stack each, records separated by RS (0x1e): first the stack's id as a JSON string, then
+ * the rows, fields separated by US (0x1f): cid, epoch, pinned, writeSeq, the links joined by
+ * spaces, the payload ('' when it is in the object store). No field can hold a separator: CIDs are
+ * `cog://<hex>@<epoch>`, the stackId is JSON (which escapes control characters), and a row's
+ * payload is the platform's sealed JSON (indexNodesPart is its only writer), which holds none raw
+ * either. At depth 1000 PGlite built this text in 1.6 ms where json_agg over json_build_array took
+ * 4.6 (the payload escaped inside a JSON string a second time; the stackId's JSON in every row was
+ * another 0.35), and splitting it beats JSON.parse.
  */
 const RS = '\x1e';
 const US = '\x1f';
-const WALK_ROW = `n.cid || E'\\x1f' || to_json(n."stackId")::text || E'\\x1f' || n.epoch || E'\\x1f' || n.pinned::text || E'\\x1f' || n."writeSeq" || E'\\x1f' || array_to_string(n.links, ' ') || E'\\x1f' || COALESCE(n.payload, '')`;
+const WALK_ROW = `n.cid || E'\\x1f' || n.epoch || E'\\x1f' || n.pinned::text || E'\\x1f' || n."writeSeq" || E'\\x1f' || array_to_string(n.links, ' ') || E'\\x1f' || COALESCE(n.payload, '')`;
+/** A chunk from its stack's id and its rows (an aggregate over rows grouped by stack). */
+const walkChunk = (stackId: string, rows: string) => `to_json(${stackId})::text || E'\\x1e' || string_agg(${rows}, E'\\x1e')`;
 /**
  * Rows per chunk: about 45 kB of text. A string above V8's 128 kB large-object limit gets pages of
  * its own, and on this machine their page faults made one 400 kB text cost 1.3 ms to decode where
@@ -363,9 +366,10 @@ async function walkRows(db: Database, root: string, depth: number, how: 'chain' 
              UNION
              SELECT l, w.lvl + 1 FROM w JOIN "MemoryNode" n ON n.cid = w.cid CROSS JOIN LATERAL unnest(n.links) AS l WHERE w.lvl < $2::int
            )
-           SELECT string_agg(r, E'\\x1e') AS chunk FROM (
-             SELECT ${WALK_ROW} AS r, (row_number() OVER ()) / ${WALK_CHUNK_ROWS} AS g FROM "MemoryNode" n WHERE n.cid IN (SELECT DISTINCT cid FROM w)
-           ) x GROUP BY g`,
+           SELECT ${walkChunk('s', 'r')} AS chunk FROM (
+             SELECT n."stackId" AS s, ${WALK_ROW} AS r, (row_number() OVER (PARTITION BY n."stackId")) / ${WALK_CHUNK_ROWS} AS g
+             FROM "MemoryNode" n WHERE n.cid IN (SELECT DISTINCT cid FROM w)
+           ) x GROUP BY s, g`,
           [root, depth],
         );
   const rows = await db.driver.query<{ chunk: string }>(q.text, q.values, { prepare: true });
@@ -379,9 +383,9 @@ async function walkRows(db: Database, root: string, depth: number, how: 'chain' 
  * statement), and walkFromChainRows reads the chunks.
  */
 export const walkChainSql = (root: Sql, depth: Sql): Sql =>
-  sql`SELECT string_agg(${numberedSql(WALK_ROW, [])}, E'\\x1e') AS chunk FROM "MemoryNode" h JOIN "MemoryNode" n
+  sql`SELECT ${numberedSql(walkChunk('h."stackId"', WALK_ROW), [])} AS chunk FROM "MemoryNode" h JOIN "MemoryNode" n
     ON n."stackId" = h."stackId" AND n."chainPos" > h."chainPos" - (${depth})::int AND n."chainPos" <= h."chainPos"
-    WHERE h.cid = ${root} GROUP BY n."chainPos" / ${numberedSql(String(WALK_CHUNK_ROWS), [])}`;
+    WHERE h.cid = ${root} GROUP BY h."stackId", n."chainPos" / ${numberedSql(String(WALK_CHUNK_ROWS), [])}`;
 
 /**
  * The walk (walkDag's) from the chunks walkChainSql read, when they cover it: no level with a CID
@@ -400,21 +404,20 @@ export function walkFromChainRows(chunks: readonly string[], root: string, depth
   return out;
 }
 
-/** Reads the walk's chunks; a row that does not split into its seven fields is an error, never a guess. */
+/** Reads the walk's chunks; a chunk or a row not in their form is an error, never a guess. */
 function parseWalkRows(chunks: readonly string[]): NodeRow[] {
   const out: NodeRow[] = [];
-  // The rows of a walk mostly share one stackId: parse its JSON once.
-  let lastJson = '';
-  let lastStack = '';
   for (const chunk of chunks) {
-    for (const row of chunk.split(RS)) {
-      const f = row.split(US);
-      if (f.length !== 7) throw new Error(`walk row with ${f.length} fields`);
-      const [cid, stackJson, epoch, pinned, writeSeq, links, payload] = f as [string, string, string, string, string, string, string];
-      if (stackJson !== lastJson) (lastJson = stackJson), (lastStack = JSON.parse(stackJson) as string);
+    const records = chunk.split(RS);
+    const stackId = JSON.parse(records[0]!) as unknown;
+    if (typeof stackId !== 'string') throw new Error('walk chunk without its stackId');
+    for (let i = 1; i < records.length; i++) {
+      const f = records[i]!.split(US);
+      if (f.length !== 6) throw new Error(`walk row with ${f.length} fields`);
+      const [cid, epoch, pinned, writeSeq, links, payload] = f as [string, string, string, string, string, string];
       out.push({
         cid,
-        stackId: lastStack,
+        stackId,
         epoch: Number(epoch),
         links: links === '' ? [] : links.split(' '),
         pinned: pinned === 'true',
