@@ -26,6 +26,20 @@ describe('jsonBody', () => {
     ['text beyond ASCII', { texts: long((i) => `héllo ✓ 𝄞 ${i} "quoted" \\ \n`) }],
     ['the long array first, small members after', { list: long((i) => i), tail: { nested: [1, { deep: true }] } }],
     ['a null-prototype object', Object.assign(Object.create(null), { list: long((i) => [i, i + 1]) })],
+    [
+      'a GraphQL result: the long array three objects down, null-prototype objects, a member whose toJSON gives nothing',
+      {
+        data: Object.assign(Object.create(null), {
+          recall: Object.assign(Object.create(null), {
+            fragments: long((i) => ({ cid: `c${i}`, text: `t${i}` })),
+            fidelity: 1,
+            none: { toJSON: () => undefined },
+          }),
+        }),
+        extensions: undefined,
+      },
+    ],
+    ['a long array deeper than it is looked for', { a: { b: { c: { d: { e: long((i) => i) } } } } }],
   ];
   for (const [name, value] of cases) {
     it(`${name}: the same text as JSON.stringify`, () => {
@@ -36,6 +50,7 @@ describe('jsonBody', () => {
   it('writes a value with long arrays at its top as a Buffer, a small one as a string; a toJSON object whole', () => {
     expect(Buffer.isBuffer(jsonBody({ fragments: long((i) => i) }))).toBe(true);
     expect(Buffer.isBuffer(jsonBody(long((i) => i)))).toBe(true);
+    expect(Buffer.isBuffer(jsonBody({ data: { recall: { fragments: long((i) => i) } } }))).toBe(true);
     expect(typeof jsonBody({ fragments: [1, 2] })).toBe('string');
     const custom = { toJSON: () => ({ replaced: true }), list: long((i) => i) };
     expect(jsonBody(custom)).toBe('{"replaced":true}');

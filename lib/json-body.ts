@@ -1,10 +1,11 @@
 // A reply's JSON body. Most replies are small: one JSON.stringify. A large one (a deep recall in
-// Shape A: 1,000 memory nodes, 550 kB) is written in parts, one per element of its long arrays,
-// into one Buffer. JSON.stringify's single string of that size is a V8 large object: flattening it
-// and copying it to UTF-8 for the socket each take fresh pages, and their page faults cost about
-// 2 ms a response on this machine (a 400 kB string: 1.3 ms to build, four of 100 kB: 0.05 ms).
+// Shape A: 1,000 memory nodes, 550 kB) is written in parts, runs of the elements of its long
+// arrays, into one Buffer. JSON.stringify's single string of that size is a V8 large object:
+// flattening it and copying it to UTF-8 for the socket each take fresh pages, and their page faults
+// cost about 2 ms a response on this machine (a 400 kB string: 1.3 ms to build, four of 100 kB:
+// 0.05 ms). The HTTP layer (lib/http.ts) and the GraphQL routes (router/gateway.ts) answer with it.
 
-/** Arrays at least this long are written an element at a time. */
+/** Arrays at least this long are written in runs of their elements. */
 const LONG_ARRAY = 200;
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => {
@@ -13,7 +14,10 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> => {
   return proto === Object.prototype || proto === null;
 };
 
-/** Elements stringified together: one call per run of them (a call per element cost 1.4 ms for 1,000 recall nodes), each run's text well under the large-object limit. */
+/**
+ * Elements stringified together: one call per run (a call per element cost 1.4 ms for 1,000 recall
+ * nodes), each run's text well under the large-object limit.
+ */
 const RUN = 64;
 
 /** An array's JSON as parts: the brackets, and runs of its elements as JSON.stringify writes them in an array. */
@@ -28,42 +32,50 @@ function arrayParts(a: readonly unknown[], out: string[]): void {
   out.push(']');
 }
 
-/**
- * The parts of the JSON of a value whose long arrays sit at its top: the value itself, or a plain
- * object's members (the shape of every large reply here); null when it has none to split, so the
- * caller stringifies it whole. Members are written as JSON.stringify writes them: in key order, a
- * member with no JSON form left out.
- */
-function topLevelParts(data: unknown): string[] | null {
-  if (Array.isArray(data)) {
-    if (data.length < LONG_ARRAY || typeof (data as { toJSON?: unknown }).toJSON === 'function') return null;
-    const out: string[] = [];
-    arrayParts(data, out);
-    return out;
-  }
-  if (!isPlainObject(data)) return null;
-  const keys = Object.keys(data);
-  if (!keys.some((k) => Array.isArray(data[k]) && (data[k] as unknown[]).length >= LONG_ARRAY)) return null;
-  const out: string[] = ['{'];
-  let first = true;
-  for (const k of keys) {
-    const v = data[k];
-    const long = Array.isArray(v) && v.length >= LONG_ARRAY && typeof (v as { toJSON?: unknown }).toJSON !== 'function';
-    const json = long ? '' : JSON.stringify(v);
-    if (json === undefined) continue;
-    out.push(first ? '' : ',', JSON.stringify(k), ':');
-    first = false;
-    if (long) arrayParts(v as unknown[], out);
-    else out.push(json);
-  }
-  out.push('}');
-  return out;
+/** How deep in plain objects a long array is looked for (a GraphQL result's: data.recall.fragments). */
+const MAX_NESTING = 4;
+
+const isLongArray = (v: unknown): v is unknown[] => Array.isArray(v) && v.length >= LONG_ARRAY && typeof (v as { toJSON?: unknown }).toJSON !== 'function';
+
+/** Whether a long array sits in the value, itself or down its plain objects' members. */
+function holdsLongArray(v: unknown, depth: number): boolean {
+  if (isLongArray(v)) return true;
+  if (depth >= MAX_NESTING || !isPlainObject(v)) return false;
+  for (const k of Object.keys(v)) if (holdsLongArray(v[k], depth + 1)) return true;
+  return false;
 }
 
-/** The JSON of a reply: a string, or for one with long arrays at its top a Buffer of the same UTF-8 text. */
+/** Whether the value is written in parts: a long array, or a plain object that holds one. */
+const split = (v: unknown, depth: number) => isLongArray(v) || (isPlainObject(v) && holdsLongArray(v, depth));
+
+/**
+ * The JSON of a value that split() says is written in parts: a long array in runs, a plain object
+ * member by member (as JSON.stringify writes them: in key order, a member with no JSON form left
+ * out), the members that hold no long array whole.
+ */
+function valueParts(v: unknown, depth: number, out: string[]): void {
+  if (isLongArray(v)) return arrayParts(v, out);
+  const o = v as Record<string, unknown>;
+  out.push('{');
+  let first = true;
+  for (const k of Object.keys(o)) {
+    const m = o[k];
+    const inParts = split(m, depth + 1);
+    const whole = inParts ? '' : JSON.stringify(m);
+    if (whole === undefined) continue; // no JSON form: left out, as JSON.stringify leaves it out
+    out.push(first ? '' : ',', JSON.stringify(k), ':');
+    first = false;
+    if (inParts) valueParts(m, depth + 1, out);
+    else out.push(whole);
+  }
+  out.push('}');
+}
+
+/** The JSON of a reply: a string, or for one that holds a long array a Buffer of the same UTF-8 text. */
 export function jsonBody(data: unknown): string | Buffer {
-  const parts = topLevelParts(data);
-  if (!parts) return JSON.stringify(data);
+  if (!split(data, 0)) return JSON.stringify(data);
+  const parts: string[] = [];
+  valueParts(data, 0, parts);
   let bytes = 0;
   for (const p of parts) bytes += Buffer.byteLength(p);
   const out = Buffer.allocUnsafe(bytes);

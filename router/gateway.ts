@@ -16,6 +16,7 @@ import { formatLimitError, limitRules } from './limits.ts';
 import { InProcessDataSource } from './local-source.ts';
 import { CoalescingDataSource, type CoalesceStats } from './coalesce.ts';
 import { graphqlMetricsPlugin, recordOperation } from './metrics-plugin.ts';
+import { replyBodyHolder, replyBodyPlugin } from './reply-body.ts';
 import { deferUnusedGatewayDeps } from './deferred-deps.ts';
 import { compiledPlanGateway, type PlanStats } from './plan-executor.ts';
 import type { GraphQLDataSource } from '@apollo/gateway';
@@ -90,7 +91,7 @@ export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Pro
     introspection: p.config.graphqlIntrospection,
     includeStacktraceInErrorResponses: false,
     csrfPrevention: true,
-    plugins: [ApolloServerPluginLandingPageDisabled(), graphqlMetricsPlugin('gateway')],
+    plugins: [ApolloServerPluginLandingPageDisabled(), graphqlMetricsPlugin('gateway'), replyBodyPlugin()],
     validationRules: limitRules(p.config.graphqlLimits),
     parseOptions: { maxTokens: p.config.graphqlLimits.maxTokens },
     formatError: (formatted) => formatLimitError(formatted),
@@ -229,6 +230,9 @@ export function mountGraphql(
     const headers = new HeaderMap();
     for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
     const q = req.url.indexOf('?');
+    const ctx = newContext(p);
+    // A large result comes back here as a Buffer (router/reply-body.ts), Apollo's string a stub.
+    const large = replyBodyHolder(ctx);
     const res = await server.executeHTTPGraphQLRequest({
       httpGraphQLRequest: {
         method: req.method.toUpperCase(),
@@ -236,9 +240,10 @@ export function mountGraphql(
         search: q < 0 ? '' : emptyName && req.method === 'GET' ? withoutEmptyName(req.url.slice(q)) : req.url.slice(q),
         body: req.body,
       },
-      context: async () => newContext(p),
+      context: async () => ctx,
     });
     for (const [k, v] of res.headers) reply.header(k, v);
+    if (large.body) return reply.code(res.status ?? 200).send(large.body);
     reply.code(clientStatus(res.status ?? 200, res.body.kind === 'complete' ? res.body.string : ''));
     if (res.body.kind === 'complete') return reply.send(res.body.string);
     let out = '';

@@ -9,6 +9,7 @@ import type { GqlContext } from '../lib/graphql.ts';
 import { buildSubgraph, readSupergraphConfig } from './subgraphs.ts';
 import { mountGraphql } from './gateway.ts';
 import { graphqlMetricsPlugin } from './metrics-plugin.ts';
+import { replyBodyPlugin } from './reply-body.ts';
 
 export function subgraphService(name: string): ServiceStarter {
   return async (p) => {
@@ -20,7 +21,7 @@ export function subgraphService(name: string): ServiceStarter {
       introspection: true,
       csrfPrevention: false,
       includeStacktraceInErrorResponses: false,
-      plugins: [ApolloServerPluginInlineTraceDisabled(), graphqlMetricsPlugin(`subgraph-${name}`)],
+      plugins: [ApolloServerPluginInlineTraceDisabled(), graphqlMetricsPlugin(`subgraph-${name}`), replyBodyPlugin()],
       stopOnTerminationSignals: false,
     });
     await server.start();
