@@ -54,7 +54,10 @@ const split = (v: unknown, depth: number) => isLongArray(v) || (isPlainObject(v)
  * out), the members that hold no long array whole.
  */
 function valueParts(v: unknown, depth: number, out: string[]): void {
-  if (isLongArray(v)) return arrayParts(v, out);
+  if (isLongArray(v)) {
+    arrayParts(v, out);
+    return;
+  }
   const o = v as Record<string, unknown>;
   out.push('{');
   let first = true;
