@@ -180,6 +180,39 @@ describe('cortex submitter', () => {
     expect(mined?.to).toBe(c.suite.contracts.StackIdentity);
   });
 
+  it('an idle round reads the pending rows and stops there: what is in flight is counted only when there is something to send', async () => {
+    // The submitter's database, with its outbox counts counted.
+    let counts = 0;
+    const db = new Proxy(p.db.prisma, {
+      get(target, key, receiver) {
+        const v = Reflect.get(target, key, receiver);
+        if (key !== 'chainOutbox') return v;
+        return new Proxy(v as object, {
+          get(o, m, r) {
+            const f = Reflect.get(o, m, r) as unknown;
+            return m === 'count' && typeof f === 'function' ? (...a: unknown[]) => (counts++, (f as (...x: unknown[]) => unknown).apply(o, a)) : f;
+          },
+        });
+      },
+    });
+    const s = startSubmitter(db, c, p.log, { pollMs: 60_000, firstRound: Promise.resolve() });
+    running.push(s);
+    for (let i = 0; i < 5; i++) await s.tick();
+    expect(counts).toBe(0);
+    const t = 150;
+    await insertStack(t);
+    await enqueue('mintIdentity', stackId(t), { stackId: stackId(t), tokenId: t, owner: null, cpv: CPV }, 1);
+    await s.tick();
+    expect(counts).toBe(1);
+    // Its rounds (no poll: 60 s) confirm it once its block is mined.
+    const status = () => p.db.prisma.chainOutbox.findFirstOrThrow({ where: { ref: stackId(t) } }).then((r) => r.status);
+    for (let i = 0; i < 100 && (await status()) !== 'confirmed'; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      await s.tick();
+    }
+    expect(await status()).toBe('confirmed');
+  });
+
   it('fails a reverting or invalid intent with its reason and keeps the queue moving', async () => {
     const t = 200;
     await enqueue('mintIdentity', stackId(t), { stackId: stackId(t), tokenId: t, cpv: CPV });

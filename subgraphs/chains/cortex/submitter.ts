@@ -451,6 +451,10 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
 
   /** Resolves to true when it took a full batch (there may be more: run again). */
   const submit = async (): Promise<boolean | undefined> => {
+    // Pending rows first: an idle round (every poll, whatever the load) is this one index read,
+    // not also the count of what is in flight.
+    const pending = await db.chainOutbox.findMany({ where: { status: 'pending' }, orderBy: { id: 'asc' }, take: batchSize });
+    if (!pending.length) return;
     // Sent transactions that may still land and change a stack's balance on chain: not yet
     // (re)broadcast, or broadcast recently. After a restart that lost blocks, the lost ones are
     // re-sent; a stack's later rows wait for them instead of failing against the rewound state.
@@ -458,12 +462,7 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
       where: { status: 'submitted', nonce: { not: null }, OR: [{ sentAt: null }, { sentAt: { gt: new Date(Date.now() - droppedAfterMs) } }] },
     });
     if (inFlight >= maxInFlight) return;
-    const rows = await db.chainOutbox.findMany({
-      where: { status: 'pending' },
-      orderBy: { id: 'asc' },
-      take: Math.min(batchSize, maxInFlight - inFlight),
-    });
-    if (!rows.length) return;
+    const rows = pending.slice(0, maxInFlight - inFlight);
     // Encoding, estimating and signing a batch is seconds of synchronous ethers work at scale: each
     // loop hands the event loop back every few milliseconds (lib/time-slice.ts).
     const slice = timeSlicer();
