@@ -348,11 +348,11 @@ const WALK_CHUNK_ROWS = 100;
 /**
  * The index rows of a walk, in one query, straight through the driver (a read of committed rows:
  * PGlite runs it between transactions, pg on a pool connection; Prisma's row mapping cost more
- * than the query at depth 1000). The rows come back as a few text values (WALK_ROW): PGlite's
- * protocol parsing of a thousand six-column rows (a text[] and an int8 each) took 10 ms. `chain`:
- * the stored chain (docs/decisions.md): every node with at
- * most one link has its position on its stack's chain (chainPos, set by a trigger on insert), so
- * the `depth` nodes below a chained head are one index range. It may hold nodes of a fork beside
+ * than the query at depth 1000). The rows come back as a few text chunks (WALK_ROW): PGlite's
+ * protocol parsing of a thousand six-column rows (a text[] and an int8 each) took 10 ms.
+ * `chain`: the stored chain (docs/decisions.md): every node with at most one link has its position
+ * on its stack's chain (chainPos, set by a trigger on insert), so the `depth` nodes below a chained
+ * head are one index range. It may hold nodes of a fork beside
  * the head's line (the walk follows links and ignores them); a gap (a pruned or foreign node) or
  * an unchained head makes the caller fall back to the recursive query over the links.
  */
