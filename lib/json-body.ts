@@ -37,7 +37,7 @@ const MAX_NESTING = 4;
 
 const isLongArray = (v: unknown): v is unknown[] => Array.isArray(v) && v.length >= LONG_ARRAY && typeof (v as { toJSON?: unknown }).toJSON !== 'function';
 
-/** Whether a long array sits in the value, itself or down its plain objects' members. */
+/** Whether a long array sits in the value, itself or down its plain objects' members: the value is written in parts. */
 function holdsLongArray(v: unknown, depth: number): boolean {
   if (isLongArray(v)) return true;
   if (depth >= MAX_NESTING || !isPlainObject(v)) return false;
@@ -45,11 +45,8 @@ function holdsLongArray(v: unknown, depth: number): boolean {
   return false;
 }
 
-/** Whether the value is written in parts: a long array, or a plain object that holds one. */
-const split = (v: unknown, depth: number) => isLongArray(v) || (isPlainObject(v) && holdsLongArray(v, depth));
-
 /**
- * The JSON of a value that split() says is written in parts: a long array in runs, a plain object
+ * The JSON of a value that holdsLongArray() says is written in parts: a long array in runs, a plain object
  * member by member (as JSON.stringify writes them: in key order, a member with no JSON form left
  * out), the members that hold no long array whole.
  */
@@ -63,7 +60,7 @@ function valueParts(v: unknown, depth: number, out: string[]): void {
   let first = true;
   for (const k of Object.keys(o)) {
     const m = o[k];
-    const inParts = split(m, depth + 1);
+    const inParts = holdsLongArray(m, depth + 1);
     const whole = inParts ? '' : JSON.stringify(m);
     if (whole === undefined) continue; // no JSON form: left out, as JSON.stringify leaves it out
     out.push(first ? '' : ',', JSON.stringify(k), ':');
@@ -76,7 +73,7 @@ function valueParts(v: unknown, depth: number, out: string[]): void {
 
 /** The JSON of a reply: a string, or for one that holds a long array a Buffer of the same UTF-8 text. */
 export function jsonBody(data: unknown): string | Buffer {
-  if (!split(data, 0)) return JSON.stringify(data);
+  if (!holdsLongArray(data, 0)) return JSON.stringify(data);
   const parts: string[] = [];
   valueParts(data, 0, parts);
   let bytes = 0;

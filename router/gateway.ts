@@ -231,7 +231,7 @@ export function mountGraphql(
     for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
     const q = req.url.indexOf('?');
     const ctx = newContext(p);
-    // A large result comes back here as a Buffer (router/reply-body.ts), Apollo's string a stub.
+    // A large result comes back here as a Buffer (router/reply-body.ts); Apollo's string is then unused.
     const large = replyBodyHolder(ctx);
     const res = await server.executeHTTPGraphQLRequest({
       httpGraphQLRequest: {

@@ -2,7 +2,8 @@
 // the one string Apollo Server builds: a depth-1000 recall's result is a 130 kB string, a V8 large
 // object whose flattening and UTF-8 copy for the socket cost page faults on every response
 // (lib/json-body.ts). mountGraphql (router/gateway.ts) gives each HTTP request's context a holder;
-// this plugin fills it with the body and leaves Apollo a stub to stringify, which the route drops.
+// this plugin fills it with the body and hands Apollo `{ data: null }` to stringify instead, a
+// string the route then does not send.
 import type { ApolloServerPlugin } from '@apollo/server';
 import type { GqlContext } from '../lib/graphql.ts';
 import { jsonBody } from '../lib/json-body.ts';

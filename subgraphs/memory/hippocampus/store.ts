@@ -57,6 +57,9 @@ export const isReadable = (node: { epoch: number; pinned: boolean }, readerEpoch
 const gone = (cid: string) => new Problem(410, 'GATED', 'Gone', `node ${cid} is outside the epoch-gating window and not pinned`);
 
 const LOWER_HEX = /^[0-9a-f]*$/;
+/** A sealed payload's hex: a 12-byte iv, and a ciphertext of at least the 16-byte tag. */
+const IV_HEX = 24;
+const MIN_CT_HEX = 32;
 
 function parseCiphertext(data: string): Sealed | null {
   try {
@@ -65,7 +68,7 @@ function parseCiphertext(data: string): Sealed | null {
     if (o.v !== 1 || typeof o.iv !== 'string' || typeof o.ct !== 'string') return null;
     // Lower-case hex: a 12-byte iv, and at least the 16-byte tag (one character class over the
     // string, not a group a byte: this runs for every node of a walk).
-    if (o.iv.length !== 24 || o.ct.length < 32 || o.ct.length % 2 !== 0 || !LOWER_HEX.test(o.iv) || !LOWER_HEX.test(o.ct)) return null;
+    if (o.iv.length !== IV_HEX || o.ct.length < MIN_CT_HEX || o.ct.length % 2 !== 0 || !LOWER_HEX.test(o.iv) || !LOWER_HEX.test(o.ct)) return null;
     return { iv: o.iv, ct: o.ct, v: 1 };
   } catch {
     return null;
@@ -188,7 +191,7 @@ const inlinePayload = (data: string): Payload => ({ ciphertext: parseCiphertext(
 const SEALED_HEAD = '{"iv":"';
 const SEALED_MID = '","ct":"';
 const SEALED_TAIL = '","v":1}';
-const SEALED_CT_AT = SEALED_HEAD.length + 24 + SEALED_MID.length;
+const SEALED_CT_AT = SEALED_HEAD.length + IV_HEX + SEALED_MID.length;
 
 /**
  * A row's payload: the platform's own sealed JSON (indexNodesPart is the column's only writer), read
@@ -199,12 +202,12 @@ const SEALED_CT_AT = SEALED_HEAD.length + 24 + SEALED_MID.length;
  */
 function rowPayload(data: string): Payload {
   if (
-    data.length >= SEALED_CT_AT + 32 + SEALED_TAIL.length &&
+    data.length >= SEALED_CT_AT + MIN_CT_HEX + SEALED_TAIL.length &&
     data.startsWith(SEALED_HEAD) &&
-    data.startsWith(SEALED_MID, SEALED_HEAD.length + 24) &&
+    data.startsWith(SEALED_MID, SEALED_HEAD.length + IV_HEX) &&
     data.endsWith(SEALED_TAIL)
   ) {
-    const iv = data.slice(SEALED_HEAD.length, SEALED_HEAD.length + 24);
+    const iv = data.slice(SEALED_HEAD.length, SEALED_HEAD.length + IV_HEX);
     const ct = data.slice(SEALED_CT_AT, data.length - SEALED_TAIL.length);
     if (ct.length % 2 === 0 && !iv.includes('"') && !iv.includes('\\') && !ct.includes('"') && !ct.includes('\\'))
       return { ciphertext: { iv, ct, v: 1 }, data };
@@ -352,9 +355,9 @@ const WALK_CHUNK_ROWS = 100;
  * protocol parsing of a thousand six-column rows (a text[] and an int8 each) took 10 ms.
  * `chain`: the stored chain (docs/decisions.md): every node with at most one link has its position
  * on its stack's chain (chainPos, set by a trigger on insert), so the `depth` nodes below a chained
- * head are one index range. It may hold nodes of a fork beside
- * the head's line (the walk follows links and ignores them); a gap (a pruned or foreign node) or
- * an unchained head makes the caller fall back to the recursive query over the links.
+ * head are one index range. It may hold nodes of a fork beside the head's line (the walk follows
+ * links and ignores them); a gap (a pruned or foreign node) or an unchained head makes the caller
+ * fall back to the recursive query over the links.
  */
 async function walkRows(db: Database, root: string, depth: number, how: 'chain' | 'links'): Promise<NodeRow[]> {
   const q =
