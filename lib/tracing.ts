@@ -48,6 +48,18 @@ export async function inSpan<T>(
 
 export { SpanKind };
 
+/**
+ * A statement PGlite runs, in a client span of the active trace: the pg instrumentation sees only
+ * node-postgres, so on the embedded database the hot path's statements (a perceive's write, a
+ * recall's read and spend) were missing from a request's trace. Named and described as pg's spans
+ * are (`pglite.query:WITH`, db.system, db.statement), with the statement's text and never its
+ * parameters. A statement outside a sampled trace (a background loop's) records nothing.
+ */
+export function inDbSpan<T>(text: string, fn: () => Promise<T>): Promise<T> {
+  const verb = /^\s*([A-Za-z]+)/.exec(text)?.[1]?.toUpperCase() ?? 'QUERY';
+  return inSpan(`pglite.query:${verb}`, { kind: SpanKind.CLIENT, attributes: { 'db.system': 'postgresql', 'db.name': 'pglite', 'db.statement': text } }, fn);
+}
+
 /** Runs `fn` outside any trace: background work nudged from a request must not join its trace. */
 export const untraced = <T>(fn: () => T): T => context.with(ROOT_CONTEXT, fn);
 
@@ -122,6 +134,9 @@ export async function startTracing(opts: TracingOptions): Promise<{ shutdown(): 
 }
 
 let active: { shutdown(): Promise<void> } | undefined;
+
+/** True while this process exports spans (startTracing ran): what costs a span is added only then. */
+export const tracingOn = (): boolean => active !== undefined;
 
 /** Exports the spans still buffered and stops tracing (a no-op when it is off). */
 export async function stopTracing(): Promise<void> {

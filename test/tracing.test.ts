@@ -2,52 +2,39 @@
 // per service on PostgreSQL and NATS) exports OTLP/HTTP to a receiver in the test. One perceive is
 // one trace: the gateway's request at the root, the internal HTTP calls, the PostgreSQL queries,
 // the event relay's publish and the consumers' handling, each under its parent.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, startCluster, type Cluster } from './helpers/cluster.ts';
-import { otlpReceiver, type ReceivedSpan } from './helpers/otlp.ts';
+import { describe, expect, it } from 'vitest';
+import { call } from './helpers/cluster.ts';
+import { tracedSuite, type ReceivedSpan } from './helpers/otlp.ts';
 import WebSocket from 'ws';
 
-let c: Cluster;
-let otlp: Awaited<ReturnType<typeof otlpReceiver>>;
-
-beforeAll(async () => {
-  otlp = await otlpReceiver();
-  // TEST_TRACING_MODE=embedded checks the same on one process (PostgreSQL and NATS still real).
-  const mode = process.env.TEST_TRACING_MODE === 'embedded' ? 'embedded' : 'distributed';
-  c = await startCluster({ mode, realAdapters: true, shift: 40000, env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url } });
-  await c.waitHealthy(240_000);
-}, 270_000);
-
-afterAll(async () => {
-  await c?.stop();
-  await otlp?.close();
-}, 60_000);
+// TEST_TRACING_MODE=embedded checks the same on one process (PostgreSQL and NATS still real).
+const traced = tracedSuite({ mode: process.env.TEST_TRACING_MODE === 'embedded' ? 'embedded' : 'distributed', realAdapters: true, shift: 40000 });
 
 // OTLP span kinds.
 const SERVER = 2;
 const CLIENT = 3;
 const PRODUCER = 4;
 const CONSUMER = 5;
-const gatewayService = () => (c.mode === 'distributed' ? 'cog-gateway' : 'cog');
+const gatewayService = () => (traced.c.mode === 'distributed' ? 'cog-gateway' : 'cog');
 const isPerceiveRequest = (s: ReceivedSpan) =>
   s.kind === SERVER && /\/perceive/.test(String(s.attributes['http.route'] ?? s.attributes['url.path'] ?? s.attributes['http.target'] ?? s.name));
 
 describe('traces', () => {
   it('one perceive is one trace from the gateway to the database and through the bus', async () => {
-    const stack = await call('POST', `${c.gateway}/v1/stacks`, { name: 'traced' });
+    const stack = await call('POST', `${traced.c.gateway}/v1/stacks`, { name: 'traced' });
     expect(stack.status).toBe(201);
-    const sleeve = await call('POST', `${c.gateway}/v1/sleeves`, { stackId: stack.body.id, embodimentType: 'ai' });
+    const sleeve = await call('POST', `${traced.c.gateway}/v1/sleeves`, { stackId: stack.body.id, embodimentType: 'ai' });
     expect(sleeve.status).toBe(201);
     // A live /v1/events client: a gateway consumes the perceive event from the bus for it. In
     // distributed mode the second gateway, so the trace crosses processes through the bus (the
     // perceive itself calls no other process: its payload and its epoch check are in its statement).
-    const streamOn = c.mode === 'distributed' ? c.gateway2 : c.gateway;
+    const streamOn = traced.c.mode === 'distributed' ? traced.c.gateway2 : traced.c.gateway;
     const ws = new WebSocket(`${streamOn.replace('http', 'ws')}/v1/events?subjects=cog.perceive.>`);
     const events: string[] = [];
     ws.on('message', (m) => events.push(String(m)));
     await new Promise((r, j) => (ws.once('open', r), ws.once('error', j)));
     try {
-      const perceived = await call('POST', `${c.gateway}/v1/sleeves/${encodeURIComponent(sleeve.body.id)}/perceive`, { input: 'traced thought' });
+      const perceived = await call('POST', `${traced.c.gateway}/v1/sleeves/${encodeURIComponent(sleeve.body.id)}/perceive`, { input: 'traced thought' });
       expect(perceived.status).toBe(200);
       await expect.poll(() => events.some((e) => e.includes(perceived.body.cid)), { timeout: 20_000 }).toBe(true);
 
@@ -55,15 +42,15 @@ describe('traces', () => {
       await expect
         .poll(
           () => {
-            const root = otlp.spans.find((s) => s.service === gatewayService() && isPerceiveRequest(s) && !s.parentSpanId);
-            trace = root ? otlp.spans.filter((s) => s.traceId === root.traceId) : [];
+            const root = traced.otlp.spans.find((s) => s.service === gatewayService() && isPerceiveRequest(s) && !s.parentSpanId);
+            trace = root ? traced.otlp.spans.filter((s) => s.traceId === root.traceId) : [];
             // Complete: the consumer's span, and every span's parent (each process exports on its own).
             const ids = new Set(trace.map((s) => s.spanId));
             // Distributed: the consumer's span is the other gateway's (another process).
             return (
               trace.some((s) => s.kind === CONSUMER && s.name === 'process cog.perceive') &&
               trace.every((s) => !s.parentSpanId || ids.has(s.parentSpanId)) &&
-              (c.mode !== 'distributed' || new Set(trace.map((s) => s.instance)).size >= 2)
+              (traced.c.mode !== 'distributed' || new Set(trace.map((s) => s.instance)).size >= 2)
             );
           },
           { timeout: 30_000, interval: 500 },
@@ -85,7 +72,7 @@ describe('traces', () => {
       // Distributed: the write's spans come from more than the gateway that took it (the other
       // gateway consumes its event). A perceive makes no internal HTTP call of its own, so the HTTP
       // hop is checked on the GraphQL query below, whose subgraph fetches always are.
-      if (c.mode === 'distributed') {
+      if (traced.c.mode === 'distributed') {
         const root = roots[0]!;
         expect(new Set(trace.map((s) => s.instance)).size).toBeGreaterThanOrEqual(2);
         const consumer = trace.find((s) => s.kind === CONSUMER && s.name === 'process cog.perceive' && s.instance !== root.instance);
@@ -107,7 +94,7 @@ describe('traces', () => {
   }, 90_000);
 
   it('a GraphQL query is one trace with the Apollo gateway spans (validate, plan, a fetch per subgraph)', async () => {
-    const q = await call('POST', `${c.gateway}/graphql`, {
+    const q = await call('POST', `${traced.c.gateway}/graphql`, {
       query: 'query TracedStacks { stacks(first: 2) { id name sleeves { id } } }',
       operationName: 'TracedStacks',
     });
@@ -116,8 +103,8 @@ describe('traces', () => {
     await expect
       .poll(
         () => {
-          const req = otlp.spans.find((s) => s.name === 'gateway.request' && s.service === gatewayService());
-          trace = req ? otlp.spans.filter((s) => s.traceId === req.traceId) : [];
+          const req = traced.otlp.spans.find((s) => s.name === 'gateway.request' && s.service === gatewayService());
+          trace = req ? traced.otlp.spans.filter((s) => s.traceId === req.traceId) : [];
           const ids = new Set(trace.map((s) => s.spanId));
           const names = new Set(trace.map((s) => s.name));
           // Complete: two fetches (stacks, then sleeves), the gateway's phases, every parent exported,
@@ -125,7 +112,7 @@ describe('traces', () => {
           const servers = new Set(trace.filter((s) => s.kind === SERVER).map((s) => s.service));
           return (
             trace.filter((s) => s.name === 'gateway.fetch').length >= 2 &&
-            (c.mode !== 'distributed' || (servers.has('cog-subgraph-stacks') && servers.has('cog-subgraph-sleeves'))) &&
+            (traced.c.mode !== 'distributed' || (servers.has('cog-subgraph-stacks') && servers.has('cog-subgraph-sleeves'))) &&
             ['gateway.request', 'gateway.validate', 'gateway.plan', 'gateway.execute'].every((n) => names.has(n)) &&
             trace.every((s) => !s.parentSpanId || ids.has(s.parentSpanId))
           );
@@ -142,17 +129,17 @@ describe('traces', () => {
     );
     // Distributed: each subgraph fetch is an internal HTTP hop, the gateway's client span the parent
     // of the subgraph's server span, with the subgraph's database queries under it.
-    if (c.mode === 'distributed') {
+    if (traced.c.mode === 'distributed') {
       expect(new Set(hops.map((s) => s.service))).toEqual(new Set(['cog-subgraph-stacks', 'cog-subgraph-sleeves']));
       for (const h of hops) expect(trace.some((s) => s.service === h.service && s.name.startsWith('pg.query'))).toBe(true);
     }
   }, 60_000);
 
   it('scrapes and probes are not traced', async () => {
-    const before = otlp.spans.length;
-    for (const path of ['/healthz', '/readyz', '/metrics']) await fetch(`${c.gateway}${path}`);
+    const before = traced.otlp.spans.length;
+    for (const path of ['/healthz', '/readyz', '/metrics']) await fetch(`${traced.c.gateway}${path}`);
     await new Promise((r) => setTimeout(r, 1500));
-    const urls = otlp.spans.slice(before).map((s) => String(s.attributes['url.path'] ?? ''));
+    const urls = traced.otlp.spans.slice(before).map((s) => String(s.attributes['url.path'] ?? ''));
     expect(urls.filter((u) => /^\/(healthz|readyz|metrics)/.test(u))).toEqual([]);
   }, 30_000);
 });

@@ -9,6 +9,7 @@ import { migrate, type SqlDriver } from './migrate.ts';
 import { copyTemplate, ensureTemplate, freshCluster } from './template.ts';
 import { transientTransactionError } from '../errors.ts';
 import { timeSlicer } from '../time-slice.ts';
+import { inDbSpan, tracingOn } from '../tracing.ts';
 
 export type { PrismaClient };
 /**
@@ -145,7 +146,7 @@ export async function openDatabase(opts: {
   };
   // The driver's `prepare` statements run as named prepared statements (parsed and planned once).
   const prepared = preparedQueries(lite);
-  const driver: SqlDriver = {
+  const untracedDriver: SqlDriver = {
     exec: async (sql) => {
       driverStatements++;
       await lite.exec(sql);
@@ -156,6 +157,14 @@ export async function openDatabase(opts: {
       return (await lite.query(sql, params as unknown[])).rows as never;
     },
   };
+  // With tracing on, each statement is a span of the request that ran it (as pg's are); off, the
+  // driver is left as it is. bin/cog.mjs starts tracing before the stores open.
+  const driver: SqlDriver = tracingOn()
+    ? {
+        exec: (sql) => inDbSpan(sql, () => untracedDriver.exec(sql)),
+        query: (sql, params, opts) => inDbSpan(sql, () => untracedDriver.query(sql, params, opts)),
+      }
+    : untracedDriver;
   await migrate(driver);
   const prisma = new PrismaClient({ adapter: new PrismaPGlite(lite) as never, log: [{ emit: 'event', level: 'query' }] });
   (prisma as unknown as { $on(e: 'query', cb: () => void): void }).$on('query', () => void queries++);

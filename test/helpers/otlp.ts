@@ -2,6 +2,8 @@
 // `<url>/v1/traces`; the spans are kept flat, with their service and parent.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll } from 'vitest';
+import { startCluster, type Cluster } from './cluster.ts';
 
 export interface ReceivedSpan {
   service: string;
@@ -66,4 +68,45 @@ export async function otlpReceiver(): Promise<{ url: string; spans: ReceivedSpan
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
   return { url: `http://127.0.0.1:${port}`, spans, close: () => new Promise((r) => server.close(() => r())) };
+}
+
+/**
+ * A platform started as `npm start` or `cog up --distributed` starts it, exporting its traces to a
+ * receiver of its own (the tracing suites' setup).
+ */
+async function tracedCluster(
+  opts: Parameters<typeof startCluster>[0],
+): Promise<{ c: Cluster; otlp: Awaited<ReturnType<typeof otlpReceiver>>; stop(): Promise<void> }> {
+  const otlp = await otlpReceiver();
+  const c = await startCluster({ ...opts, env: { ...opts.env, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url } });
+  const stop = async () => {
+    await c.stop();
+    await otlp.close();
+  };
+  try {
+    await c.waitHealthy(240_000);
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { c, otlp, stop };
+}
+
+/** A suite's traced platform: started before its tests, stopped after them; `c` and `otlp` once started. */
+export function tracedSuite(opts: Parameters<typeof startCluster>[0]): { readonly c: Cluster; readonly otlp: Awaited<ReturnType<typeof otlpReceiver>> } {
+  let t: Awaited<ReturnType<typeof tracedCluster>> | undefined;
+  beforeAll(async () => {
+    t = await tracedCluster(opts);
+  }, 270_000);
+  afterAll(async () => {
+    await t?.stop();
+  }, 60_000);
+  return {
+    get c() {
+      return t!.c;
+    },
+    get otlp() {
+      return t!.otlp;
+    },
+  };
 }
