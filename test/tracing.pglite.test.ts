@@ -5,13 +5,11 @@
 // below the ephemeral range .ci/run sets (49152 up).
 import { describe, expect, it } from 'vitest';
 import { call } from './helpers/cluster.ts';
-import { tracedSuite, type ReceivedSpan } from './helpers/otlp.ts';
+import { ancestorsIn, routeOf, SpanKinds, tracedSuite, type ReceivedSpan } from './helpers/otlp.ts';
 
 const traced = tracedSuite({ mode: 'embedded', shift: 39000 });
 
-const SERVER = 2;
-const CLIENT = 3;
-const routeOf = (s: ReceivedSpan) => String(s.attributes['http.route'] ?? s.attributes['url.path'] ?? s.attributes['http.target'] ?? s.name);
+const { SERVER, CLIENT } = SpanKinds;
 
 /** The trace of the one request whose server span's route matches, once its statements' spans are in. */
 async function traceOf(route: RegExp, done: (statements: ReceivedSpan[]) => boolean): Promise<{ root: ReceivedSpan; spans: ReceivedSpan[] }> {
@@ -49,12 +47,7 @@ describe('traces on PGlite', () => {
         st.some((s) => String(s.attributes['db.statement']).includes('spend_lock')) &&
         st.some((s) => String(s.attributes['db.statement']).includes('"episodicHead"')),
     );
-    const byId = new Map(recall.spans.map((s) => [s.spanId, s]));
-    const underRoot = (s: ReceivedSpan): boolean => {
-      for (let p = s.parentSpanId ? byId.get(s.parentSpanId) : undefined; p; p = p.parentSpanId ? byId.get(p.parentSpanId) : undefined)
-        if (p === recall.root) return true;
-      return false;
-    };
+    const ancestors = ancestorsIn(recall.spans);
     const statements = recall.spans.filter((s) => s.name.startsWith('pglite.query:'));
     // The read (the stack, its payer and the walk) and the spend: the recall's two statements.
     expect(statements.map((s) => s.name).sort()).toEqual(['pglite.query:SELECT', 'pglite.query:WITH']);
@@ -62,7 +55,7 @@ describe('traces on PGlite', () => {
       expect(s.kind).toBe(CLIENT);
       expect(s.service).toBe('cog');
       expect(s.attributes['db.system']).toBe('postgresql');
-      expect(underRoot(s), `${s.name} hangs under the recall's request`).toBe(true);
+      expect(ancestors(s).includes(recall.root), `${s.name} hangs under the recall's request`).toBe(true);
     }
 
     const perceive = await traceOf(/\/perceive$/, (st) => st.some((s) => String(s.attributes['db.statement']).includes('"MemoryNode"')));

@@ -4,20 +4,15 @@
 // the event relay's publish and the consumers' handling, each under its parent.
 import { describe, expect, it } from 'vitest';
 import { call } from './helpers/cluster.ts';
-import { tracedSuite, type ReceivedSpan } from './helpers/otlp.ts';
+import { ancestorsIn, routeOf, SpanKinds, tracedSuite, type ReceivedSpan } from './helpers/otlp.ts';
 import WebSocket from 'ws';
 
 // TEST_TRACING_MODE=embedded checks the same on one process (PostgreSQL and NATS still real).
 const traced = tracedSuite({ mode: process.env.TEST_TRACING_MODE === 'embedded' ? 'embedded' : 'distributed', realAdapters: true, shift: 40000 });
 
-// OTLP span kinds.
-const SERVER = 2;
-const CLIENT = 3;
-const PRODUCER = 4;
-const CONSUMER = 5;
+const { SERVER, CLIENT, PRODUCER, CONSUMER } = SpanKinds;
 const gatewayService = () => (traced.c.mode === 'distributed' ? 'cog-gateway' : 'cog');
-const isPerceiveRequest = (s: ReceivedSpan) =>
-  s.kind === SERVER && /\/perceive/.test(String(s.attributes['http.route'] ?? s.attributes['url.path'] ?? s.attributes['http.target'] ?? s.name));
+const isPerceiveRequest = (s: ReceivedSpan) => s.kind === SERVER && /\/perceive/.test(routeOf(s));
 
 describe('traces', () => {
   it('one perceive is one trace from the gateway to the database and through the bus', async () => {
@@ -61,8 +56,7 @@ describe('traces', () => {
       const roots = trace.filter((s) => !s.parentSpanId);
       expect(roots.map((s) => [s.service, s.kind])).toEqual([[gatewayService(), SERVER]]);
       for (const s of trace) if (s.parentSpanId) expect(byId.has(s.parentSpanId), `${s.service} ${s.name} has its parent in the trace`).toBe(true);
-      const ancestors = (s: ReceivedSpan): ReceivedSpan[] =>
-        s.parentSpanId && byId.get(s.parentSpanId) ? [byId.get(s.parentSpanId)!, ...ancestors(byId.get(s.parentSpanId)!)] : [];
+      const ancestors = ancestorsIn(trace);
       // The database: PostgreSQL queries (pg), the write's one statement inside its commit span.
       const pg = trace.filter((s) => s.attributes['db.system'] === 'postgresql' || s.attributes['db.system.name'] === 'postgresql');
       expect(pg.length).toBeGreaterThan(0);

@@ -26,6 +26,22 @@ interface AnyValue {
 const value = (v: AnyValue | undefined) => v?.stringValue ?? (v?.intValue !== undefined ? Number(v.intValue) : (v?.boolValue ?? v?.doubleValue));
 const attrs = (list: Array<{ key: string; value: AnyValue }> | undefined) => Object.fromEntries((list ?? []).map((a) => [a.key, value(a.value)]));
 
+/** OTLP's span kinds. */
+export const SpanKinds = { SERVER: 2, CLIENT: 3, PRODUCER: 4, CONSUMER: 5 } as const;
+
+/** A server span's route: fastify's template when it named one, else the path or the span's name. */
+export const routeOf = (s: ReceivedSpan): string => String(s.attributes['http.route'] ?? s.attributes['url.path'] ?? s.attributes['http.target'] ?? s.name);
+
+/** A span's ancestors within `trace`, its parent first. */
+export function ancestorsIn(trace: readonly ReceivedSpan[]): (s: ReceivedSpan) => ReceivedSpan[] {
+  const byId = new Map(trace.map((s) => [s.spanId, s]));
+  return (s) => {
+    const out: ReceivedSpan[] = [];
+    for (let p = s.parentSpanId ? byId.get(s.parentSpanId) : undefined; p; p = p.parentSpanId ? byId.get(p.parentSpanId) : undefined) out.push(p);
+    return out;
+  };
+}
+
 export async function otlpReceiver(): Promise<{ url: string; spans: ReceivedSpan[]; close(): Promise<void> }> {
   const spans: ReceivedSpan[] = [];
   const server = http.createServer((req, res) => {
