@@ -11,7 +11,8 @@
 //   npx tsx bench/perceive.ts [requests] [--only=pg|embedded] [--profile=DIR] [--path=perceive|remember|both]
 // --profile loads bench/cpu-profile.mjs into the platform and profiles each measured window (SIGUSR2
 // on and off), leaving one .cpuprofile per window in DIR (summary: bench/profile-summary.ts); on
-// PostgreSQL the profile spans the alternating windows, the raw ones included (the platform idles).
+// PostgreSQL the profile spans the alternating windows, the raw ones included (the platform idles),
+// and DIR/<path>-rest-windows.json holds the REST windows' times (profile-summary --windows).
 // Each row also gives the CPU a request per side (the platform's process, PostgreSQL's, the client);
 // on the raw row the platform's figure is what its background (epochs, mining, ticks) spent meanwhile.
 // ratio = REST req/s / raw req/s (the issue's targets: >= 0.5 on PostgreSQL, >= 0.25 embedded).
@@ -307,12 +308,18 @@ export async function runPostgres(o: { requests: number; paths: Array<'perceive'
       const raw: Window[] = [];
       const per = Math.ceil(o.requests / ROUNDS);
       const sides: CpuSides = { platformPid: plat.cluster.pid, postgres: true };
+      // The REST windows' times on the monotonic clock (the profile's), for profile-summary --windows.
+      const restTimes: Array<[number, number]> = [];
+      const nowUs = () => Number(process.hrtime.bigint() / 1000n);
       await profiled(plat, o.profileDir, async () => {
         for (let r = 0; r < ROUNDS; r++) {
+          const t0 = nowUs();
           rest.push(await runWindow(per, concurrency, writeCall(gw, kind, ws), sides));
+          restTimes.push([t0, nowUs()]);
           raw.push(await runWindow(per, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape!)).then(() => {}), sides));
         }
       });
+      if (o.profileDir) fs.writeFileSync(path.join(o.profileDir, `${kind}-rest-windows.json`), JSON.stringify(restTimes));
       const restStats = statsOf(rest);
       const baseline = statsOf(raw);
       out.push({
