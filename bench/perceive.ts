@@ -242,7 +242,8 @@ async function startPlatform(env: Record<string, string>, profileDir?: string): 
     env: {
       COG_DATA_DIR: dataDir,
       COG_EPOCH_INTERVAL_MS: '1000',
-      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+      // A line a request, as `npm start` runs (BENCH_LOG_LEVEL=warn leaves them out).
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
       // Every write adds drift; at 2 x COG_DRIFT_MAX the desync pass decommissions the sleeve. An
       // agent syncs now and then; the bench measures writes only, so the limit is out of reach.
       COG_DRIFT_MAX: '1000000',

@@ -1,6 +1,7 @@
 // pino, one line per request at info. Secrets are redacted by key wherever they appear (scrubSecrets).
 // On a terminal the lines go through pino-pretty (a transport: a worker thread formats them);
-// anywhere else (a pipe, a file, a log collector) they stay JSON. COG_LOG_FORMAT forces either.
+// anywhere else (a pipe, a file, a log collector) they stay JSON, written in blocks (stdoutDestination).
+// COG_LOG_FORMAT forces either.
 import { pino, type Logger } from 'pino';
 
 export type { Logger };
@@ -68,5 +69,33 @@ export function createLogger(opts: { level?: string; name?: string; format?: Log
   if (!opts.destination && options.level !== 'silent' && prettyLogs(format)) {
     return pino(options, pino.transport({ target: 'pino-pretty', options: { ...PRETTY_OPTIONS, colorize: process.stdout.isTTY === true, destination: 1 } }));
   }
-  return pino(options, opts.destination as never);
+  return pino(options, (opts.destination ?? stdoutDestination()) as never);
+}
+
+/** Bytes a JSON log line waits for others before stdout is written, and how long at most. */
+const LOG_BLOCK_BYTES = 4096;
+const LOG_FLUSH_MS = 200;
+let stdoutLines: ReturnType<typeof pino.destination> | undefined;
+
+/**
+ * stdout for JSON lines, one for every logger of the process: written a block at a time (4 kB, or
+ * what 200 ms gathered) instead of a write per line. Under load the request lines were a write
+ * each, a thread-pool call and a wake-up of whatever reads the pipe: with them at info, as
+ * `npm start` runs, perceive on PostgreSQL did 0.38 of the bare inserts' rate, 0.43 in blocks
+ * (three alternating pairs). pino flushes it synchronously when the process exits; a kill -9 loses
+ * at most the last 200 ms.
+ */
+function stdoutDestination(): ReturnType<typeof pino.destination> {
+  if (stdoutLines) return stdoutLines;
+  const dest = pino.destination({ dest: 1, minLength: LOG_BLOCK_BYTES, sync: false });
+  const timer = setInterval(() => {
+    try {
+      dest.flush();
+    } catch {
+      clearInterval(timer); // closed (a broken pipe): nothing more to write
+    }
+  }, LOG_FLUSH_MS);
+  timer.unref();
+  stdoutLines = dest;
+  return dest;
 }

@@ -1,6 +1,7 @@
 // Readable logs on a terminal: `cog start` under a pseudo-terminal (util-linux `script`) prints
 // its start progress (each contract deployed, each service up) and pino-pretty log lines; piped,
-// the same logger writes JSON. Ctrl-C through the terminal stops it cleanly. Shift 32400.
+// the same logger writes JSON, a block of lines a write. Ctrl-C through the terminal stops it
+// cleanly. Shift 32400.
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -37,6 +38,49 @@ describe('log format', () => {
     const line = JSON.parse(out.trim());
     expect(line).toMatchObject({ level: 30, name: 'cog', msg: 'hello', service: 'x', identityPriv: '[redacted]' });
   });
+
+  it('writes piped lines in blocks, a lone line within the flush period, and what is left when the process exits', async () => {
+    // 400 lines a millisecond apart (a request each, as under load), then a lone line
+    // while the process idles, then 20 lines and process.exit at once.
+    // The child counts its writes to stdout (sonic-boom writes through fs.write) and reports them on stderr.
+    const script = `import fs from 'node:fs';
+      import { createLogger } from './lib/log.ts';
+      let writes = 0;
+      const write = fs.write;
+      fs.write = (fd, ...rest) => { if (fd === 1) writes++; return write(fd, ...rest); };
+      process.on('exit', () => process.stderr.write('writes ' + writes));
+      const log = createLogger({ name: 'cog' });
+      for (let i = 0; i < 400; i++) { log.info({ i }, 'request'); await new Promise((r) => setTimeout(r, 0)); }
+      await new Promise((r) => setTimeout(r, 300));
+      log.info({ lone: true, at: Date.now() }, 'lone');
+      await new Promise((r) => setTimeout(r, 1500));
+      for (let i = 0; i < 20; i++) log.info({ last: i }, 'last');
+      process.exit(0);`;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: root, env: baseEnv() });
+    const chunks: Array<{ at: number; text: string }> = [];
+    child.stdout.on('data', (d: Buffer) => chunks.push({ at: Date.now(), text: d.toString() }));
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code).toBe(0);
+    const lines = chunks
+      .map((c) => c.text)
+      .join('')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { i?: number; lone?: boolean; at?: number; last?: number });
+    expect(lines.filter((l) => l.i !== undefined).map((l) => l.i)).toEqual([...Array(400).keys()]);
+    expect(lines.filter((l) => l.last !== undefined).map((l) => l.last)).toEqual([...Array(20).keys()]);
+    // A write a line would be about 420 writes; in blocks of 4 kB (about 50 lines) and the 200 ms
+    // flushes, a dozen or so.
+    const writes = Number(/writes (\d+)/.exec(err)?.[1]);
+    expect(writes).toBeGreaterThan(0);
+    expect(writes, `${writes} writes to stdout`).toBeLessThan(60);
+    // The lone line came out by the periodic flush, long before the process ended.
+    const lone = lines.find((l) => l.lone)!;
+    const loneChunk = chunks.find((c) => c.text.includes('"msg":"lone"'))!;
+    expect(loneChunk.at - lone.at!).toBeLessThan(1000);
+  }, 60_000);
 });
 
 describe('cog start on a terminal', () => {
