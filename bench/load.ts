@@ -990,6 +990,8 @@ async function main(argv: string[]): Promise<void> {
       mode: m,
       shift: m === 'embedded' ? 23000 : 24000,
       needlecastFaults: faults && m === 'distributed' ? { crashAfter: STEP_NAMES } : undefined,
+      // A line a request, as `npm start` and `cog up` run (BENCH_LOG_LEVEL=warn leaves them out).
+      env: { LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info' },
     });
     try {
       const t0 = Date.now();

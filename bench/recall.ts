@@ -79,7 +79,13 @@ export async function runRecallBench(
   if (opts.profileDir) fs.mkdirSync(opts.profileDir, { recursive: true });
   // Sampled every 200 µs: the timed recalls of a depth are a few hundred milliseconds in all.
   const nodeArgs = opts.profileDir ? ['--cpu-prof', '--cpu-prof-interval=200', `--cpu-prof-dir=${path.resolve(opts.profileDir)}`] : [];
-  const c = await startCluster({ mode: 'embedded', shift: RECALL_BENCH_SHIFT, nodeArgs, env: { COG_RATE_LIMIT_PER_MIN: '0' } });
+  const c = await startCluster({
+    mode: 'embedded',
+    shift: RECALL_BENCH_SHIFT,
+    nodeArgs,
+    // A line a request, as `npm start` runs (BENCH_LOG_LEVEL=warn leaves them out).
+    env: { COG_RATE_LIMIT_PER_MIN: '0', LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info' },
+  });
   try {
     const took = await c.waitHealthy(180_000);
     log(`platform healthy after ${took} ms`);
