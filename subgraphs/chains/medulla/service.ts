@@ -13,7 +13,7 @@ import { registerRpc } from './rpc.ts';
  * The genesis difficulty per second of epoch interval: a block's expected double-SHA-256 hashes
  * (retarget corrects the rest). Paced blocks keep it (their solve times are the interval), so it is
  * what the background miner spends: at 50,000, about 13% of a core of this 2-core machine whether or
- * not anything happens; at 10,000, about 6% (the rest is the slices' own cost), and a block still
+ * not anything happens; at 10,000, 5–6% (the rest is the slices' own cost), and a block still
  * takes a tenth of its interval at the 0.25 duty, so a loaded machine rarely makes one late.
  */
 export const ASSUMED_HASHRATE = 10_000;
