@@ -16,6 +16,7 @@ import { startCluster, call, type Cluster } from '../test/helpers/cluster.ts';
 import { STEP_NAMES } from '../subgraphs/sleeves/needlecast/steps.ts';
 import { topology } from '../bin/up.ts';
 import { loadConfig } from '../lib/config.ts';
+import { BENCH_LOG_LEVEL } from './perceive.ts';
 
 export interface LoadOptions {
   /** Gateways to spread clients over (round robin by client). */
@@ -990,8 +991,7 @@ async function main(argv: string[]): Promise<void> {
       mode: m,
       shift: m === 'embedded' ? 23000 : 24000,
       needlecastFaults: faults && m === 'distributed' ? { crashAfter: STEP_NAMES } : undefined,
-      // A line a request, as `npm start` and `cog up` run (BENCH_LOG_LEVEL=warn leaves them out).
-      env: { LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info' },
+      env: { LOG_LEVEL: BENCH_LOG_LEVEL },
     });
     try {
       const t0 = Date.now();

@@ -30,6 +30,12 @@ import { freshDatabase } from '../test/helpers/postgres.ts';
 /** Port shift of the platforms this bench starts (below the ephemeral range; no test uses it). */
 export const BENCH_SHIFT = 36_000;
 
+/**
+ * The platform's log level in the benches that start it (perceive, recall, load): info, a line a
+ * request, as `npm start` and `cog up` run it; BENCH_LOG_LEVEL=warn leaves the lines out.
+ */
+export const BENCH_LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? 'info';
+
 export interface LatencyStats {
   requests: number;
   reqPerSec: number;
@@ -242,8 +248,7 @@ async function startPlatform(env: Record<string, string>, profileDir?: string): 
     env: {
       COG_DATA_DIR: dataDir,
       COG_EPOCH_INTERVAL_MS: '1000',
-      // A line a request, as `npm start` runs (BENCH_LOG_LEVEL=warn leaves them out).
-      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+      LOG_LEVEL: BENCH_LOG_LEVEL,
       // Every write adds drift; at 2 x COG_DRIFT_MAX the desync pass decommissions the sleeve. An
       // agent syncs now and then; the bench measures writes only, so the limit is out of reach.
       COG_DRIFT_MAX: '1000000',

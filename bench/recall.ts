@@ -23,7 +23,7 @@ import { randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 import { startCluster } from '../test/helpers/cluster.ts';
 import { epochKey, fromUtf8, open, seal, type Sealed } from '../lib/crypto.ts';
-import { percentile } from './perceive.ts';
+import { BENCH_LOG_LEVEL, percentile } from './perceive.ts';
 
 /** Port shift of this bench's platform (docs/layout.md: each test or bench has its own). */
 export const RECALL_BENCH_SHIFT = 37000;
@@ -83,8 +83,7 @@ export async function runRecallBench(
     mode: 'embedded',
     shift: RECALL_BENCH_SHIFT,
     nodeArgs,
-    // A line a request, as `npm start` runs (BENCH_LOG_LEVEL=warn leaves them out).
-    env: { COG_RATE_LIMIT_PER_MIN: '0', LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info' },
+    env: { COG_RATE_LIMIT_PER_MIN: '0', LOG_LEVEL: BENCH_LOG_LEVEL },
   });
   try {
     const took = await c.waitHealthy(180_000);
