@@ -4,7 +4,7 @@ import type { Bus } from './port.ts';
 import { MemoryBus, type MemoryBusOptions } from './memory.ts';
 import type { HandlerErrorReporter } from './common.ts';
 
-export type { Bus, BusEvent, Delivery, PublishResult, SubscribeOptions, Subscription } from './port.ts';
+export type { Bus, BusEvent, Delivery, PublishInput, PublishResult, SubscribeOptions, Subscription } from './port.ts';
 export { subjectMatches } from './port.ts';
 export { MemoryBus, type MemoryBusOptions } from './memory.ts';
 export type { NatsBusOptions } from './nats.ts';

@@ -4,7 +4,7 @@
 // ackWait, nak, and maxInFlight (max_ack_pending). Retention is bounded to the last N messages.
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Bus, BusEvent, Delivery, PublishResult, SubscribeOptions, Subscription } from './port.ts';
+import type { Bus, BusEvent, Delivery, PublishInput, PublishResult, SubscribeOptions, Subscription } from './port.ts';
 import { subjectMatches } from './port.ts';
 import {
   DEFAULT_DUPLICATE_WINDOW_MS,
@@ -293,10 +293,15 @@ class Journal {
     this.segments.push({ file, n, lines: 0 });
   }
 
-  append(m: Stored, msgId?: string): void {
-    fs.writeSync(this.fd, JSON.stringify({ ...m, msgId }) + '\n');
+  /** Appends messages in one write (a write each cost the relay as much as the rest of its publish). */
+  append(entries: ReadonlyArray<{ m: Stored; msgId?: string }>): void {
+    if (!entries.length) return;
+    let text = '';
+    for (const { m, msgId } of entries) text += JSON.stringify({ ...m, msgId }) + '\n';
+    fs.writeSync(this.fd, text);
     const open = this.segments.at(-1)!;
-    if (++open.lines < this.segmentLines) return;
+    open.lines += entries.length;
+    if (open.lines < this.segmentLines) return;
     fs.closeSync(this.fd);
     this.openSegment(open.n + 1);
     // The oldest segments the newer ones make redundant (they hold `max` lines without them).
@@ -365,25 +370,43 @@ export class MemoryBus implements Bus {
   }
 
   async publish(subject: string, data: Record<string, unknown>, opts?: { msgId?: string; traceparent?: string }): Promise<PublishResult> {
+    return this.publishSync([{ subject, data, ...opts }])[0]!;
+  }
+
+  async publishMany(msgs: readonly PublishInput[]): Promise<PublishResult[]> {
+    return this.publishSync(msgs);
+  }
+
+  /** Logs the messages in order and journals the ones logged in one write, even when one part way throws. */
+  private publishSync(msgs: readonly PublishInput[]): PublishResult[] {
     if (this.closed) throw new Error('bus is closed');
-    assertPublishSubject(subject);
-    assertData(data);
-    const json = JSON.stringify(data);
-    const now = Date.now();
-    for (const [id, s] of this.seen) {
-      if (s.at > now - this.duplicateWindowMs) break; // insertion order is time order
-      this.seen.delete(id);
+    const out: PublishResult[] = [];
+    const journaled: Array<{ m: Stored; msgId?: string }> = [];
+    try {
+      for (const { subject, data, msgId, traceparent } of msgs) {
+        assertPublishSubject(subject);
+        assertData(data);
+        const json = JSON.stringify(data);
+        const now = Date.now();
+        for (const [id, s] of this.seen) {
+          if (s.at > now - this.duplicateWindowMs) break; // insertion order is time order
+          this.seen.delete(id);
+        }
+        const s = msgId ? this.seen.get(msgId) : undefined;
+        if (s) {
+          out.push({ seq: s.seq, duplicate: true });
+          continue;
+        }
+        const m = this.log.append(subject, json, traceparent);
+        journaled.push({ m, msgId });
+        if (msgId) this.seen.set(msgId, { seq: m.seq, at: now });
+        out.push({ seq: m.seq, duplicate: false });
+      }
+    } finally {
+      this.journal?.append(journaled);
+      if (journaled.length) for (const c of this.active) c.wake();
     }
-    const msgId = opts?.msgId;
-    if (msgId) {
-      const s = this.seen.get(msgId);
-      if (s) return { seq: s.seq, duplicate: true };
-    }
-    const m = this.log.append(subject, json, opts?.traceparent);
-    this.journal?.append(m, msgId);
-    if (msgId) this.seen.set(msgId, { seq: m.seq, at: now });
-    for (const c of this.active) c.wake();
-    return { seq: m.seq, duplicate: false };
+    return out;
   }
 
   async subscribe(opts: SubscribeOptions, handler: (d: Delivery) => void | Promise<void>): Promise<Subscription> {

@@ -19,7 +19,7 @@ import {
   type JetStreamManager,
   type JsMsg,
 } from '@nats-io/jetstream';
-import type { Bus, Delivery, PublishResult, SubscribeOptions, Subscription } from './port.ts';
+import type { Bus, Delivery, PublishInput, PublishResult, SubscribeOptions, Subscription } from './port.ts';
 import { subjectMatches } from './port.ts';
 import { unavailable } from '../errors.ts';
 
@@ -161,6 +161,13 @@ export class NatsBus implements Bus {
       const why = err instanceof natsErrors.TimeoutError ? `no acknowledgement within ${this.publishTimeoutMs} ms` : errText(err);
       throw unavailable(`event bus unavailable: publish to ${subject} failed (${why})`);
     }
+  }
+
+  /** One after another: JetStream stores each before the next goes, so the order holds even when one fails. */
+  async publishMany(msgs: readonly PublishInput[]): Promise<PublishResult[]> {
+    const out: PublishResult[] = [];
+    for (const m of msgs) out.push(await this.publish(m.subject, m.data, { msgId: m.msgId, traceparent: m.traceparent }));
+    return out;
   }
 
   async subscribe(opts: SubscribeOptions, handler: (d: Delivery) => void | Promise<void>): Promise<Subscription> {

@@ -28,6 +28,14 @@ export interface PublishResult {
   duplicate: boolean;
 }
 
+/** One message of publishMany. */
+export interface PublishInput {
+  subject: string;
+  data: Record<string, unknown>;
+  msgId?: string;
+  traceparent?: string;
+}
+
 export interface SubscribeOptions {
   /** Subject filters; NATS wildcards `*` (one token) and `>` (the rest). */
   subjects: string[];
@@ -53,6 +61,12 @@ export interface Subscription {
 
 export interface Bus {
   publish(subject: string, data: Record<string, unknown>, opts?: { msgId?: string; traceparent?: string }): Promise<PublishResult>;
+  /**
+   * Several messages, in order, each as publish would send it. A failure part way rejects, and the
+   * messages before it stay published (a re-publish is de-duplicated by msgId). The in-process bus
+   * journals the lot in one write: the event relay hands it a write batch's events at once.
+   */
+  publishMany(msgs: readonly PublishInput[]): Promise<PublishResult[]>;
   subscribe(opts: SubscribeOptions, handler: (d: Delivery) => void | Promise<void>): Promise<Subscription>;
   /** Highest sequence in the stream (0 when empty). */
   lastSeq(): Promise<number>;

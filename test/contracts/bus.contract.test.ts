@@ -152,6 +152,47 @@ describe.each(adapters)('Bus contract: $name', ({ setup }) => {
     expect(got.map((d) => d.data.n)).toEqual([1, 3]);
   });
 
+  it('publishes several messages in order in one call, de-duplicated like publish', async () => {
+    const id = `many-${run}`;
+    const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const rs = await bus.publishMany([
+      { subject: 'cog.many.a', data: { type: 'many', n: 1 }, msgId: `${id}-1` },
+      { subject: 'cog.many.b', data: { type: 'many', n: 2 }, msgId: `${id}-2`, traceparent: tp },
+      { subject: 'cog.many.a', data: { type: 'many', n: 3 }, msgId: `${id}-1` }, // a copy of the first
+      { subject: 'cog.many.a', data: { type: 'many', n: 4 } },
+    ]);
+    expect(rs.map((r) => r.duplicate)).toEqual([false, false, true, false]);
+    expect(rs[1]!.seq).toBe(rs[0]!.seq + 1);
+    expect(rs[2]!.seq).toBe(rs[0]!.seq);
+    expect(rs[3]!.seq).toBe(rs[1]!.seq + 1);
+    expect(await bus.lastSeq()).toBe(rs[3]!.seq);
+    expect(await bus.publishMany([])).toEqual([]);
+    const { got } = await record({ subjects: ['cog.many.>'], startSeq: rs[0]!.seq });
+    await waitFor(() => got.length >= 3, 5_000, 'three deliveries');
+    await sleep(100);
+    expect(got.map((d) => [d.subject, d.data.n, d.traceparent])).toEqual([
+      ['cog.many.a', 1, undefined],
+      ['cog.many.b', 2, tp],
+      ['cog.many.a', 4, undefined],
+    ]);
+  });
+
+  it('publishMany stops at a message it refuses; the ones before it stay published', async () => {
+    const before = await bus.lastSeq();
+    await expect(
+      bus.publishMany([
+        { subject: 'cog.manybad.a', data: { type: 'manybad', n: 1 } },
+        { subject: 'cog..bad', data: { type: 'manybad', n: 2 } },
+        { subject: 'cog.manybad.a', data: { type: 'manybad', n: 3 } },
+      ]),
+    ).rejects.toThrow(/invalid bus subject/);
+    expect(await bus.lastSeq()).toBe(before + 1);
+    const { got } = await record({ subjects: ['cog.manybad.>'], startSeq: before + 1 });
+    await waitFor(() => got.length >= 1, 5_000, 'one delivery');
+    await sleep(100);
+    expect(got.map((d) => d.data.n)).toEqual([1]);
+  });
+
   it('filters with * and > wildcards, one filter or several', async () => {
     const subjects = ['cog.wild.a.x', 'cog.wild.a.x.y', 'cog.wild.b.x.y', 'cog.wild.c.x', 'cog.wild.b', 'cog.wild.a.end'];
     const seqs = await publishAll(subjects, 'wild');

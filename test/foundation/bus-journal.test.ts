@@ -48,6 +48,39 @@ describe('embedded bus journal', () => {
     await b.close();
   });
 
+  it('journals a publishMany in one write, and what it published before a refusal', async () => {
+    const d = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-busj-many-'));
+    const a = new MemoryBus({ journalDir: d });
+    const writes: number[] = [];
+    const real = fs.writeSync;
+    const spy = ((fd: number, ...rest: unknown[]) => {
+      writes.push(fd);
+      return (real as (...x: unknown[]) => number)(fd, ...rest);
+    }) as typeof fs.writeSync;
+    fs.writeSync = spy;
+    try {
+      await a.publishMany(Array.from({ length: 9 }, (_, i) => ({ subject: 'cog.test.many', data: { type: 't', i }, msgId: `many-${i}` })));
+      expect(writes).toHaveLength(1);
+      await expect(
+        a.publishMany([
+          { subject: 'cog.test.many', data: { type: 't', i: 9 } },
+          { subject: 'cog.test.*', data: { type: 't', i: 10 } },
+        ]),
+      ).rejects.toThrow(/invalid bus subject/);
+      expect(writes).toHaveLength(2);
+    } finally {
+      fs.writeSync = real;
+    }
+    await a.close();
+    const b = new MemoryBus({ journalDir: d });
+    expect(await b.lastSeq()).toBe(10);
+    const all = await collect(b, { subjects: ['cog.test.many'], startSeq: 1 }, 10);
+    expect(all.map((m) => m.data.i)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect((await b.publishMany([{ subject: 'cog.test.many', data: { type: 't', i: 0 }, msgId: 'many-0' }]))[0]!.duplicate).toBe(true);
+    await b.close();
+    fs.rmSync(d, { recursive: true, force: true });
+  });
+
   it('rolls over into segments and deletes the oldest once the rest hold the retention; nothing is rewritten', async () => {
     const d = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-busj-seg-'));
     // The journal of the single-file version: read as the oldest segment.

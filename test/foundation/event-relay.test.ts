@@ -53,12 +53,17 @@ describe('event relay', () => {
 
   it('a publish that fails mid-batch: the rows sent are deleted, the rest follow later, none twice', async () => {
     const got = await written('cog.relaytest.b', 300);
-    // The bus refuses the 251st publish once (a test double at the bus boundary).
-    const publish = p.bus.publish.bind(p.bus);
+    // The bus refuses the 251st message once (a test double at the bus boundary). The relay
+    // publishes a row's events with publishMany: the double counts each message it is given.
+    const publishMany = p.bus.publishMany.bind(p.bus);
     let calls = 0;
-    p.bus.publish = async (...args: Parameters<typeof publish>) => {
-      if (++calls === 251) throw new Error('bus unavailable');
-      return publish(...args);
+    p.bus.publishMany = async (msgs) => {
+      const out = [];
+      for (const m of msgs) {
+        if (++calls === 251) throw new Error('bus unavailable');
+        out.push(...(await publishMany([m])));
+      }
+      return out;
     };
     const relay = startEventRelay(p, { pollMs: 50 });
     try {
@@ -68,7 +73,7 @@ describe('event relay', () => {
       expect(got).toEqual(Array.from({ length: 300 }, (_, i) => i));
       expect(await p.db.prisma.eventOutbox.count()).toBe(0);
     } finally {
-      p.bus.publish = publish;
+      p.bus.publishMany = publishMany;
       await relay.close();
     }
   });
@@ -82,11 +87,10 @@ describe('event relay', () => {
       got.push(d.data.i as number);
     });
     const published = new Map<string, number>();
-    const publish = p.bus.publish.bind(p.bus);
-    p.bus.publish = async (...args: Parameters<typeof publish>) => {
-      const id = args[2]?.msgId ?? '';
-      published.set(id, (published.get(id) ?? 0) + 1);
-      return publish(...args);
+    const publishMany = p.bus.publishMany.bind(p.bus);
+    p.bus.publishMany = async (msgs) => {
+      for (const m of msgs) published.set(m.msgId ?? '', (published.get(m.msgId ?? '') ?? 0) + 1);
+      return publishMany(msgs);
     };
     // What the relays read from the table (the handed rows must not be among it), and the deletes they send themselves.
     const readBack: string[] = [];
@@ -120,7 +124,7 @@ describe('event relay', () => {
       expect(relayDeletes).toBe(1);
       expect(await p.db.prisma.eventOutbox.count()).toBe(0);
     } finally {
-      p.bus.publish = publish;
+      p.bus.publishMany = publishMany;
       p.db.driver.query = query;
       await other.close();
       await relay.close();
