@@ -83,6 +83,8 @@ describe('gateway rate limit', () => {
     expect((await call(b.url, 'GET', '/healthz')).status).toBe(200);
   });
 
+  // A longer timeout: freshWindow may wait up to 25 s before the 1,300-odd requests, and together
+  // they passed the default 30 s on a busy CI machine (session 25).
   it('counts a flood guard in batches that both gateways hear, and lets exactly the limit through', async () => {
     await freshWindow(25_000);
     const [a, b] = floodGws;
@@ -113,5 +115,5 @@ describe('gateway rate limit', () => {
     }
     expect(passed).toBe(FLOOD_LIMIT);
     for (const g of [a, b]) expect((await call(g.url, 'GET', '/v1/sleeves')).status).toBe(429);
-  });
+  }, 90_000);
 });
