@@ -1,7 +1,7 @@
 // The Cortex outbox submitter end to end against a real anvil (1 s blocks): intents become
 // transactions, many per block; a crash mid-outbox loses nothing and sends nothing twice; a dropped
 // transaction is re-sent; reconcile reports drift; Thalamus reads the epoch's hashes in nonce order.
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { startTestChain, type TestChain } from './helpers/test-chain.ts';
 import { startSubmitter, outboxStatus, type Submitter } from '../subgraphs/chains/cortex/submitter.ts';
@@ -466,6 +466,55 @@ describe('cortex ledger settlements', () => {
     const bt = c.contract('BandwidthToken');
     expect(await bt.queryFilter(bt.filters.Settled(first.id))).toHaveLength(1);
     expect(await reconcileChain(p.db.prisma, c)).toEqual([]);
+  });
+
+  it('a settlement held back while transactions are in flight is not planned again until a block lands; epochs that end meanwhile settle the other stacks', async () => {
+    await mintRow(900);
+    await mintRow(901);
+    let epoch = 1;
+    const s = start({ currentEpoch: () => epoch });
+    await until(async () => (await p.db.prisma.chainOutbox.count({ where: { kind: 'mintIdentity', status: 'confirmed' } })) === 2);
+    await c.provider.send('evm_setIntervalMining', [0]);
+    const estimates = vi.spyOn(c.provider, 'estimateGas');
+    try {
+      // 901's grant goes out in epoch 1's settlement, and no block lands: it stays in flight.
+      await ledger('mint', 901, 1, [['compute', 9000]]);
+      epoch = 2;
+      await until(async () => (await settleRows()).some((r) => r.status === 'submitted'));
+      // 900 never had a grant: its burn reverts, and while a transaction is in flight that could
+      // change the answer, it waits rather than fails.
+      await ledger('burn', 900, 2, [['compute', 1000]]);
+      const before = estimates.mock.calls.length;
+      epoch = 3;
+      await until(async () => estimates.mock.calls.length > before);
+      await new Promise((r) => setTimeout(r, 250));
+      const held = estimates.mock.calls.length;
+      await new Promise((r) => setTimeout(r, 1000)); // about 20 rounds of 50 ms, no block
+      expect(estimates.mock.calls.length).toBe(held);
+      const burn900 = () => p.db.prisma.chainLedgerIntent.findFirstOrThrow({ where: { kind: 'burn', payload: { path: ['stackId'], equals: stackId(900) } } });
+      expect((await burn900()).status).toBe('pending');
+      // An epoch that ends meanwhile settles its rows of the stack not held, still without a block.
+      await ledger('burn', 901, 3, [['compute', 500]]);
+      epoch = 4;
+      await until(async () => (await settleRows()).length === 2);
+      expect((await settleRows())[1].payload).toMatchObject({ epoch: 3, rows: 1, entries: [{ tokenId: 901, delta: '-500' }] });
+      expect((await burn900()).status).toBe('pending');
+    } finally {
+      estimates.mockRestore();
+      await c.provider.send('evm_setIntervalMining', [1]); // seconds, as the file's node was started
+    }
+    // Blocks again: both settlements land, and the next full pass finds 900's part still reverting
+    // with nothing in flight: it fails alone.
+    await until(async () => (await p.db.prisma.chainLedgerIntent.count({ where: { status: 'pending' } })) === 0);
+    await s.idle(20_000);
+    expect((await settleRows()).map((r) => r.status)).toEqual(['confirmed', 'confirmed']);
+    expect(await balances(901)).toEqual([8500, 0, 0, 0, 0]);
+    expect((await p.db.prisma.chainLedgerIntent.findMany({ orderBy: { id: 'asc' } })).map((r) => [r.kind, r.status])).toEqual([
+      ['mint', 'settled'],
+      ['burn', 'failed'],
+      ['burn', 'settled'],
+    ]);
+    expect((await reconcileChain(p.db.prisma, c)).map((d) => d.kind)).toEqual(['failed']);
   });
 
   it('a stack whose part cannot apply fails alone; the others settle', async () => {
