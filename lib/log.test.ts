@@ -41,4 +41,21 @@ describe('scrubSecrets', () => {
     });
     expect(line).not.toContain('ab'.repeat(32));
   });
+
+  it('stamps each line with the ISO time it was written at, to the millisecond', async () => {
+    const lines: string[] = [];
+    const log = createLogger({ level: 'info', destination: new Writable({ write: (c, _e, done) => (lines.push(c.toString()), done()) }) });
+    const t0 = Date.now();
+    log.info('one');
+    await new Promise((r) => setTimeout(r, 5));
+    log.info('two');
+    const t1 = Date.now();
+    const times = lines.map((l) => JSON.parse(l).time as string);
+    for (const t of times) {
+      expect(t).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      expect(Date.parse(t)).toBeGreaterThanOrEqual(t0);
+      expect(Date.parse(t)).toBeLessThanOrEqual(t1);
+    }
+    expect(Date.parse(times[1]!) - Date.parse(times[0]!)).toBeGreaterThanOrEqual(5);
+  });
 });
