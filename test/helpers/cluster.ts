@@ -166,9 +166,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     while (chunks.length > 1 && kept - chunks[0]!.length >= OUTPUT_KEPT) kept -= chunks.shift()!.length;
     // Only the supervisor's lines are parsed: a chunk (and a line carried over) without one is skipped.
     if (!partial && !chunk.includes('[up] ')) {
-      const nl = chunk.lastIndexOf('\n');
-      partial = nl < 0 ? chunk.slice(0, 200) : '';
-      if (nl >= 0 && nl < chunk.length - 1) partial = chunk.slice(nl + 1, nl + 201);
+      partial = chunk.slice(chunk.lastIndexOf('\n') + 1).slice(0, 200); // the line it ends in, if unfinished
       return;
     }
     const lines = (partial + chunk).split('\n');

@@ -10,7 +10,7 @@
 // Stacks' heads are not intents of their writes: once an epoch the heads the chain lacks are queued
 // as updateStacks rows, many stacks a call (heads.ts).
 import { Transaction, type Wallet, keccak256, type JsonRpcProvider } from 'ethers';
-import type { Db } from '../../../lib/db/index.ts';
+import { sql, type Db } from '../../../lib/db/index.ts';
 import { jsonValue } from '../../../lib/db/statement.ts';
 import type { Logger } from '../../../lib/log.ts';
 import { buildCall, canonicalJson, IntentError, type ChainCall } from './calls.ts';
@@ -364,15 +364,13 @@ export function startSubmitter(db: Db, chain: CortexChain, log: Logger, opts: Su
     // While stacks are held (see `held`), only the epochs that ended since are read: the rows of the
     // epochs before were settled, failed or held then (one that committed late waits for the next
     // block, or heldRecheckMs).
-    const rows = whole
-      ? await db.$queryRaw<(LedgerRow & { createdAt: Date })[]>`
+    const which = whole
+      ? sql`(${epoch ?? null}::int IS NULL OR epoch IS NULL OR epoch < ${epoch ?? null}::int
+        OR EXISTS (SELECT 1 FROM "ChainLedgerIntent" WHERE status = 'pending' AND "createdAt" < ${settleBefore}))`
+      : sql`epoch >= ${held!.epoch ?? 0}::int AND epoch < ${epoch ?? 0}::int`;
+    const rows = await db.$queryRaw<(LedgerRow & { createdAt: Date })[]>`
       SELECT id, kind, payload, epoch, "createdAt" FROM "ChainLedgerIntent"
-      WHERE status = 'pending' AND (${epoch ?? null}::int IS NULL OR epoch IS NULL OR epoch < ${epoch ?? null}::int
-        OR EXISTS (SELECT 1 FROM "ChainLedgerIntent" WHERE status = 'pending' AND "createdAt" < ${settleBefore}))
-      ORDER BY id LIMIT 20000`
-      : await db.$queryRaw<(LedgerRow & { createdAt: Date })[]>`
-      SELECT id, kind, payload, epoch, "createdAt" FROM "ChainLedgerIntent"
-      WHERE status = 'pending' AND epoch >= ${held!.epoch ?? 0}::int AND epoch < ${epoch ?? 0}::int
+      WHERE status = 'pending' AND ${which}
       ORDER BY id LIMIT 20000`;
     const holding = whole ? new Set<number>() : held!.stacks;
     const hold = (tokenIds: Iterable<number>) => {
