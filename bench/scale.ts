@@ -31,6 +31,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { fromHex, wrapSecret, randomSecret } from '../lib/crypto.ts';
+import { PLATFORM_NODE_FLAGS } from '../bin/node-flags.ts';
 import { startCluster, type Cluster } from '../test/helpers/cluster.ts';
 import { freshDatabase } from '../test/helpers/postgres.ts';
 
@@ -390,7 +391,7 @@ export async function runScaleBench(o: ScaleOptions, log: (s: string) => void = 
     await cluster.waitHealthy(300_000, ['gateway', 'medulla']);
     const opsPort = 7095 + o.shift;
     let out2 = '';
-    runtime2 = spawn(process.execPath, [path.join(import.meta.dirname, '..', 'bin', 'cog.mjs'), 'service', 'sleeve-runtime'], {
+    runtime2 = spawn(process.execPath, [...PLATFORM_NODE_FLAGS, path.join(import.meta.dirname, '..', 'bin', 'cog.mjs'), 'service', 'sleeve-runtime'], {
       cwd: path.join(import.meta.dirname, '..'),
       env: {
         ...cluster.env,

@@ -15,6 +15,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { PLATFORM_NODE_FLAGS } from '../bin/node-flags.ts';
 import { shiftedPortsEnv } from '../bin/up.ts';
 import { cpuMsOf } from './proc-cpu.ts';
 
@@ -64,11 +65,15 @@ export async function timeStart(
     ...opts.env,
   } as Record<string, string>;
   const t0 = performance.now();
-  const child: ChildProcess = spawn(process.execPath, [...(opts.nodeArgs ?? []), path.join(opts.root ?? root, 'bin', 'cog.mjs'), 'start'], {
-    cwd: opts.root ?? root,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [...PLATFORM_NODE_FLAGS, ...(opts.nodeArgs ?? []), path.join(opts.root ?? root, 'bin', 'cog.mjs'), 'start'],
+    {
+      cwd: opts.root ?? root,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   child.stdout!.on('data', (d) => (out = (out + d).slice(-100_000)));
   child.stderr!.on('data', (d) => (out = (out + d).slice(-100_000)));

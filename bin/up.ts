@@ -9,6 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../lib/config.ts';
 import { internalAuthHeaders } from '../lib/internal-client.ts';
+import { PLATFORM_NODE_FLAGS } from './node-flags.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -223,7 +224,7 @@ export async function upDistributed(cfg: Config): Promise<void> {
   const children = new Map<string, ChildProcess>();
   let stopping = false;
   const start = (spec: ProcessSpec, attempt = 0) => {
-    const child = spawn(process.execPath, [path.join(root, 'bin', 'cog.mjs'), 'service', spec.service], {
+    const child = spawn(process.execPath, [...PLATFORM_NODE_FLAGS, path.join(root, 'bin', 'cog.mjs'), 'service', spec.service], {
       cwd: root,
       env: {
         ...process.env,

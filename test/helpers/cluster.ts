@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { PLATFORM_NODE_FLAGS } from '../../bin/node-flags.ts';
 import { shiftedPortsEnv, SUBGRAPH_PORTS } from '../../bin/up.ts';
 import { STEP_NAMES, type StepName } from '../../subgraphs/sleeves/index.ts';
 import { freshDatabase } from './postgres.ts';
@@ -40,7 +41,7 @@ export interface ClusterOptions {
    * the router SIGKILLs itself after each `crashAfter` step (once each), or `failAt` throws.
    */
   needlecastFaults?: { crashAfter?: readonly StepName[]; failAt?: StepName };
-  /** Flags for the platform's node (e.g. --cpu-prof, which NODE_OPTIONS refuses). */
+  /** Flags for the platform's node besides PLATFORM_NODE_FLAGS, as npm start runs it (e.g. --cpu-prof, which NODE_OPTIONS refuses). */
   nodeArgs?: string[];
 }
 
@@ -140,7 +141,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     for (const [name, p] of Object.entries(SUBGRAPH_PORTS)) urls[`subgraph-${name}`] = local(p + o.shift);
   }
   const args = o.mode === 'distributed' ? ['up', '--distributed'] : ['start'];
-  const child: ChildProcess = spawn(process.execPath, [...(o.nodeArgs ?? []), path.join(root, 'bin', 'cog.mjs'), ...args], {
+  const child: ChildProcess = spawn(process.execPath, [...PLATFORM_NODE_FLAGS, ...(o.nodeArgs ?? []), path.join(root, 'bin', 'cog.mjs'), ...args], {
     cwd: root,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
