@@ -72,7 +72,7 @@ export async function runOutboxBench(opts: { count?: number; blockTime?: number 
         await enqueueChainTx(tx, { kind: 'mintIdentity', ref: stackId(i), payload: { stackId: stackId(i), tokenId: i, owner: null, cpv: [1, 1, 1, 1, 1] } });
     });
     t = performance.now();
-    const submitter = startSubmitter(p.db.prisma, ob, p.log, { pollMs: 20 });
+    const submitter = startSubmitter(p.db, ob, p.log, { pollMs: 20 });
     await submitter.idle(600_000);
     const outboxSec = (performance.now() - t) / 1000;
     await submitter.close();

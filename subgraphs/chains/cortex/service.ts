@@ -90,7 +90,7 @@ export async function startCortexWith(
         ? await openDatabase({ databaseUrl: p.config.databaseUrl, dataDir: p.config.dataDir, poolSize: 2, migrated: true })
         : undefined;
     // Ledger rows are settled once their epoch has ended (one settlement per epoch under load).
-    const submitter = startSubmitter(own?.prisma ?? p.db.prisma, chain, p.log, {
+    const submitter = startSubmitter(own ?? p.db, chain, p.log, {
       currentEpoch: () => p.epochs.current(),
       settleAfterMs: Math.round(1.5 * p.config.epochIntervalMs),
       firstRound: started(p),

@@ -49,6 +49,32 @@ export interface FoldContext {
   sourceTimeoutMs: number;
 }
 
+/**
+ * The DAG writes of the epochs folded or rechecked lately, with their ipfsRoot. The recheck of late
+ * writes reads an epoch's writes again at each of the next LATE_WRITE_EPOCHS folds; while they are
+ * the same list, in the same order, their root is the one already computed (hashing an epoch's
+ * thousands of CIDs three times an epoch was 2-3% of the platform's thread under the perceive load;
+ * comparing the lists is a hundredth of that).
+ */
+const foldedWrites = new WeakMap<FoldContext, Map<number, { cids: readonly string[]; root: string }>>();
+
+function rememberWrites(ctx: FoldContext, epoch: number, cids: readonly string[], root: string): void {
+  let seen = foldedWrites.get(ctx);
+  if (!seen) foldedWrites.set(ctx, (seen = new Map()));
+  seen.set(epoch, { cids, root });
+  const newest = Math.max(...seen.keys());
+  for (const e of seen.keys()) if (e < newest - LATE_WRITE_EPOCHS - 1) seen.delete(e);
+}
+
+/** ipfsRootOf an epoch's writes, from the last time these same writes were folded when they were. */
+function ipfsRootOfWrites(ctx: FoldContext, epoch: number, cids: readonly string[]): string {
+  const hit = foldedWrites.get(ctx)?.get(epoch);
+  if (hit && hit.cids.length === cids.length && hit.cids.every((c, i) => c === cids[i])) return hit.root;
+  const root = ipfsRootOf(cids);
+  rememberWrites(ctx, epoch, cids, root);
+  return root;
+}
+
 /** The fold's statement found the epoch folded already (by another instance): it changed nothing. */
 class AnchorRaced extends Error {}
 
@@ -121,6 +147,7 @@ export async function foldEpoch(ctx: FoldContext, epoch: number): Promise<Fold> 
     const timer = foldDuration.startTimer();
     const { input, sleevesRoot, gaps, counts } = await read(ctx, epoch);
     const roots = rootsWithSleevesRoot(input, sleevesRoot);
+    if (!gaps.includes('ipfs')) rememberWrites(ctx, epoch, input.cids, roots.ipfsRoot);
     const tuple: CoherenceTuple = { epoch, ...roots };
     const signature = ctx.operator.signTuple(tuple);
     const anchor = { epoch, ...roots, gaps, operator: ctx.operator.pubKey, signature };
@@ -321,7 +348,7 @@ export async function recheckLateWrites(ctx: FoldContext, before: number, back =
     for (const r of rows) {
       if (r.gaps.includes('ipfs')) continue;
       const cids = await withTimeout(() => ctx.sources.dag.cidsForEpoch(r.epoch), ctx.sourceTimeoutMs);
-      const ipfsRoot = ipfsRootOf(cids);
+      const ipfsRoot = ipfsRootOfWrites(ctx, r.epoch, cids);
       if (ipfsRoot === r.ipfsRoot) continue;
       const crossRoot = crossRootOf(r.evmRoot, ipfsRoot, r.sleevesRoot, r.btcRoot);
       const { residue, created } = await db.$transaction(

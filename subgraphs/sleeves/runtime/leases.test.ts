@@ -271,7 +271,7 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
         const before = await Promise.all(ids.map(leasedByB));
         const rows = await versions(ids);
         const t0 = Date.now();
-        const passed = await fencedTicks(p.db.prisma, b!.lease()!, ids);
+        const passed = await fencedTicks(p.db, b!.lease()!, ids);
         expect(Date.now() - t0).toBeLessThan(5_000); // the open transaction holds its locks until released below
         const after = await Promise.all(ids.map(leasedByB));
         for (const [i, id] of ids.entries()) {
@@ -351,8 +351,8 @@ describe.each(['pglite', 'postgresql'] as const)('renewal, restarts and fencing 
     expect(Date.now() - t0).toBeLessThan(LEASE_MS); // before the dead one's beat would have lapsed
     expect(back.lease()!.gen).toBeGreaterThan(dead.gen);
     // The dead incarnation's ticks are refused, the new one's go through.
-    expect(await fencedTicks(p.db.prisma, dead, mine)).toEqual([]);
-    expect((await fencedTicks(p.db.prisma, back.lease()!, mine)).sort()).toEqual(mine);
+    expect(await fencedTicks(p.db, dead, mine)).toEqual([]);
+    expect((await fencedTicks(p.db, back.lease()!, mine)).sort()).toEqual(mine);
     expect(b!.running().length).toBe(N / 2);
   }, 30_000);
 
@@ -414,7 +414,7 @@ describe('the batch tick on PostgreSQL with statistics from before the runtime h
     expect(plan).not.toContain('SleeveLease_runtime');
     expect(plan).not.toMatch(/Seq Scan on "SleeveLease"/);
     // The first 2,000 are held by it: 300 of those asked, every fifth.
-    expect(await fencedTicks(p.db.prisma, h, ids)).toHaveLength(ids.filter((id) => Number(id.split(':')[2]) <= 2000).length);
+    expect(await fencedTicks(p.db, h, ids)).toHaveLength(ids.filter((id) => Number(id.split(':')[2]) <= 2000).length);
   }, 60_000);
 });
 

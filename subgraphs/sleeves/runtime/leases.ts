@@ -7,7 +7,7 @@
 // it: its generation moves on (from a sequence, never reused), which frees its leases for others
 // and refuses its ticks and claims; it learns so at its next beat. All times are the database's
 // clock, so the runtimes' clocks need not agree.
-import { sql, type Db, type Sql } from '../../../lib/db/index.ts';
+import { sql, type Database, type Db, type Sql } from '../../../lib/db/index.ts';
 import { jsonValue } from '../../../lib/db/statement.ts';
 
 /** A runtime as a lease names it: its id and the generation it registered (or was last fenced) with. */
@@ -198,14 +198,17 @@ const holderLive = (h: Holder) => sql`EXISTS (SELECT 1 FROM "SleeveRuntimeBeat" 
  * nothing"). No row is locked either, so a tick never waits for a perceive holding the Sleeve row or
  * a claim moving a lease; a lease moves only from a runtime whose beat lapsed, which this check
  * refuses already. Returns the sleeves that passed.
+ * Through the driver, as a prepared statement: it runs about 30 times a second with 128 sleeves
+ * ticking, and Prisma's engine spent 0.3 ms of the platform's thread on each beyond the query.
  */
-export async function fencedTicks(db: Db, h: Holder, sleeveIds: string[]): Promise<string[]> {
+export async function fencedTicks(db: Database, h: Holder, sleeveIds: string[]): Promise<string[]> {
   if (!sleeveIds.length) return [];
-  return (await db.$queryRaw<{ id: string }[]>(fencedTicksQuery(h, sleeveIds))).map((r) => r.id);
+  const q = fencedTicksQuery(h, sleeveIds);
+  return (await db.driver.query<{ id: string }>(q.text, q.values, { prepare: true })).map((r) => r.id);
 }
 
 /** fencedTicks for one sleeve. */
-export async function fencedTick(db: Db, h: Holder, sleeveId: string): Promise<boolean> {
+export async function fencedTick(db: Database, h: Holder, sleeveId: string): Promise<boolean> {
   return (await fencedTicks(db, h, [sleeveId])).length > 0;
 }
 
@@ -219,5 +222,5 @@ export async function fencedTick(db: Db, h: Holder, sleeveId: string): Promise<b
 export function fencedTicksQuery(h: Holder, sleeveIds: string[]): Sql {
   return sql`SELECT s.id FROM "Sleeve" s
     CROSS JOIN LATERAL (SELECT runtime, gen FROM "SleeveLease" WHERE "sleeveId" = s.id OFFSET 0) l
-    WHERE s.id = ANY(${sleeveIds}) AND s.alive AND NOT s.frozen AND l.runtime = ${h.runtime} AND l.gen = ${h.gen} AND ${holderLive(h)}`;
+    WHERE s.id = ANY(${sleeveIds}::text[]) AND s.alive AND NOT s.frozen AND l.runtime = ${h.runtime} AND l.gen = ${h.gen} AND ${holderLive(h)}`;
 }

@@ -233,7 +233,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     const now = new Date();
     let t: Ticked;
     try {
-      if (!holder || !(await fencedTick(p.db.prisma, holder, id))) {
+      if (!holder || !(await fencedTick(p.db, holder, id))) {
         counters.fenced++;
         return false;
       }
@@ -288,7 +288,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
       const now = new Date();
       let passed: Set<string>;
       try {
-        passed = new Set(holder ? await fencedTicks(p.db.prisma, holder, [...insts.keys()]) : []);
+        passed = new Set(holder ? await fencedTicks(p.db, holder, [...insts.keys()]) : []);
       } catch (e) {
         await report(
           [...insts.values()].map((inst) => failed(inst, e as Error)),
