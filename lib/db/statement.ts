@@ -123,7 +123,7 @@ export async function runStatement(on: Database | Tx, parts: readonly StatementP
   try {
     const own = 'driver' in on;
     const out = own
-      ? ((await retryTransient(() => on.driver.query<Record<string, unknown>>(sql.text, sql.values, { prepare: true })))[0] ?? {})
+      ? ((await retryTransient(() => queryPrepared(on, sql)))[0] ?? {})
       : ((await on.$queryRawUnsafe<Record<string, unknown>[]>(sql.text, ...sql.values))[0] ?? {});
     for (const p of parts) p.committed?.(own ? out : undefined);
     return out;
@@ -161,13 +161,19 @@ export async function readStatement<R extends Record<string, ReadPart<unknown>>>
   return out as never;
 }
 
+/**
+ * A composed statement through the driver as a prepared statement (parsed and planned once a
+ * connection): for the statements that run many times a second, where Prisma's engine cost more
+ * than the query.
+ */
+export function queryPrepared<R = Record<string, unknown>>(db: Database, q: Sql): Promise<R[]> {
+  return db.driver.query<R>(q.text, q.values, { prepare: true });
+}
+
 /** The values of several scalar subqueries, read by one statement (null for none). */
 async function readValues(db: Database | Db | Tx, exprs: readonly Sql[]): Promise<unknown[]> {
   const q = Prisma.sql`SELECT ${Prisma.join(exprs.map((e, i) => Prisma.sql`(${e}) AS ${Prisma.raw(`r${i}`)}`))}`;
-  const [row] =
-    'driver' in db
-      ? await db.driver.query<Record<string, unknown>>(q.text, q.values, { prepare: true })
-      : await db.$queryRawUnsafe<Record<string, unknown>[]>(q.text, ...q.values);
+  const [row] = 'driver' in db ? await queryPrepared(db, q) : await db.$queryRawUnsafe<Record<string, unknown>[]>(q.text, ...q.values);
   return exprs.map((_, i) => row?.[`r${i}`] ?? null);
 }
 

@@ -11,7 +11,7 @@
 // as updateStacks rows, many stacks a call (heads.ts).
 import { Transaction, type Wallet, keccak256, type JsonRpcProvider } from 'ethers';
 import { sql, type Database, type Db, type Sql } from '../../../lib/db/index.ts';
-import { jsonValue } from '../../../lib/db/statement.ts';
+import { jsonValue, queryPrepared } from '../../../lib/db/statement.ts';
 import type { Logger } from '../../../lib/log.ts';
 import { buildCall, canonicalJson, IntentError, type ChainCall } from './calls.ts';
 import { timeSlicer } from '../../../lib/time-slice.ts';
@@ -148,7 +148,7 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
   // time under load) go through the driver as prepared statements: through Prisma's engine each cost
   // 0.25-0.45 ms of the platform's thread beyond the query, and the ledger rows' read 12 ms instead
   // of 7 for 3,000 rows. The writes stay with Prisma (a transaction owns the rows it signs).
-  const read = <R>(q: Sql) => database.driver.query<R>(q.text, q.values, { prepare: true });
+  const read = <R>(q: Sql) => queryPrepared<R>(database, q);
   /** Outbox rows as the driver returns them, typed as Prisma's (bigint ids, parsed JSON payloads). */
   const outboxRows = async (q: Sql): Promise<Row[]> =>
     (await read<Omit<Row, 'id' | 'payload'> & { id: string | bigint; payload: unknown }>(q)).map((r) => ({

@@ -5,7 +5,7 @@
 // written before payloads moved into the row). A reader takes the row's payload when it has one,
 // else the object. It only ever holds ciphertext: no key, no plaintext passes through here.
 import { sql, type Database, type Db, type Sql, type Tx } from '../../../lib/db/index.ts';
-import { numberedSql, type StatementPart } from '../../../lib/db/statement.ts';
+import { numberedSql, queryPrepared, type StatementPart } from '../../../lib/db/statement.ts';
 import type { ObjectStore } from '../../../lib/objects/port.ts';
 import type { Platform } from '../../../lib/platform.ts';
 import { Problem, badRequest, notFound } from '../../../lib/errors.ts';
@@ -375,7 +375,7 @@ async function walkRows(db: Database, root: string, depth: number, how: 'chain' 
            ) x GROUP BY s, g`,
           [root, depth],
         );
-  const rows = await db.driver.query<{ chunk: string }>(q.text, q.values, { prepare: true });
+  const rows = await queryPrepared<{ chunk: string }>(db, q);
   return parseWalkRows(rows.map((r) => r.chunk));
 }
 

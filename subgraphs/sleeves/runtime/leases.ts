@@ -8,7 +8,7 @@
 // and refuses its ticks and claims; it learns so at its next beat. All times are the database's
 // clock, so the runtimes' clocks need not agree.
 import { sql, type Database, type Db, type Sql } from '../../../lib/db/index.ts';
-import { jsonValue } from '../../../lib/db/statement.ts';
+import { jsonValue, queryPrepared } from '../../../lib/db/statement.ts';
 
 /** A runtime as a lease names it: its id and the generation it registered (or was last fenced) with. */
 export interface Holder {
@@ -203,8 +203,7 @@ const holderLive = (h: Holder) => sql`EXISTS (SELECT 1 FROM "SleeveRuntimeBeat" 
  */
 export async function fencedTicks(db: Database, h: Holder, sleeveIds: string[]): Promise<string[]> {
   if (!sleeveIds.length) return [];
-  const q = fencedTicksQuery(h, sleeveIds);
-  return (await db.driver.query<{ id: string }>(q.text, q.values, { prepare: true })).map((r) => r.id);
+  return (await queryPrepared<{ id: string }>(db, fencedTicksQuery(h, sleeveIds))).map((r) => r.id);
 }
 
 /** fencedTicks for one sleeve. */
