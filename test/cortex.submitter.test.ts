@@ -438,6 +438,48 @@ describe('cortex ledger settlements', () => {
     expect(drift.find((d) => d.kind === 'balance')!.detail).toBe(`Cortex ${want.get(501)![2]}, database ${want.get(501)![2] + 5} (milli)`);
   });
 
+  it("reconcile sums a settlement's ledger rows in the database; a row not in the ledger's form is read the general way", async () => {
+    // A settlement the chain never saw, with rows of every form a ledger row can take.
+    const blockNumber = await c.provider.getBlockNumber();
+    const ghost = await p.db.prisma.chainOutbox.create({
+      data: { kind: 'settle', ref: 'settle:7', epoch: 7, payload: {}, status: 'confirmed', nonce: 1, txHash: 'ab'.repeat(32), blockNumber },
+    });
+    const row = (kind: 'mint' | 'burn', payload: Record<string, unknown>) =>
+      p.db.prisma.chainLedgerIntent.create({
+        data: { kind, ref: `ledger:${Math.random()}`, epoch: 7, payload: payload as never, status: 'settled', settlementId: ghost.id },
+      });
+    const s = stackId(777);
+    await row('mint', { stackId: s, amounts: [{ token: 'compute', milli: '1000' }] });
+    await row('mint', { stackId: s, amounts: [{ token: 'compute', milli: 234 }] }); // a JSON number
+    await row('burn', { stackId: s, amounts: [{ token: 'compute', milli: '200' }] });
+    await row('mint', { tokenId: 777, amounts: [{ token: 'memory', milli: '5' }] }); // by token id
+    await row('mint', { stackId: s, amounts: [{ token: 'sync', milli: '0x10' }] }); // not the ledger's form: 16, read as before
+    await row('mint', { stackId: s, amounts: [{ token: 'routing', milli: '0' }] }); // nothing moved: no balance to check
+    await row('mint', { stackId: 'stack:unknown', amounts: [{ token: 'residue', milli: '9' }] }); // no token: never settled, no balance
+    const drift = await reconcileChain(p.db.prisma, c);
+    expect(drift.map((d) => `${d.kind}:${d.ref}`).sort()).toEqual(
+      [
+        `settlement:settlement:${ghost.id}`,
+        'balance:token:777:compute',
+        'balance:token:777:memory',
+        'balance:token:777:sync',
+        'supply:compute',
+        'supply:memory',
+        'supply:sync',
+      ].sort(),
+    );
+    const detail = (ref: string) => drift.find((d) => d.ref === ref)!.detail;
+    expect(detail('token:777:compute')).toBe('Cortex 0, database 1034 (milli)');
+    expect(detail('token:777:memory')).toBe('Cortex 0, database 5 (milli)');
+    expect(detail('token:777:sync')).toBe('Cortex 0, database 16 (milli)');
+    // A row the chain could never carry fails the check, as it did when every row was read here.
+    await row('mint', { stackId: s, amounts: [{ token: 'gold', milli: '1' }] });
+    await expect(reconcileChain(p.db.prisma, c)).rejects.toThrow('unknown token gold');
+    await row('burn', { stackId: s, amounts: [{ token: 'compute', milli: '-1' }] });
+    await p.db.prisma.chainLedgerIntent.deleteMany({ where: { payload: { path: ['amounts', '0', 'token'], equals: 'gold' } } });
+    await expect(reconcileChain(p.db.prisma, c)).rejects.toThrow('negative amount');
+  });
+
   it('a settlement sent again (re-signed after a crash) does not apply twice', async () => {
     await mintRow(600);
     await ledger('mint', 600, 1, [['compute', 9000]]);
