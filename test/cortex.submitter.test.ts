@@ -1,7 +1,9 @@
 // The Cortex outbox submitter end to end against a real anvil (1 s blocks): intents become
 // transactions, many per block; a crash mid-outbox loses nothing and sends nothing twice; a dropped
 // transaction is re-sent; reconcile reports drift; Thalamus reads the epoch's hashes in nonce order.
+import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createLogger } from '../lib/log.ts';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { startTestChain, type TestChain } from './helpers/test-chain.ts';
 import { startSubmitter, outboxStatus, type Submitter } from '../subgraphs/chains/cortex/submitter.ts';
@@ -305,6 +307,30 @@ describe('cortex submitter', () => {
       await c.provider.send('evm_setIntervalMining', [1]);
     }
   }, 60_000);
+
+  it('a round over 2 s is logged with the time of each of its steps', async () => {
+    // The step a slow round spent its time in (here the submit, held 2.1 s after persisting).
+    const lines: Array<Record<string, unknown>> = [];
+    const destination = new Writable({
+      write(chunk, _enc, done) {
+        lines.push(JSON.parse(String(chunk)));
+        done();
+      },
+    });
+    const log = createLogger({ level: 'warn', destination });
+    await enqueue('mintIdentity', stackId(600), { stackId: stackId(600), tokenId: 600, cpv: CPV });
+    const s = startSubmitter(p.db, c, log, { pollMs: 50, droppedAfterMs: 400, afterPersist: () => new Promise((r) => setTimeout(r, 2100)) });
+    running.push(s);
+    const end = Date.now() + 20_000;
+    while (!lines.some((l) => l.msg === 'cortex submitter: slow round') && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+    const slow = lines.find((l) => l.msg === 'cortex submitter: slow round');
+    expect(slow).toBeDefined();
+    expect(slow!.submitMs as number).toBeGreaterThanOrEqual(2000);
+    const steps = slow!.stepsMs as Record<string, number>;
+    expect(Object.keys(steps)).toEqual(expect.arrayContaining(['sign', 'persist', 'broadcast']));
+    // The 2.1 s are in none of the timed steps (the hold comes after persisting, before broadcasting).
+    expect(Math.max(...Object.values(steps))).toBeLessThan(2000);
+  });
 
   it('reconcile reports a database that claims what the chain does not have', async () => {
     const blockNumber = await c.provider.getBlockNumber();

@@ -176,12 +176,25 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
   let lastFullConfirm = 0;
   const dropCheckEveryMs = Math.min(droppedAfterMs / 2, 2000);
 
+  // Where a round's time went, by step (ms), for the slow-round warning: a round over 2 s holds the
+  // ended epoch's ledger rows pending, and its three phases alone did not say which part was slow.
+  let steps: Record<string, number> = {};
+  const timed = async <T>(step: string, f: () => Promise<T>): Promise<T> => {
+    const t = performance.now();
+    try {
+      return await f();
+    } finally {
+      steps[step] = Math.round((steps[step] ?? 0) + performance.now() - t);
+    }
+  };
+
   /** `applied`: of an updateStacks row, the tokens whose heads the chain took (its receipt's events). */
   type Outcome = { row: Row; outcome: 'confirmed' | 'failed'; data: { blockNumber?: number; lastError?: string | null }; applied?: Set<number> };
   /** Record writes a busy row put off: (outbox row id) -> what to write, tried again each round. */
   let recordsBusy: RecordOutcome[] = [];
   const retryRecords = async () => {
-    recordsBusy = await trySettleRecords(db, recordsBusy.splice(0));
+    const put = recordsBusy.splice(0);
+    recordsBusy = await timed('records', () => trySettleRecords(db, put));
   };
   /** Settles many rows in one statement; then the mirrored records' chainStatus. */
   const settleAll = async (items: Outcome[]) => {
@@ -197,17 +210,23 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
       e: data.lastError ?? null,
       he: data.lastError !== undefined,
     }));
-    await db.$executeRaw`UPDATE "ChainOutbox" o SET status = v.s, "blockNumber" = CASE WHEN v.hb THEN v.b ELSE o."blockNumber" END,
+    await timed(
+      'outcomes',
+      () => db.$executeRaw`UPDATE "ChainOutbox" o SET status = v.s, "blockNumber" = CASE WHEN v.hb THEN v.b ELSE o."blockNumber" END,
         "lastError" = CASE WHEN v.he THEN v.e ELSE o."lastError" END, "updatedAt" = now()
-      FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(id bigint, s text, b int, hb boolean, e text, he boolean) WHERE o.id = v.id`;
+      FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS v(id bigint, s text, b int, hb boolean, e text, he boolean) WHERE o.id = v.id`,
+    );
     // The mirrored records' chainStatus after, without waiting for a busy row (retried next round).
-    const busy = await trySettleRecords(
-      db,
-      items.map(({ row, outcome }) => ({ kind: row.kind, payload: row.payload as Record<string, unknown>, outcome, txHash: row.txHash ?? undefined })),
+    const busy = await timed('records', () =>
+      trySettleRecords(
+        db,
+        items.map(({ row, outcome }) => ({ kind: row.kind, payload: row.payload as Record<string, unknown>, outcome, txHash: row.txHash ?? undefined })),
+      ),
     );
     for (const r of busy) recordsBusy.push(r);
     for (const { row, outcome, applied } of items)
-      if (row.kind === 'updateStacks' && outcome === 'confirmed' && applied) await headsMirrored(db, row.payload as Record<string, unknown>, applied);
+      if (row.kind === 'updateStacks' && outcome === 'confirmed' && applied)
+        await timed('heads', () => headsMirrored(db, row.payload as Record<string, unknown>, applied));
     // One line per failed intent, or one per batch: a stack whose part cannot apply fails all its
     // rows of the epoch at once, hundreds under load, which would bury the log.
     const failed = items.filter((i) => i.outcome === 'failed');
@@ -274,14 +293,17 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
     let candidates = rows;
     if (scannedTo !== undefined && head >= scannedTo) {
       const mined = new Set<string>();
-      for (let b = scannedTo + 1; b <= head; b++) {
-        const block = (await provider.send('eth_getBlockByNumber', [`0x${b.toString(16)}`, false])) as { transactions?: string[] } | null;
-        for (const h of block?.transactions ?? []) mined.add(strip0x(h));
-      }
+      const after = scannedTo;
+      await timed('blocks', async () => {
+        for (let b = after + 1; b <= head; b++) {
+          const block = (await provider.send('eth_getBlockByNumber', [`0x${b.toString(16)}`, false])) as { transactions?: string[] } | null;
+          for (const h of block?.transactions ?? []) mined.add(strip0x(h));
+        }
+      });
       candidates = rows.filter((r) => r.txHash && mined.has(r.txHash));
     }
     scannedTo = head;
-    const receipts = await Promise.all(candidates.map((r) => receiptOf(provider, r.txHash!)));
+    const receipts = await timed('receipts', () => Promise.all(candidates.map((r) => receiptOf(provider, r.txHash!))));
     const settled = new Set<bigint>();
     const outcomes: Outcome[] = [];
     for (let i = 0; i < candidates.length; i++) {
@@ -292,7 +314,7 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
       }
     }
     await settleAll(outcomes);
-    await recoverDropped(rows.filter((r) => !settled.has(r.id)));
+    await timed('drops', () => recoverDropped(rows.filter((r) => !settled.has(r.id))));
     firstPass = false;
   };
 
@@ -601,26 +623,28 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
     // on PGlite a transaction holds the one connection every writer waits for. When a row is skipped
     // (locked or rewritten meanwhile) the nonces after it shift, so the rows kept are signed again
     // inside, as before.
-    const presigned = await sign(ready);
-    const signed = await db.$transaction(async (tx) => {
-      const ids = ready.map((r) => r.b.row.id.toString());
-      const owned = await tx.$queryRaw<{ id: bigint; payload: unknown }[]>`
+    const presigned = await timed('sign', () => sign(ready));
+    const signed = await timed('persist', () =>
+      db.$transaction(async (tx) => {
+        const ids = ready.map((r) => r.b.row.id.toString());
+        const owned = await tx.$queryRaw<{ id: bigint; payload: unknown }[]>`
         SELECT id, payload FROM "ChainOutbox" WHERE id = ANY(${ids}::text[]::bigint[]) AND status = 'pending' FOR UPDATE SKIP LOCKED`;
-      const current = new Map(owned.map((r) => [BigInt(r.id), canonicalJson(r.payload)]));
-      const kept = ready.filter(({ b }) => current.get(b.row.id) === canonicalJson(b.row.payload));
-      const out = kept.length === ready.length ? presigned : await sign(kept);
-      if (out.length)
-        await tx.$executeRaw`
+        const current = new Map(owned.map((r) => [BigInt(r.id), canonicalJson(r.payload)]));
+        const kept = ready.filter(({ b }) => current.get(b.row.id) === canonicalJson(b.row.payload));
+        const out = kept.length === ready.length ? presigned : await sign(kept);
+        if (out.length)
+          await tx.$executeRaw`
           UPDATE "ChainOutbox" AS o SET status = 'submitted', nonce = v.nonce, "txHash" = v.hash, "rawTx" = v.raw, "sentAt" = ${sentAt},
             attempts = o.attempts + 1, "updatedAt" = now()
           FROM unnest(${out.map((s) => s.id.toString())}::text[], ${out.map((s) => s.nonce)}::int[], ${out.map((s) => s.txHash)}::text[], ${out.map((s) => s.rawTx)}::text[])
             AS v(id, nonce, hash, raw)
           WHERE o.id = v.id::bigint`;
-      return out;
-    });
+        return out;
+      }),
+    );
     if (!signed.length) return;
     await opts.afterPersist?.(signed.map(({ id, nonce, txHash }) => ({ id, nonce, txHash })));
-    await broadcast(signed);
+    await timed('broadcast', () => broadcast(signed));
     return rows.length === batchSize;
   };
 
@@ -645,6 +669,7 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
   };
   const round = async () => {
     const t0 = performance.now();
+    steps = {};
     if (recordsBusy.length) await retryRecords();
     const settledAt = opts.currentEpoch?.();
     await epochWork();
@@ -659,7 +684,7 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
     const t3 = performance.now();
     if (t3 - t0 > 2000)
       log.warn(
-        { settleMs: Math.round(t1 - t0), submitMs: Math.round(t2 - t1), confirmMs: Math.round(t3 - t2), recordsBusy: recordsBusy.length },
+        { settleMs: Math.round(t1 - t0), submitMs: Math.round(t2 - t1), confirmMs: Math.round(t3 - t2), stepsMs: steps, recordsBusy: recordsBusy.length },
         'cortex submitter: slow round',
       );
     return more;
