@@ -327,7 +327,7 @@ describe('cortex submitter', () => {
     expect(slow).toBeDefined();
     expect(slow!.submitMs as number).toBeGreaterThanOrEqual(2000);
     const steps = slow!.stepsMs as Record<string, number>;
-    expect(Object.keys(steps)).toEqual(expect.arrayContaining(['sign', 'persist', 'broadcast']));
+    expect(Object.keys(steps)).toEqual(expect.arrayContaining(['ledger', 'build', 'estimate', 'sign', 'persist', 'broadcast']));
     // The 2.1 s are in none of the timed steps (the hold comes after persisting, before broadcasting).
     expect(Math.max(...Object.values(steps))).toBeLessThan(2000);
   });

@@ -550,15 +550,17 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
     // loop hands the event loop back every few milliseconds (lib/time-slice.ts).
     const slice = timeSlicer();
     const built: { row: Row; call: ChainCall }[] = [];
-    for (const row of rows) {
-      try {
-        built.push({ row, call: await buildCall(row.kind, row.payload as Record<string, unknown>, chain.suite, tokenIdOf) });
-      } catch (e) {
-        if (!(e instanceof IntentError)) throw e;
-        await settle(row, 'failed', { lastError: `invalid intent: ${e.message}` });
+    await timed('build', async () => {
+      for (const row of rows) {
+        try {
+          built.push({ row, call: await buildCall(row.kind, row.payload as Record<string, unknown>, chain.suite, tokenIdOf) });
+        } catch (e) {
+          if (!(e instanceof IntentError)) throw e;
+          await settle(row, 'failed', { lastError: `invalid intent: ${e.message}` });
+        }
+        await slice();
       }
-      await slice();
-    }
+    });
     if (!built.length) return;
     // Sent together (each settles as its own answer arrives), built one slice at a time.
     const pendingEstimates: Promise<PromiseSettledResult<bigint>>[] = [];
@@ -571,7 +573,7 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
       );
       await slice();
     }
-    const estimates = await Promise.all(pendingEstimates);
+    const estimates = await timed('estimate', () => Promise.all(pendingEstimates));
     const [maxNonce, chainNext, fee] = await Promise.all([
       // On the partial nonce index (Prisma's aggregate wraps the table in a subquery the planner
       // cannot answer from an index: a scan of the whole outbox every round).
@@ -664,8 +666,8 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
   // confirms, not after it: under load a round takes up to a second (sending 150-550 ms, confirming
   // up to 750), and waiting it out aged the ended epoch's rows past two 1 s epochs.
   const epochWork = async () => {
-    if (!closed) await settleLedger();
-    if (!closed) await mirrorHeads();
+    if (!closed) await timed('ledger', settleLedger);
+    if (!closed) await timed('queueHeads', mirrorHeads);
   };
   const round = async () => {
     const t0 = performance.now();
