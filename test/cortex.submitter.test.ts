@@ -504,6 +504,10 @@ describe('cortex ledger settlements', () => {
     await row('burn', { stackId: s, amounts: [{ token: 'compute', milli: '-1' }] });
     await p.db.prisma.chainLedgerIntent.deleteMany({ where: { payload: { path: ['amounts', '0', 'token'], equals: 'gold' } } });
     await expect(reconcileChain(p.db.prisma, c)).rejects.toThrow('negative amount');
+    // A row without amounts is no sum either (a NULL test must not drop it): read the general way, it fails.
+    await p.db.prisma.chainLedgerIntent.deleteMany({ where: { kind: 'burn', payload: { path: ['amounts', '0', 'milli'], equals: '-1' } } });
+    await row('mint', { stackId: s });
+    await expect(reconcileChain(p.db.prisma, c)).rejects.toThrow('amounts missing');
   });
 
   it('a settlement sent again (re-signed after a crash) does not apply twice', async () => {

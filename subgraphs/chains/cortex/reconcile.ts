@@ -62,20 +62,21 @@ const SETTLEMENTS_A_READ = 500;
 type LedgerGroup = { kind: string; tokenId: string | null; stackId: string | null; token: string | null; milli: string | null; payload: unknown };
 
 function ledgerSums(settlements: readonly bigint[]): Sql {
-  // A JSON number of at most 15 digits is exact where the general way reads it (a double).
+  // A JSON number of at most 15 digits is exact where the general way reads it (a double). A payload
+  // that is not an object (no amounts to test) is not plain: coalesce, or NULL would drop it from both.
   return sql`WITH l AS (
       SELECT kind, payload,
         CASE WHEN jsonb_typeof(payload->'tokenId') = 'number' THEN payload->>'tokenId' END AS "tokenId",
         CASE WHEN jsonb_typeof(payload->'stackId') = 'string' THEN payload->>'stackId' END AS "stackId"
       FROM "ChainLedgerIntent" WHERE "settlementId" = ANY(${settlements.map(String)}::text[]::bigint[])
     ), s AS (
-      SELECT l.*, (
+      SELECT l.*, coalesce(
         jsonb_typeof(payload->'amounts') = 'array'
         AND CASE WHEN "tokenId" IS NOT NULL THEN "tokenId" ~ '^[0-9]{1,15}$' ELSE "stackId" IS NOT NULL END
         AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(payload->'amounts') e
           WHERE NOT (jsonb_typeof(e) = 'object' AND jsonb_typeof(e->'token') = 'string' AND (e->>'token') = ANY(${[...CHAIN_TOKENS]}::text[])
-            AND CASE jsonb_typeof(e->'milli') WHEN 'string' THEN (e->>'milli') ~ '^[0-9]{1,30}$' WHEN 'number' THEN (e->>'milli') ~ '^[0-9]{1,15}$' ELSE false END))
-      ) AS plain FROM l
+            AND CASE jsonb_typeof(e->'milli') WHEN 'string' THEN (e->>'milli') ~ '^[0-9]{1,30}$' WHEN 'number' THEN (e->>'milli') ~ '^[0-9]{1,15}$' ELSE false END)),
+        false) AS plain FROM l
     )
     SELECT kind, "tokenId", CASE WHEN "tokenId" IS NULL THEN "stackId" END AS "stackId", e->>'token' AS token,
       sum((e->>'milli')::numeric)::text AS milli, NULL::jsonb AS payload
