@@ -8,6 +8,7 @@
 // interactive transaction is kept for what the spend statement leaves to it (a refusal to report
 // precisely, a residue to open).
 import { sql } from '../lib/db/index.ts';
+import { queryPrepared } from '../lib/db/statement.ts';
 import type { Platform } from '../lib/platform.ts';
 import { badRequest, notFound } from '../lib/errors.ts';
 import { balanceOf, sleeveAccount } from '../subgraphs/economy/index.ts';
@@ -46,9 +47,10 @@ async function readStackAndPayer(
         LEFT JOIN LATERAL (${walkChainSql(sql`st."episodicHead"`, sql`LEAST(${cap}::int, COALESCE(pay."memoryMilli"::bigint / 1000, 0))`)}) w ON true`
     : sql`SELECT st.id, st."episodicHead", st."masterSecret", w.chunk
         FROM (${stackReadSql(stackId)}) st LEFT JOIN LATERAL (${walkChainSql(sql`st."episodicHead"`, sql`${cap}::int`)}) w ON true`;
-  const rows = await p.db.driver.query<
-    StackReadRow & { payerId?: string | null; payerStackId?: string | null; memoryMilli?: string | null; chunk: string | null }
-  >(q.text, q.values, { prepare: true });
+  const rows = await queryPrepared<StackReadRow & { payerId?: string | null; payerStackId?: string | null; memoryMilli?: string | null; chunk: string | null }>(
+    p.db,
+    q,
+  );
   const row = rows[0];
   if (!row) throw notFound('Stack', stackId);
   const stack = { id: row.id, episodicHead: row.episodicHead, masterSecret: row.masterSecret };

@@ -62,8 +62,8 @@ const SETTLEMENTS_A_READ = 500;
 type LedgerGroup = { kind: string; tokenId: string | null; stackId: string | null; token: string | null; milli: string | null; payload: unknown };
 
 function ledgerSums(settlements: readonly bigint[]): Sql {
-  // A JSON number of at most 15 digits is exact where the general way reads it (a double). A payload
-  // that is not an object (no amounts to test) is not plain: coalesce, or NULL would drop it from both.
+  // A JSON number of at most 15 digits is exact where the general way reads it (a double). A row
+  // without amounts makes the test NULL: coalesced to not plain, or it would be in neither part.
   return sql`WITH l AS (
       SELECT kind, payload,
         CASE WHEN jsonb_typeof(payload->'tokenId') = 'number' THEN payload->>'tokenId' END AS "tokenId",
