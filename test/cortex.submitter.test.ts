@@ -587,6 +587,45 @@ describe('cortex ledger settlements', () => {
     expect((await reconcileChain(p.db.prisma, c)).map((d) => d.kind)).toEqual(['failed']);
   });
 
+  it('an epoch that ends while a round confirms is settled and sent before the confirm writes its outcomes', async () => {
+    await mintRow(950);
+    let epoch = 1;
+    const s = start({ currentEpoch: () => epoch });
+    await until(async () => (await p.db.prisma.chainOutbox.count({ where: { kind: 'mintIdentity', status: 'confirmed' } })) === 1);
+    await ledger('mint', 950, 1, [['compute', 4000]]);
+    // A slow node (the boundary, not the submitter): the receipt of the next identity takes 1.5 s,
+    // and the epoch ends while the round waits for it.
+    await mintRow(951);
+    const send = c.provider.send.bind(c.provider);
+    let heldAt = 0;
+    const slow = vi.spyOn(c.provider, 'send').mockImplementation(async (method: string, params: unknown[] | Record<string, unknown>) => {
+      const answer = await send(method, params);
+      if (method === 'eth_getTransactionReceipt' && answer && !heldAt) {
+        const row = await p.db.prisma.chainOutbox.findFirst({ where: { kind: 'mintIdentity', ref: stackId(951) } });
+        if (row?.txHash && (params as string[])[0] === `0x${row.txHash}`) {
+          heldAt = Date.now();
+          epoch = 2;
+          await new Promise((r) => setTimeout(r, 1500));
+        }
+      }
+      return answer;
+    });
+    try {
+      await s.idle(20_000);
+    } finally {
+      slow.mockRestore();
+    }
+    expect(heldAt).toBeGreaterThan(0);
+    const [settleRow] = await settleRows();
+    const identity = await p.db.prisma.chainOutbox.findFirstOrThrow({ where: { kind: 'mintIdentity', ref: stackId(951) } });
+    expect(settleRow.payload).toMatchObject({ epoch: 1, rows: 1 });
+    // Sent between the receipts and their outcomes, not after the round: before the identity was
+    // marked confirmed.
+    expect(settleRow.sentAt!.getTime()).toBeLessThan(identity.updatedAt.getTime());
+    expect(await balances(950)).toEqual([4000, 0, 0, 0, 0]);
+    expect(await reconcileChain(p.db.prisma, c)).toEqual([]);
+  });
+
   it('a stack whose part cannot apply fails alone; the others settle', async () => {
     await mintRow(700);
     await mintRow(701);

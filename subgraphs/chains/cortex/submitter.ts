@@ -303,6 +303,7 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
       candidates = rows.filter((r) => r.txHash && mined.has(r.txHash));
     }
     scannedTo = head;
+    await catchUp();
     const receipts = await timed('receipts', () => Promise.all(candidates.map((r) => receiptOf(provider, r.txHash!))));
     const settled = new Set<bigint>();
     const outcomes: Outcome[] = [];
@@ -313,7 +314,9 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
         settled.add(candidates[i].id);
       }
     }
+    await catchUp();
     await settleAll(outcomes);
+    await catchUp();
     await timed('drops', () => recoverDropped(rows.filter((r) => !settled.has(r.id))));
     firstPass = false;
   };
@@ -665,31 +668,56 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
   // An epoch that ends while a round is sending has its rows settled (and sent) before that round
   // confirms, not after it: under load a round takes up to a second (sending 150-550 ms, confirming
   // up to 750), and waiting it out aged the ended epoch's rows past two 1 s epochs.
+  // The same holds for the confirm, which under load takes up to 1.6 s (a 4 s block's receipts, the
+  // records they settle): it stops between its steps to settle and send an epoch that ended
+  // meanwhile (`catchUp`), so the ended epoch's rows wait for one step, not for the whole confirm.
+  /** The epoch the last epoch work ran in. */
+  let workedIn: number | undefined;
+  /** Of this round: epochs caught up with after its start, and whether a catch-up's send took a full batch. */
+  let caughtUp = 0;
+  let catchUpMore = false;
   const epochWork = async () => {
+    workedIn = opts.currentEpoch?.();
     if (!closed) await timed('ledger', settleLedger);
     if (!closed) await timed('queueHeads', mirrorHeads);
+  };
+  /**
+   * Called between steps: when an epoch ended since the last epoch work, its rows are settled and
+   * sent now. Only where the steps before left nothing half done (a confirmed updateStacks row whose
+   * heads are not yet marked mirrored would be queued again by the epoch's heads).
+   */
+  const catchUp = async () => {
+    if (closed || workedIn === undefined || opts.currentEpoch!() === workedIn) return;
+    caughtUp++;
+    await epochWork();
+    if ((await submit()) && !closed) catchUpMore = true;
   };
   const round = async () => {
     const t0 = performance.now();
     steps = {};
+    caughtUp = 0;
+    catchUpMore = false;
     if (recordsBusy.length) await retryRecords();
-    const settledAt = opts.currentEpoch?.();
     await epochWork();
     const t1 = performance.now();
-    let more = closed ? false : await submit();
-    if (!closed && settledAt !== undefined && opts.currentEpoch!() !== settledAt) {
-      await epochWork();
-      more = (await submit()) || more;
-    }
+    const more = closed ? false : await submit();
+    await catchUp();
     const t2 = performance.now();
     await confirm();
     const t3 = performance.now();
     if (t3 - t0 > 2000)
       log.warn(
-        { settleMs: Math.round(t1 - t0), submitMs: Math.round(t2 - t1), confirmMs: Math.round(t3 - t2), stepsMs: steps, recordsBusy: recordsBusy.length },
+        {
+          settleMs: Math.round(t1 - t0),
+          submitMs: Math.round(t2 - t1),
+          confirmMs: Math.round(t3 - t2),
+          stepsMs: steps,
+          caughtUp,
+          recordsBusy: recordsBusy.length,
+        },
         'cortex submitter: slow round',
       );
-    return more;
+    return more || catchUpMore;
   };
 
   // One round at a time; a kick during a round (or a full batch) runs one more; then the poll timer.
