@@ -280,8 +280,8 @@ async function profiled<T>(plat: Platform, profileDir: string | undefined, fn: (
   }
 }
 
-/** Calls before a path's measured windows (and raw inserts before the first raw window). */
-const WARM_UP = 3_000;
+/** Calls before a path's measured windows (and raw inserts before the first raw window); --warm-up=N. */
+let WARM_UP = 3_000;
 
 /** Alternating windows of each kind in a PostgreSQL run. */
 const ROUNDS = 5;
@@ -406,6 +406,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const arg = (k: string) => process.argv.find((a) => a.startsWith(`--${k}=`))?.slice(k.length + 3);
   const requests = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a))) || 2000;
   const only = arg('only');
+  if (arg('warm-up')) WARM_UP = Number(arg('warm-up'));
   const which = arg('path') ?? 'both';
   const paths = (which === 'both' ? ['perceive', 'remember'] : [which]) as Array<'perceive' | 'remember'>;
   const profile = arg('profile');

@@ -12,6 +12,7 @@ import { loadConfig, ConfigError, type Config } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
 import { openPlatform, closePlatform, type Platform } from '../lib/platform.ts';
 import { startEventRelay } from '../lib/events.ts';
+import { startTableCare } from '../lib/db/table-care.ts';
 import { stopTracing } from '../lib/tracing.ts';
 import { holdStart, type RunningService } from '../lib/service.ts';
 import { SERVICES } from './services.ts';
@@ -118,6 +119,7 @@ async function run(names: string[], banner: boolean): Promise<void> {
   // The loops that can wait (lib/service.ts started) begin once every service is up.
   const releaseStart = holdStart(platform);
   const relay = startEventRelay(platform);
+  const tableCare = startTableCare(platform.db, log, platform.config.tableCare);
   const running: RunningService[] = [];
   let stopping = false;
   const stop = async (code: number) => {
@@ -128,6 +130,7 @@ async function run(names: string[], banner: boolean): Promise<void> {
       await s.close().catch((e) => log.warn({ service: s.name, err: (e as Error).message }, 'close failed'));
     }
     await relay.close();
+    await tableCare.close();
     await closePlatform(platform);
     unlock();
     await stopTracing();

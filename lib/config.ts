@@ -118,6 +118,11 @@ export interface Config {
   pruneBatch: number;
   /** Memory write batches (group commits over stacks) a process commits at once. */
   writeBatches: number;
+  /**
+   * COG_TABLE_CARE (auto: on PGlite, and on PostgreSQL while no autovacuum runs; on; off) and
+   * COG_TABLE_CARE_MS: the platform vacuums and analyses its tables where nothing else does (lib/db/table-care.ts).
+   */
+  tableCare: { mode: 'auto' | 'on' | 'off'; everyMs: number };
   faucetCooldownMs: number;
   ports: {
     gateway: number;
@@ -259,6 +264,10 @@ export function loadConfig(env: Env = process.env): Config {
     retentionEpochs: int(env, 'COG_RETENTION_EPOCHS', 1000, 3, 1e9),
     pruneBatch: int(env, 'COG_PRUNE_BATCH', 500, 1, 1_000_000),
     writeBatches: int(env, 'COG_WRITE_BATCHES', 2, 1, 64),
+    tableCare: {
+      mode: oneOf(env, 'COG_TABLE_CARE', 'auto', ['auto', 'on', 'off'] as const),
+      everyMs: int(env, 'COG_TABLE_CARE_MS', 10_000, 1000, 86_400_000),
+    },
     faucetCooldownMs: int(env, 'COG_FAUCET_COOLDOWN_MS', 60_000, 0, 86_400_000),
     ports,
     host,

@@ -168,9 +168,15 @@ export function burnManyPart(burns: readonly BurnInput[]): StatementPart | null 
       ctes: [
         {
           name: 'ledger_debit',
+          // The accounts and tokens as arrays besides the join, so that the prepared statement's
+          // generic plan reads the balances by their key rather than scanning the table (as
+          // sleeveWritesPart: 51 pages, 0.7 ms of a 10-write statement after 2 minutes without
+          // autovacuum; 0.15 ms by the key).
           body: sql`UPDATE "Balance" b SET milli = b.milli - v.need
             FROM jsonb_to_recordset(${JSON.stringify(debits)}::jsonb) AS v(account text, token text, need bigint)
-            WHERE b.account = v.account AND b.token = v.token AND b.milli >= v.need RETURNING 1`,
+            WHERE b.account = v.account AND b.token = v.token AND b.milli >= v.need
+              AND b.account = ANY(${[...new Set(debits.map((d) => d.account))]}::text[]) AND b.token = ANY(${[...new Set(debits.map((d) => d.token))]}::text[])
+            RETURNING 1`,
         },
         {
           name: 'ledger_entries',

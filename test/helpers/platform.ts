@@ -77,3 +77,17 @@ export async function testPlatform(env: Record<string, string> = {}): Promise<Te
   wirePlatform(p);
   return p;
 }
+
+/** A test platform on PGlite, or on a fresh database of this machine's PostgreSQL (dropped by its cleanup). */
+export async function testPlatformOn(engine: 'pglite' | 'postgresql'): Promise<TestPlatform> {
+  if (engine === 'pglite') return testPlatform();
+  const { freshDatabase } = await import('./postgres.ts');
+  const fresh = await freshDatabase();
+  const p = await testPlatform({ DATABASE_URL: fresh.url });
+  const cleanup = p.cleanup;
+  p.cleanup = async () => {
+    await cleanup();
+    await fresh.drop();
+  };
+  return p;
+}

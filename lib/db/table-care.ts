@@ -1,0 +1,165 @@
+// Table care where nothing else does it: PGlite has no autovacuum (no background workers), and a
+// PostgreSQL server may run with it off. Without it the tables the platform updates or deletes from
+// all day (a stack's head, a sleeve's drift, a balance, the event and chain outboxes) keep every
+// dead row version: a 32-row table grew to 3 MB in two minutes of writes, and a prepared
+// statement's generic plan, made in the first seconds when the table was a page, scanned it whole
+// on every write (PostgreSQL's CPU a perceive 0.27 -> 0.48 ms over 135 s, and on: the cost grew with
+// time, not with work). Nothing re-plans it either: a cached plan is re-made when the table's
+// statistics change, which is what VACUUM and ANALYZE do.
+//
+// So each round does what autovacuum would, with its default thresholds: a table with more dead row
+// versions than 50 + 20% of its live rows is vacuumed, one with more changes since its last analyse
+// than 50 + 10% of its live rows is analysed (a table over maxVacuumBytes once it doubled); one table at a time, each its own statement, so the
+// writers get the database between them (PGlite has one connection). On PGlite a table above
+// maxVacuumBytes is left alone: vacuuming or analysing it would hold every writer for the length of a
+// scan of it and its indexes (the small tables that churn are the ones whose bloat costs every write). SKIP_LOCKED: a table another vacuum holds (another process of a distributed
+// cluster, an operator's) is left to it.
+//
+// mode 'auto' (the default) cares on PGlite, and on PostgreSQL only while no autovacuum launcher
+// runs; 'on' always; 'off' never.
+import type { Logger } from '../log.ts';
+import type { Database } from './index.ts';
+
+export type TableCareMode = 'auto' | 'on' | 'off';
+
+export interface TableCareOptions {
+  mode?: TableCareMode;
+  /** Between rounds (ms). */
+  everyMs?: number;
+  /**
+   * Tables larger than this (bytes, indexes included; default 4 MB on PGlite, 32 MB on PostgreSQL)
+   * are analysed only once they doubled, and on PGlite left alone (a vacuum or analyse of them would
+   * hold its one connection for a scan of the table).
+   */
+  maxVacuumBytes?: number;
+}
+
+export interface TableCareRound {
+  /** Why nothing was done, when nothing was. */
+  skipped?: 'off' | 'autovacuum';
+  vacuumed: string[];
+  analysed: string[];
+  /** Tables left alone for their size (PGlite). */
+  tooLarge: string[];
+  ms: number;
+}
+
+export interface TableCare {
+  /** One round now (the timer's rounds wait for it). */
+  runOnce(): Promise<TableCareRound>;
+  close(): Promise<void>;
+}
+
+/** autovacuum's defaults (autovacuum_vacuum_threshold, _scale_factor; autovacuum_analyze_*). */
+const VACUUM_BASE = 50;
+const VACUUM_SCALE = 0.2;
+const ANALYZE_BASE = 50;
+const ANALYZE_SCALE = 0.1;
+
+type TableStat = { name: string; live: number; dead: number; mods: number; bytes: number };
+
+const quoteIdent = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
+export function startTableCare(db: Database, log: Logger, opts: TableCareOptions = {}): TableCare {
+  const mode = opts.mode ?? 'auto';
+  const everyMs = opts.everyMs ?? 10_000;
+  // PGlite: small, so a round holds its one connection for a few milliseconds a table (with 32 MB,
+  // the vacuums and analyses of the ledger's chain intents as they grew put the embedded perceive
+  // bench's p99 at 164 ms and remember's at 270, from 115 and 145).
+  const maxVacuumBytes = opts.maxVacuumBytes ?? (db.kind === 'pglite' ? 4 : 32) * 1024 * 1024;
+  const q = <R>(text: string) => db.driver.query<R>(text);
+  let closed = false;
+  let running: Promise<TableCareRound> | undefined;
+  let told = false;
+
+  const autovacuumRuns = async () =>
+    db.kind === 'postgres' &&
+    !!(await q<{ on: boolean }>(`SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_type = 'autovacuum launcher') AS on`))[0]?.on;
+
+  const stats = async (): Promise<TableStat[]> => {
+    // A backend's counts reach the shared statistics when it next goes idle; PGlite's single backend
+    // only when asked (PostgreSQL 15 and later; on an older server the others' counts still arrive).
+    await q('SELECT pg_stat_force_next_flush()').catch(() => {});
+    const rows = await q<{ name: string; live: string | number; dead: string | number; mods: string | number; bytes: string | number }>(
+      `SELECT relname AS name, n_live_tup AS live, n_dead_tup AS dead, n_mod_since_analyze AS mods, pg_total_relation_size(relid) AS bytes
+       FROM pg_stat_user_tables WHERE schemaname = current_schema() ORDER BY relname`,
+    );
+    return rows.map((r) => ({ name: r.name, live: Number(r.live), dead: Number(r.dead), mods: Number(r.mods), bytes: Number(r.bytes) }));
+  };
+
+  const round = async (): Promise<TableCareRound> => {
+    const t0 = performance.now();
+    const out: TableCareRound = { vacuumed: [], analysed: [], tooLarge: [], ms: 0 };
+    const done = () => ({ ...out, ms: Math.round(performance.now() - t0) });
+    if (mode === 'off') return { ...done(), skipped: 'off' };
+    if (mode === 'auto' && (await autovacuumRuns())) return { ...done(), skipped: 'autovacuum' };
+    if (!told) {
+      told = true;
+      log.info(
+        { database: db.kind, everyMs },
+        db.kind === 'pglite'
+          ? 'table care: vacuuming and analysing the tables as autovacuum would (PGlite has none)'
+          : 'table care: no autovacuum runs on this server; the platform vacuums and analyses its tables (COG_TABLE_CARE=off to leave it to you)',
+      );
+    }
+    for (const t of await stats()) {
+      if (closed) break;
+      const large = t.bytes > maxVacuumBytes;
+      const vacuum = t.dead > VACUUM_BASE + VACUUM_SCALE * t.live;
+      // A large table is analysed once it has doubled since its last analyse: the tables that grow
+      // with every write (the memory nodes, the ledger) crossed the 10% mark every round under load,
+      // and each analyse of them (0.3-0.6 s at 150-200 MB) read pages the writes' indexes then had
+      // to read back; the plans that go stale are the small tables'.
+      const analyse = t.mods > (large ? t.live : ANALYZE_BASE + ANALYZE_SCALE * t.live);
+      if (!vacuum && !analyse) continue;
+      // On PGlite a large table is left alone: its vacuum or analyse would hold every writer.
+      if (db.kind === 'pglite' && large) {
+        out.tooLarge.push(t.name);
+        continue;
+      }
+      const t1 = performance.now();
+      try {
+        // VACUUM also brings the statistics the planner reads up to date (pages, rows), which is what
+        // makes a cached plan be made again; ANALYZE with it when the rows changed enough.
+        await q(`${vacuum ? `VACUUM (SKIP_LOCKED${analyse ? ', ANALYZE' : ''})` : 'ANALYZE (SKIP_LOCKED)'} ${quoteIdent(t.name)}`);
+      } catch (e) {
+        log.warn({ table: t.name, err: (e as Error).message }, 'table care: vacuum or analyse failed');
+        continue;
+      }
+      if (vacuum) out.vacuumed.push(t.name);
+      if (analyse) out.analysed.push(t.name);
+      log.debug({ table: t.name, vacuum: vacuum, analyse, dead: t.dead, live: t.live, ms: Math.round(performance.now() - t1) }, 'table care');
+    }
+    const r = done();
+    if (r.ms > 1000) log.warn({ ms: r.ms, vacuumed: r.vacuumed, analysed: r.analysed }, 'table care: slow round');
+    return r;
+  };
+
+  const runOnce = (): Promise<TableCareRound> => {
+    running ??= round().finally(() => {
+      running = undefined;
+    });
+    return running;
+  };
+
+  let timer: NodeJS.Timeout | undefined;
+  const schedule = () => {
+    if (closed || mode === 'off') return;
+    timer = setTimeout(() => {
+      runOnce()
+        .catch((e: unknown) => log.warn({ err: (e as Error).message }, 'table care: round failed, will retry'))
+        .finally(schedule);
+    }, everyMs);
+    timer.unref();
+  };
+  schedule();
+
+  return {
+    runOnce,
+    async close() {
+      closed = true;
+      clearTimeout(timer);
+      await running?.catch(() => {});
+    },
+  };
+}
