@@ -122,7 +122,7 @@ export interface Config {
    * COG_TABLE_CARE (auto: on PGlite, and on PostgreSQL while no autovacuum runs; on; off) and
    * COG_TABLE_CARE_MS: the platform vacuums and analyses its tables where nothing else does (lib/db/table-care.ts).
    */
-  tableCare: { mode: 'auto' | 'on' | 'off'; everyMs: number };
+  tableCare: { mode: 'auto' | 'on' | 'off'; everyMs: number; checkpointWalBytes?: number };
   faucetCooldownMs: number;
   ports: {
     gateway: number;
@@ -267,6 +267,9 @@ export function loadConfig(env: Env = process.env): Config {
     tableCare: {
       mode: oneOf(env, 'COG_TABLE_CARE', 'auto', ['auto', 'on', 'off'] as const),
       everyMs: int(env, 'COG_TABLE_CARE_MS', 10_000, 1000, 86_400_000),
+      // PGlite: a checkpoint once this much WAL was written since the last (0: only at shutdown;
+      // unset: the database's max_wal_size, as its checkpointer would).
+      checkpointWalBytes: env.COG_TABLE_CARE_CHECKPOINT_MB ? int(env, 'COG_TABLE_CARE_CHECKPOINT_MB', 0, 0, 1_000_000) * 1024 * 1024 : undefined,
     },
     faucetCooldownMs: int(env, 'COG_FAUCET_COOLDOWN_MS', 60_000, 0, 86_400_000),
     ports,

@@ -87,6 +87,19 @@ for (const engine of ['pglite', 'postgresql'] as const) {
     });
 
     if (engine === 'pglite')
+      it('on PGlite (no checkpointer), a round checkpoints once enough WAL was written since the last checkpoint', async () => {
+        const since = async () =>
+          Number((await q<{ n: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), (pg_control_checkpoint()).redo_lsn)::bigint AS n'))[0]!.n);
+        await q('CHECKPOINT');
+        expect(await care({ mode: 'on', checkpointWalBytes: 1024 * 1024 }).runOnce()).not.toHaveProperty('checkpointed', true);
+        await q(`CREATE TABLE care_wal AS SELECT g AS id, repeat('x', 500) AS v FROM generate_series(1, 10000) g`);
+        expect(await since()).toBeGreaterThan(1024 * 1024);
+        const r = await care({ mode: 'on', checkpointWalBytes: 1024 * 1024 }).runOnce();
+        expect(r.checkpointed).toBe(true);
+        expect(await since()).toBeLessThan(64 * 1024);
+      });
+
+    if (engine === 'pglite')
       it('on PGlite, a table over the size limit is left alone (its vacuum or analyse would hold every writer)', async () => {
         await churned('care_large', 5);
         const r = await care({ mode: 'on', maxVacuumBytes: 1 }).runOnce();
