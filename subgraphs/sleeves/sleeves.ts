@@ -715,10 +715,11 @@ export function sleeveWritesPart(
   });
   // `s.id = ANY(ids)` besides the join: the statement is prepared, and its generic plan takes the
   // recordset for 100 rows (a function's default), for which a hash join over a scan of the whole
-  // table is cheaper than 100 index probes; the plan, made in the first seconds, kept scanning the
-  // table as its dead row versions piled up (135 pages, 0.98 ms of a 10-write statement after
-  // 2 minutes of writes on a server without autovacuum). The array's length is known to the
-  // planner's guess (10), so the sleeves are read by their key: 0.13 ms.
+  // table is cheaper than 100 index probes. On a grown table (135 pages of dead row versions after
+  // 2 minutes of writes on a server without autovacuum) that scan was 0.98 ms of a 10-write
+  // statement; the planner takes an array parameter for 10 elements, so with it the plan reads the
+  // sleeves by their key (0.13 ms). A plan is made again when the table's statistics change
+  // (lib/db/table-care.ts where nothing else vacuums).
   return {
     ctes: [
       {
