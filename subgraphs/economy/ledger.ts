@@ -163,6 +163,7 @@ export function burnManyPart(burns: readonly BurnInput[]): StatementPart | null 
   if (!need.size) return null;
   const keys = [...need.keys()].sort();
   const debits = keys.map((k) => ({ account: k.split('\u001f')[0]!, token: k.split('\u001f')[1]!, need: need.get(k)!.toString() }));
+  const accounts = [...new Set(debits.map((d) => d.account))];
   return joinParts(
     {
       ctes: [
@@ -175,7 +176,7 @@ export function burnManyPart(burns: readonly BurnInput[]): StatementPart | null 
           body: sql`UPDATE "Balance" b SET milli = b.milli - v.need
             FROM jsonb_to_recordset(${JSON.stringify(debits)}::jsonb) AS v(account text, token text, need bigint)
             WHERE b.account = v.account AND b.token = v.token AND b.milli >= v.need
-              AND b.account = ANY(${[...new Set(debits.map((d) => d.account))]}::text[]) AND b.token = ANY(${[...new Set(debits.map((d) => d.token))]}::text[])
+              AND b.account = ANY(${accounts}::text[]) AND b.token = ANY(${[...new Set(debits.map((d) => d.token))]}::text[])
             RETURNING 1`,
         },
         {
@@ -190,7 +191,7 @@ export function burnManyPart(burns: readonly BurnInput[]): StatementPart | null 
       checks: [
         {
           holds: sql`(SELECT count(*) FROM ledger_debit) = ${keys.length}::int`,
-          fail: () => new BalancesShort([...new Set(debits.map((d) => d.account))]),
+          fail: () => new BalancesShort(accounts),
         },
       ],
     },
