@@ -7,8 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testPlatform, type TestPlatform } from './helpers/platform.ts';
-import { freshDatabase } from './helpers/postgres.ts';
+import { testPlatformOn, type TestPlatform } from './helpers/platform.ts';
 import { perEpochEmission } from './helpers/emission-oracle.ts';
 import { generateIdentity } from '../lib/crypto.ts';
 import { sql, type Sql } from '../lib/db/index.ts';
@@ -21,16 +20,11 @@ const MIGRATION = path.join(import.meta.dirname, '..', 'prisma', 'migrations', '
 
 describe.each(['pglite', 'postgresql'] as const)('the emitter by cohorts (%s)', (engine) => {
   let p: TestPlatform;
-  let drop: (() => Promise<void>) | undefined;
   const ids: string[] = [];
   let epoch = 0;
 
   beforeAll(async () => {
-    if (engine === 'postgresql') {
-      const db = await freshDatabase();
-      drop = db.drop;
-      p = await testPlatform({ DATABASE_URL: db.url });
-    } else p = await testPlatform();
+    p = await testPlatformOn(engine);
     p.setEpoch(0);
     // 60 stacks over three sets of terms.
     for (let i = 0; i < 60; i++) {
@@ -44,7 +38,6 @@ describe.each(['pglite', 'postgresql'] as const)('the emitter by cohorts (%s)', 
   }, 60_000);
   afterAll(async () => {
     await p?.cleanup();
-    await drop?.();
   });
 
   const active = (id: string, e: number) => p.db.prisma.$transaction((tx) => markStackActive(tx, id, e));

@@ -83,7 +83,10 @@ export async function testPlatformOn(engine: 'pglite' | 'postgresql'): Promise<T
   if (engine === 'pglite') return testPlatform();
   const { freshDatabase } = await import('./postgres.ts');
   const fresh = await freshDatabase();
-  const p = await testPlatform({ DATABASE_URL: fresh.url });
+  const p = await testPlatform({ DATABASE_URL: fresh.url }).catch(async (e: unknown) => {
+    await fresh.drop();
+    throw e;
+  });
   const cleanup = p.cleanup;
   p.cleanup = async () => {
     await cleanup();

@@ -5,8 +5,7 @@
 // writes no lease; a runtime back under the same id takes its sleeves at once. On PGlite and on
 // this machine's PostgreSQL (concurrent claims there really race).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testPlatform, type TestPlatform } from '../../../test/helpers/platform.ts';
-import { freshDatabase } from '../../../test/helpers/postgres.ts';
+import { testPlatform, testPlatformOn, type TestPlatform } from '../../../test/helpers/platform.ts';
 import { createStack } from '../../stacks/stacks.ts';
 import { decommissionSleeve, getSleeveView, spawnSleeve } from '../sleeves.ts';
 import { sql } from '../../../lib/db/index.ts';
@@ -109,7 +108,6 @@ describe('fair shares and the due heap', () => {
 
 describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)', (engine) => {
   let p: TestPlatform;
-  let drop: (() => Promise<void>) | undefined;
   const rts: SleeveRuntime[] = [];
   /** Which runtimes ran a tick of each sleeve (their tick handlers). */
   const tickedBy = new Map<string, Set<string>>();
@@ -140,11 +138,7 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
   };
 
   beforeAll(async () => {
-    if (engine === 'postgresql') {
-      const db = await freshDatabase();
-      drop = db.drop;
-      p = await testPlatform({ DATABASE_URL: db.url });
-    } else p = await testPlatform();
+    p = await testPlatformOn(engine);
     const stack = await createStack(p, { name: `rt-${engine}` });
     for (let i = 0; i < N; i++) sleeves.push((await spawnSleeve(p, { stackId: stack.id, kind: 'ai', tickRate: 100, shape: 'B' })).id);
     sampler = setInterval(() => {
@@ -155,7 +149,6 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
     clearInterval(sampler);
     for (const rt of rts) await rt.close().catch(() => {});
     await p?.cleanup();
-    await drop?.();
   });
 
   it('two runtimes: every alive sleeve run and ticked by exactly one, five each', async () => {
@@ -293,7 +286,6 @@ describe.each(['pglite', 'postgresql'] as const)('runtimes sharing sleeves (%s)'
 
 describe.each(['pglite', 'postgresql'] as const)('renewal, restarts and fencing (%s)', (engine) => {
   let p: TestPlatform;
-  let drop: (() => Promise<void>) | undefined;
   const rts: SleeveRuntime[] = [];
   const sleeves: string[] = [];
   const start = async (id: string) => {
@@ -306,11 +298,7 @@ describe.each(['pglite', 'postgresql'] as const)('renewal, restarts and fencing 
     new Map((await p.db.prisma.$queryRaw<{ id: string; v: string }[]>`SELECT "sleeveId" AS id, xmin::text AS v FROM "SleeveLease"`).map((r) => [r.id, r.v]));
 
   beforeAll(async () => {
-    if (engine === 'postgresql') {
-      const db = await freshDatabase();
-      drop = db.drop;
-      p = await testPlatform({ DATABASE_URL: db.url });
-    } else p = await testPlatform();
+    p = await testPlatformOn(engine);
     const stack = await createStack(p, { name: `renew-${engine}` });
     // Event-driven (no timer ticks): every lease write here is the runtimes' own lease work (a tick
     // writes none anyway).
@@ -319,7 +307,6 @@ describe.each(['pglite', 'postgresql'] as const)('renewal, restarts and fencing 
   afterAll(async () => {
     for (const rt of rts) await rt.close().catch(() => {});
     await p?.cleanup();
-    await drop?.();
   });
 
   it('renewing writes the beat rows only, never a lease', async () => {
@@ -386,15 +373,11 @@ describe.each(['pglite', 'postgresql'] as const)('renewal, restarts and fencing 
 
 describe('the batch tick on PostgreSQL with statistics from before the runtime held anything', () => {
   let p: TestPlatform;
-  let drop: (() => Promise<void>) | undefined;
   beforeAll(async () => {
-    const db = await freshDatabase();
-    drop = db.drop;
-    p = await testPlatform({ DATABASE_URL: db.url });
+    p = await testPlatformOn('postgresql');
   }, 60_000);
   afterAll(async () => {
     await p?.cleanup();
-    await drop?.();
   });
 
   it("reads each sleeve's lease by its key, never every lease of the runtime (a new runtime id is not in the statistics)", async () => {
