@@ -357,6 +357,9 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
       const known = await provider.getTransaction(`0x${row.txHash}`);
       if (!known) resend.push(row);
     }
+    // A receipt read here (mined after the confirm's block scan) is settled like the scan's: an epoch
+    // that ended meanwhile goes first.
+    if (mined.length) await catchUp();
     await settleAll(mined);
     if (!resend.length) return;
     await db.chainOutbox.updateMany({ where: { id: { in: resend.map((r) => r.id) } }, data: { sentAt: new Date(), attempts: { increment: 1 } } });
