@@ -12,6 +12,7 @@ import {
   hkdfSha512,
   open,
   publicKeyFromSeed,
+  randomHex,
   randomSecret,
   seal,
   sealWithIv,
@@ -121,6 +122,22 @@ describe('seal: fresh ivs', () => {
     expect(ivs.size).toBe(2_000);
     expect(new TextDecoder().decode(open(key, sealed[0]!))).toBe('m0');
     expect(new TextDecoder().decode(open(key, sealed[1_999]!))).toBe('m1999');
+  });
+});
+
+describe('randomHex', () => {
+  it('hands out fresh bytes from the same pool as the ivs: no repeat across refills, interleaved with seals', () => {
+    const key = randomSecret(32);
+    const seen = new Set<string>();
+    for (let i = 0; i < 3_000; i++) {
+      const id = randomHex(8);
+      expect(id).toMatch(/^[0-9a-f]{16}$/);
+      seen.add(id);
+      seen.add(seal(key, 'x').iv);
+    }
+    expect(seen.size).toBe(6_000);
+    expect(() => randomHex(0)).toThrow(RangeError);
+    expect(() => randomHex(65)).toThrow(RangeError);
   });
 });
 

@@ -274,21 +274,29 @@ export function sealWithIv(key: Uint8Array, iv: Uint8Array, plaintext: BytesLike
 }
 
 /**
- * Fresh ivs cut from one buffer of the CSPRNG's output, each slice handed out once: a
- * randomFillSync call per 12 bytes cost more than the encryption itself (1.3% of the platform's
- * CPU under the perceive bench, `bench/perceive.ts --profile`).
+ * Fresh random bytes cut from one buffer of the CSPRNG's output, each slice handed out once: a
+ * randomFillSync call per 12-byte iv cost more than the encryption itself (1.3% of the platform's
+ * CPU under the perceive bench, `bench/perceive.ts --profile`), and a randomBytes(8) per shadow
+ * branch id as much again under the embedded bench (17 sleeves on one stack: a branch a write).
  */
-const IV_POOL_BYTES = IV_BYTES * 512;
-let ivPool = new Uint8Array(0);
-let ivAt = 0;
-function freshIv(): Uint8Array {
-  if (ivAt + IV_BYTES > ivPool.byteLength) {
-    ivPool = randomFillSync(new Uint8Array(IV_POOL_BYTES));
-    ivAt = 0;
+const POOL_BYTES = 6144;
+let pool = new Uint8Array(0);
+let poolAt = 0;
+function pooledRandom(bytes: number): Uint8Array {
+  if (poolAt + bytes > pool.byteLength) {
+    pool = randomFillSync(new Uint8Array(POOL_BYTES));
+    poolAt = 0;
   }
-  const iv = ivPool.subarray(ivAt, ivAt + IV_BYTES);
-  ivAt += IV_BYTES;
-  return iv;
+  const out = pool.subarray(poolAt, poolAt + bytes);
+  poolAt += bytes;
+  return out;
+}
+const freshIv = () => pooledRandom(IV_BYTES);
+
+/** `bytes` (1..64) fresh random bytes as hex, for ids made on a hot path (a shadow branch, a residue). */
+export function randomHex(bytes: number): string {
+  if (!Number.isInteger(bytes) || bytes < 1 || bytes > 64) throw new RangeError('randomHex: 1..64 bytes');
+  return toHex(pooledRandom(bytes));
 }
 
 /** AES-256-GCM with a fresh random 96-bit iv. */

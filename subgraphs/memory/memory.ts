@@ -7,12 +7,11 @@
 // writer has not seen that head, the write is recorded as a MemoryBranch (base = the head the
 // writer last saw); the node still links to the current head so everything stays reachable, and
 // the memory-reconciler pass merges the branch (mergeBranch) and opens the residue.
-import { randomBytes } from 'node:crypto';
 import { sql, type Db, type Tx } from '../../lib/db/index.ts';
 import { jsonValue, runStatement, type StatementPart } from '../../lib/db/statement.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
-import { fromUtf8, open, seal, DecryptError } from '../../lib/crypto.ts';
+import { fromUtf8, open, randomHex, seal, DecryptError } from '../../lib/crypto.ts';
 import { eventsFromRowsPart, recordEvent } from '../../lib/events.ts';
 import { lockStack, stackEpochKey, stackHeadSql, type StackReadRow, type StackRow } from '../stacks/index.ts';
 import { computeCid } from './hippocampus/cid.ts';
@@ -72,7 +71,7 @@ export function isShadowWrite(
   );
 }
 
-export const newBranchId = () => `branch:${randomBytes(8).toString('hex')}`;
+export const newBranchId = () => `branch:${randomHex(8)}`;
 
 /** The branches of a group commit's shadow writes (ids from newBranchId), as part of the write's one statement (lib/db/statement.ts). */
 export function shadowBranchesPart(

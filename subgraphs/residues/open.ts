@@ -1,7 +1,7 @@
 // Opening a residue: a coordination failure becomes a record carrying a ResidueToken bounty.
 // Detection (residue-collector, recall, Medulla reorgs, Thalamus) calls openResidue inside its own
 // transaction; a cause opens at most one residue (dedupeKey), so detectors can run repeatedly.
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../../lib/crypto.ts';
 import type { Db, Tx } from '../../lib/db/index.ts';
 import { recordEvent } from '../../lib/events.ts';
 import { enqueueChainTx } from '../chains/index.ts';
@@ -79,7 +79,7 @@ export interface OpenResidue {
 export async function openResidue(tx: Tx, r: OpenResidue): Promise<{ residue: ResidueRecord; created: boolean }> {
   const existing = await tx.residue.findUnique({ where: { dedupeKey: r.dedupeKey } });
   if (existing) return { residue: residueView(existing), created: false };
-  const id = `residue:${r.kind}:${randomBytes(6).toString('hex')}`;
+  const id = `residue:${r.kind}:${randomHex(6)}`;
   const row = await tx.residue.create({
     data: {
       id,
