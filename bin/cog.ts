@@ -15,7 +15,7 @@ import { startEventRelay } from '../lib/events.ts';
 import { startTableCare } from '../lib/db/table-care.ts';
 import { stopTracing } from '../lib/tracing.ts';
 import { holdStart, type RunningService } from '../lib/service.ts';
-import { SERVICES } from './services.ts';
+import { runsTableCare, SERVICES } from './services.ts';
 import { createHttp, listen } from '../lib/http.ts';
 import { startProgress } from './progress.ts';
 import { mountReadiness } from '../lib/ready.ts';
@@ -119,7 +119,7 @@ async function run(names: string[], banner: boolean): Promise<void> {
   // The loops that can wait (lib/service.ts started) begin once every service is up.
   const releaseStart = holdStart(platform);
   const relay = startEventRelay(platform);
-  const tableCare = startTableCare(platform.db, log, platform.config.tableCare);
+  const tableCare = runsTableCare(platform.db.kind, names) ? startTableCare(platform.db, log, platform.config.tableCare) : undefined;
   const running: RunningService[] = [];
   let stopping = false;
   const stop = async (code: number) => {
@@ -130,7 +130,7 @@ async function run(names: string[], banner: boolean): Promise<void> {
       await s.close().catch((e) => log.warn({ service: s.name, err: (e as Error).message }, 'close failed'));
     }
     await relay.close();
-    await tableCare.close();
+    await tableCare?.close();
     await closePlatform(platform);
     unlock();
     await stopTracing();

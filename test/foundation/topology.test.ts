@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import { parse } from 'yaml';
 import { PLATFORM_NODE_FLAGS } from '../../bin/node-flags.ts';
 import { topology } from '../../bin/up.ts';
-import { SERVICES } from '../../bin/services.ts';
+import { runsTableCare, SERVICES } from '../../bin/services.ts';
 import { loadConfig } from '../../lib/config.ts';
 
 const procfile = fs
@@ -47,6 +47,16 @@ describe('deploy/ files are true to bin/up.ts', () => {
     const pkg = JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> };
     expect(pkg.scripts.start).toBe(`node ${PLATFORM_NODE_FLAGS.join(' ')} bin/cog.mjs start`);
     expect(PLATFORM_NODE_FLAGS).toContain('--max-semi-space-size=64');
+  });
+  it('table care runs in the worker processes only (PGlite: in its one process)', () => {
+    expect(specs.filter((s) => runsTableCare('postgres', [s.service])).map((s) => s.name)).toEqual(['worker-1', 'worker-2']);
+    expect(
+      runsTableCare(
+        'postgres',
+        SERVICES.map((s) => s.name),
+      ),
+    ).toBe(true); // cog start: every service in one process
+    expect(runsTableCare('pglite', ['gateway'])).toBe(true);
   });
   it('every process names a registered service', () => {
     for (const s of specs) expect(SERVICES.map((x) => x.name)).toContain(s.service);
