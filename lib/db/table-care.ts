@@ -17,7 +17,7 @@
 // checkpoints once enough WAL was written since the last checkpoint (no checkpointer runs there).
 //
 // mode 'auto' (the default) cares on PGlite, and on PostgreSQL only while no autovacuum launcher
-// runs; 'on' always; 'off' never.
+// runs; 'on' always; 'off' never. Which processes of a cluster start it: bin/services.ts (runsTableCare).
 import type { Logger } from '../log.ts';
 import type { Database } from './index.ts';
 
