@@ -107,9 +107,10 @@ export const SERVICES: ServiceEntry[] = [
 /**
  * Whether a process cares for the database's tables (lib/db/table-care.ts): maintenance, the
  * worker runner's kind of work, so in a cluster only the processes that run the worker (two under
- * `cog up`) do it, not all 22, which each read the statistics and vacuumed what they saw every round
- * (the distributed mixed load: 165 req/s with care in all 22, 282 and 224 with it where the worker
- * runs). PGlite is one process's database, so that process cares for it whatever it runs.
+ * `cog up`) do it, not all 22, which each read the statistics every round and vacuumed what they
+ * saw, the same tables one after another. (The distributed mixed load did not settle it: 165 req/s
+ * in one run before, 163-282 in three after, 198 with care off everywhere.) PGlite is one process's
+ * database, so that process cares for it whatever it runs.
  */
 export function runsTableCare(database: 'pglite' | 'postgres', services: readonly string[]): boolean {
   return database === 'pglite' || services.includes('worker');
