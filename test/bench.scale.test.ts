@@ -20,28 +20,24 @@ import {
   sleeveId,
   stackId,
 } from '../bench/scale.ts';
-import { freshDatabase } from './helpers/postgres.ts';
-import { testPlatform, type TestPlatform } from './helpers/platform.ts';
+import { testPlatformOn, type TestPlatform } from './helpers/platform.ts';
 
 const size = { stacks: 300, sleeves: 700, ticking: 40, tickRateMs: 8000 };
 
 describe('bench/scale.ts at a tiny size', () => {
-  let fresh: Awaited<ReturnType<typeof freshDatabase>>;
   let p: TestPlatform;
   let db: pg.Client;
   const key = randomBytes(32).toString('hex');
   beforeAll(async () => {
-    fresh = await freshDatabase();
-    p = await testPlatform({ DATABASE_URL: fresh.url });
+    p = await testPlatformOn('postgresql');
     p.masterKey = fromHex(key);
-    db = new pg.Client({ connectionString: fresh.url });
+    db = new pg.Client({ connectionString: p.config.databaseUrl });
     await db.connect();
     await insertFixtures(db, size, key);
   }, 120_000);
   afterAll(async () => {
     await db?.end();
     await p?.cleanup();
-    await fresh?.drop();
   });
 
   const count = async (q: string) => Number((await db.query<{ n: string }>(q)).rows[0]!.n);

@@ -13,8 +13,7 @@ import { incrementalSleevesRoot } from '../subgraphs/chains/thalamus/sleeves-roo
 import { platformSources } from '../flows/thalamus-sources.ts';
 import { sleeveLeafChanges } from '../subgraphs/sleeves/index.ts';
 import { mth, sha } from './helpers/thalamus.ts';
-import { freshDatabase } from './helpers/postgres.ts';
-import { testPlatform, type TestPlatform } from './helpers/platform.ts';
+import { testPlatformOn, type TestPlatform } from './helpers/platform.ts';
 
 const KINDS = ['human', 'ai', 'mining', 'memory'];
 
@@ -78,19 +77,11 @@ describe('MerkleLeafSet', () => {
 
 describe.each(['pglite', 'postgres'] as const)('the fold source over %s', (engine) => {
   let p: TestPlatform;
-  let drop: (() => Promise<void>) | undefined;
-  let url: string | undefined;
   beforeAll(async () => {
-    if (engine === 'postgres') {
-      const fresh = await freshDatabase();
-      drop = fresh.drop;
-      url = fresh.url;
-      p = await testPlatform({ DATABASE_URL: fresh.url });
-    } else p = await testPlatform();
+    p = await testPlatformOn(engine === 'postgres' ? 'postgresql' : 'pglite');
   }, 120_000);
   afterAll(async () => {
     await p?.cleanup();
-    await drop?.();
   });
 
   const feed = () => ({
@@ -156,7 +147,7 @@ describe.each(['pglite', 'postgres'] as const)('the fold source over %s', (engin
     const src = incrementalSleevesRoot(feed());
     await src.sleevesRoot();
     const victim = (await db.sleeve.findFirst({ where: { alive: true }, select: { id: true } }))!.id;
-    const slow = new pg.Client({ connectionString: url });
+    const slow = new pg.Client({ connectionString: p.config.databaseUrl });
     await slow.connect();
     try {
       // The slow transaction gets its xid first; a later one commits and is read before it commits.

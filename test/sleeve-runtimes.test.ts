@@ -6,8 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testPlatform, type TestPlatform } from './helpers/platform.ts';
-import { freshDatabase } from './helpers/postgres.ts';
+import { testPlatformOn, type TestPlatform } from './helpers/platform.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
 import { getSleeveView, spawnSleeve } from '../subgraphs/sleeves/sleeves.ts';
 import { startRuntime, type SleeveRuntime } from '../subgraphs/sleeves/runtime/runtime.ts';
@@ -24,14 +23,12 @@ const until = async (cond: () => Promise<boolean> | boolean, ms = 15_000) => {
 };
 
 let p: TestPlatform;
-let db: Awaited<ReturnType<typeof freshDatabase>>;
 let child: ChildProcess | undefined;
 let local: SleeveRuntime | undefined;
 const sleeves: string[] = [];
 
 beforeAll(async () => {
-  db = await freshDatabase();
-  p = await testPlatform({ DATABASE_URL: db.url });
+  p = await testPlatformOn('postgresql');
   const stack = await createStack(p, { name: 'procs' });
   for (let i = 0; i < N; i++) sleeves.push((await spawnSleeve(p, { stackId: stack.id, kind: 'ai', tickRate: 100, shape: 'B' })).id);
 }, 60_000);
@@ -39,7 +36,6 @@ afterAll(async () => {
   child?.kill('SIGKILL');
   await local?.close().catch(() => {});
   await p?.cleanup();
-  await db?.drop();
 });
 
 /** The leases `runtime` holds now: naming it at its generation, its beat live. */
@@ -52,7 +48,7 @@ const held = async (runtime: string) =>
 describe('sleeve runtimes in two processes', () => {
   it('share the sleeves; after kill -9 of one, the other runs them all within two lease periods', async () => {
     child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'helpers', 'sleeve-runtime-child.ts')], {
-      env: { ...process.env, DATABASE_URL: db.url, RUNTIME_ID: 'rt-child', LEASE_MS: String(LEASE_MS) },
+      env: { ...process.env, DATABASE_URL: p.config.databaseUrl, RUNTIME_ID: 'rt-child', LEASE_MS: String(LEASE_MS) },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     // The child's first line says it runs; then a line per tick event, with the sleeves it ticked.

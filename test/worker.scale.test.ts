@@ -20,8 +20,7 @@ import { runStatement } from '../lib/db/statement.ts';
 import { EXPIRY_BATCH, expireBatchQuery, expireResidues } from '../subgraphs/residues/index.ts';
 import { ANCHOR_BATCH, enqueueChainTx, pendingAnchorsQuery } from '../subgraphs/chains/index.ts';
 import { unmirroredHeadsQuery } from '../subgraphs/stacks/index.ts';
-import { freshDatabase } from './helpers/postgres.ts';
-import { testPlatform, type TestPlatform } from './helpers/platform.ts';
+import { testPlatform, testPlatformOn, type TestPlatform } from './helpers/platform.ts';
 
 const residue = (id: string, status: string, expiresAtEpoch: number) => ({
   id,
@@ -211,11 +210,8 @@ describe('passes on PGlite: each finds only its due rows', () => {
 
 describe('passes on PostgreSQL: their queries run on their indexes', () => {
   let p: TestPlatform;
-  let drop: () => Promise<void>;
   beforeAll(async () => {
-    const fresh = await freshDatabase();
-    drop = fresh.drop;
-    p = await testPlatform({ DATABASE_URL: fresh.url });
+    p = await testPlatformOn('postgresql');
     const db = p.db.prisma;
     // 20,000 alive sleeves synced recently, 40 stale ones, 2,000 decommissioned.
     await db.$executeRawUnsafe(`
@@ -248,7 +244,6 @@ describe('passes on PostgreSQL: their queries run on their indexes', () => {
   }, 120_000);
   afterAll(async () => {
     await p?.cleanup();
-    await drop?.();
   });
 
   /** The plan of `q` as one line of node types, index names and relations. */
