@@ -162,7 +162,10 @@ export function burnManyPart(burns: readonly BurnInput[]): StatementPart | null 
   }
   if (!need.size) return null;
   const keys = [...need.keys()].sort();
-  const debits = keys.map((k) => ({ account: k.split('\u001f')[0]!, token: k.split('\u001f')[1]!, need: need.get(k)!.toString() }));
+  const debits = keys.map((k) => {
+    const [account, token] = k.split('\u001f') as [string, string];
+    return { account, token, need: need.get(k)!.toString() };
+  });
   const accounts = [...new Set(debits.map((d) => d.account))];
   return joinParts(
     {
