@@ -397,6 +397,8 @@ describe('distributed mode: the Hippocampus over HTTP (PostgreSQL)', () => {
       t.p.ports.hippocampus = http;
     }
     expect(calls).toEqual([]);
+    // The epoch's writes as the Thalamus folds them (GET /epochs/:epoch/writes), in write order.
+    expect((await http.epochWrites(7)).filter((c) => cids.includes(c))).toEqual(cids);
     expect(await t.p.db.prisma.memoryNode.count({ where: { stackId: stack.id, payload: { not: null } } })).toBe(4);
     // Read back through the Hippocampus service: its walk and its GET take the payload from the row.
     const walk = await http.walk(cids.at(-1)!, 10, 7);

@@ -496,10 +496,10 @@ export async function dagStats(p: Platform): Promise<{ nodes: number; peers: num
 /**
  * CIDs written in an epoch, in write order (the ipfsRoot leaves for the Thalamus). One row holding
  * them all rather than a row per node through Prisma: under the perceive load an epoch has
- * thousands of writes, each a row object to build. One string split on spaces (a CID has none), not
- * an array: the driver's array parser reads a literal character by character, 1.2% of the
- * platform's main thread under the PostgreSQL perceive load (each epoch is read three times: its
- * fold and two late-write rechecks).
+ * thousands of writes, each a row object to build. One string split on spaces (a CID has none:
+ * every put checks its form, cog://<sha256 hex>@<epoch>), not an array: the driver's array parser
+ * reads a literal character by character, 1.2% of the platform's main thread under the PostgreSQL
+ * perceive load (each epoch is read three times: its fold and two late-write rechecks).
  */
 export async function dagWritesInEpoch(db: Db | Tx, epoch: number): Promise<string[]> {
   const [row] = await db.$queryRaw<{ cids: string | null }[]>`
