@@ -3,10 +3,12 @@
 // this separate process, against a baseline measured in the same run: raw inserts of rows of the
 // same size (one MemoryNode per write) into the same database.
 //   * PostgreSQL (a fresh database on this machine's server): 32 clients over 32 stacks (one Shape B
-//     sleeve each); the baseline is 32 plain connections inserting into that database, measured in
+//     sleeve each writing at a time: a long run gives a stack a sleeve per 1,500 writes, used one
+//     after another); the baseline is 32 plain connections inserting into that database, measured in
 //     five windows that alternate with five of the REST load (each path its own), so both see the
 //     same machine: a shared machine's speed drifts over tens of seconds.
-//   * embedded PGlite: 32 clients on one stack; the baseline inserts into the platform's own
+//   * embedded PGlite: 32 clients on one stack, its sleeves (one per 1,500 writes) in turn, so each
+//     write is a shadow branch (another sleeve moved the head); the baseline inserts into the platform's own
 //     database directory after the platform stopped (PGlite is one process's), 32 concurrent callers.
 //   npx tsx bench/perceive.ts [requests] [--only=pg|embedded] [--profile=DIR] [--path=perceive|remember|both]
 // --profile loads bench/cpu-profile.mjs into the platform and profiles each measured window (SIGUSR2
@@ -181,7 +183,10 @@ interface Writer {
   sleeveId: string;
 }
 
-/** `stacks` stacks with `sleevesPer` Shape B sleeves each (1000 compute: 2000 writes a sleeve). */
+/** Writes a sleeve makes before its stack's next sleeve takes over (of the 2000 its compute pays for). */
+const WRITES_PER_SLEEVE = 1500;
+
+/** `stacks` stacks with `sleevesPer` Shape B sleeves each (1000 compute: 2000 writes a sleeve), a stack's sleeves together. */
 async function writers(gateway: string, stacks: number, sleevesPer: number): Promise<Writer[]> {
   const out: Writer[] = [];
   for (let i = 0; i < stacks; i++) {
@@ -196,9 +201,19 @@ async function writers(gateway: string, stacks: number, sleevesPer: number): Pro
 
 const TEXT = (i: number) => `observation ${i}: the light moved across the wall`;
 
-function writeCall(gateway: string, kind: 'perceive' | 'remember', ws: Writer[]) {
+/**
+ * The call of one path, for all its windows. With `stacks`, each stack writes with one sleeve at a
+ * time (the next once it made WRITES_PER_SLEEVE), counted over the windows, so the writes are
+ * plain ones: rotating over a stack's sleeves made each a shadow branch (another sleeve had moved
+ * the head), and the reconciler's residues a Cortex transaction each. Without, the writers rotate
+ * (the embedded bench's many sleeves on one stack).
+ */
+function writeCall(gateway: string, kind: 'perceive' | 'remember', ws: Writer[], stacks?: number) {
+  let made = 0;
+  const per = stacks ? ws.length / stacks : 0;
   return async (i: number) => {
-    const w = ws[i % ws.length]!;
+    const n = made++;
+    const w = stacks ? ws[(n % stacks) * per + Math.min(per - 1, Math.floor(Math.floor(n / stacks) / WRITES_PER_SLEEVE))]! : ws[i % ws.length]!;
     if (kind === 'perceive') await post(`${gateway}/v1/perceive`, { ...w, text: TEXT(i) });
     else await post(`${gateway}/v1/sleeves/${encodeURIComponent(w.sleeveId)}/remember`, { text: TEXT(i) });
   };
@@ -297,11 +312,12 @@ export async function runPostgres(o: { requests: number; paths: Array<'perceive'
     const out: PerceiveBenchResult[] = [];
     let shape: RowShape | undefined;
     for (const kind of o.paths) {
-      const ws = await writers(gw, concurrency, Math.ceil((o.requests + WARM_UP) / concurrency / 1500));
+      const ws = await writers(gw, concurrency, Math.ceil((o.requests + WARM_UP) / concurrency / WRITES_PER_SLEEVE));
+      const call = writeCall(gw, kind, ws, concurrency);
       // Warm-up, a few seconds' worth: connections, JIT (the platform's, PGlite's and Prisma's wasm,
       // this client's), PostgreSQL's per-backend caches. With 300 requests the first path measured
       // paid for it, the raw inserts between its windows too (CPU a request up to 1.6x the second's).
-      await measure(Math.min(WARM_UP, o.requests), concurrency, writeCall(gw, kind, ws));
+      await measure(Math.min(WARM_UP, o.requests), concurrency, call);
       if (!shape) {
         shape = await sampleShape(async (sql) => (await pool.query(sql)).rows);
         console.log(`baseline rows: size ${shape.size}, payload ${shape.payload} characters (a write's, sampled)`);
@@ -320,7 +336,7 @@ export async function runPostgres(o: { requests: number; paths: Array<'perceive'
       await profiled(plat, o.profileDir, async () => {
         for (let r = 0; r < ROUNDS; r++) {
           const t0 = nowUs();
-          rest.push(await runWindow(per, concurrency, writeCall(gw, kind, ws), sides));
+          rest.push(await runWindow(per, concurrency, call, sides));
           restTimes.push([t0, nowUs()]);
           raw.push(await runWindow(per, concurrency, (i) => pool.query(RAW_INSERT, rawRow(i, shape!)).then(() => {}), sides));
         }
@@ -355,7 +371,7 @@ export async function runEmbedded(o: { requests: number; paths: Array<'perceive'
     const gw = plat.cluster.gateway;
     const results: Array<{ path: 'perceive' | 'remember'; rest: LatencyStats }> = [];
     for (const kind of o.paths) {
-      const ws = await writers(gw, 1, Math.ceil((o.requests + WARM_UP) / 1500) + 1);
+      const ws = await writers(gw, 1, Math.ceil((o.requests + WARM_UP) / WRITES_PER_SLEEVE) + 1);
       await measure(Math.min(WARM_UP, o.requests), concurrency, writeCall(gw, kind, ws)); // warm-up, as on PostgreSQL
       results.push({
         path: kind,
