@@ -213,7 +213,12 @@ function writeCall(gateway: string, kind: 'perceive' | 'remember', ws: Writer[],
   const per = stacks ? ws.length / stacks : 0;
   return async (i: number) => {
     const n = made++;
-    const w = stacks ? ws[(n % stacks) * per + Math.min(per - 1, Math.floor(Math.floor(n / stacks) / WRITES_PER_SLEEVE))]! : ws[i % ws.length]!;
+    let w = ws[i % ws.length]!;
+    if (stacks) {
+      // The nth call writes to stack n % stacks; that stack's own count picks its sleeve.
+      const sleeve = Math.min(per - 1, Math.floor(Math.floor(n / stacks) / WRITES_PER_SLEEVE));
+      w = ws[(n % stacks) * per + sleeve]!;
+    }
     if (kind === 'perceive') await post(`${gateway}/v1/perceive`, { ...w, text: TEXT(i) });
     else await post(`${gateway}/v1/sleeves/${encodeURIComponent(w.sleeveId)}/remember`, { text: TEXT(i) });
   };
