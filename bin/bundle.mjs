@@ -1,11 +1,13 @@
 // The precompiled platform: the project's TypeScript (bin/cog.ts and everything it imports, the
-// workspace SDK included; packages stay external and load from node_modules as they are) bundled
-// by esbuild into generated/platform/<build>/, so `cog start` and `cog service` load plain
-// JavaScript instead of going through tsx's loader hooks for each module (the hooks run on a
-// separate thread: a message round trip per import, and a transform per file).
-// Built by `cog generate` and, when a source changed, by the next start (about half a second);
-// generated/platform/current.json names the build and the inputs it was built from, with their
-// hash, so a start re-hashes those files (a few ms) to know the build is current.
+// workspace SDK included) and the packages it uses, but for those EXTERNAL names (below), bundled
+// by esbuild into generated/platform/<build>/, so `cog start` and `cog service` load a few large
+// files of plain JavaScript instead of going through tsx's loader hooks for each module (the hooks
+// run on a separate thread: a message round trip per import, and a transform per file) and finding
+// and reading some 1,800 package files.
+// Built by `cog generate` and, when a source changed, by the next start (about four seconds);
+// generated/platform/current.json names the build and the project's inputs it was built from, with
+// their hash, so a start re-hashes those files (a few ms) to know the build is current; the hash
+// also covers the installed packages (node_modules/.package-lock.json).
 // Each file's import.meta.url / dirname / filename is its source's, so paths resolved from a
 // module (migrations, contract artifacts, the miner worker, ui/dist) are the same as under tsx.
 // Several processes may start at once on one clone: each builds into its own folder and the
@@ -35,6 +37,14 @@ function toolHash() {
   h.update(fs.readFileSync(fileURLToPath(import.meta.url)));
   h.update(fs.readFileSync(path.join(root, 'tsconfig.json')));
   h.update(process.versions.node.split('.')[0]);
+  // The packages are bundled too: a build is stale once the installed tree changes.
+  for (const lock of [path.join(root, 'node_modules', '.package-lock.json'), path.join(root, 'package-lock.json')]) {
+    try {
+      h.update(fs.readFileSync(lock));
+    } catch {
+      h.update('no-lock');
+    }
+  }
   try {
     h.update(JSON.parse(fs.readFileSync(path.join(path.dirname(esbuildPath()), '..', 'package.json'), 'utf8')).version);
   } catch {
@@ -75,27 +85,88 @@ export function currentBundle() {
   return inputsHash(stamp.inputs) === stamp.hash ? dir : undefined;
 }
 
-/** Each project file's own import.meta.url / dirname / filename, as literals. */
-const importMetaPlugin = {
-  name: 'cog-import-meta',
+// Packages stay in node_modules, loaded by Node at run time, only for a reason; the rest are bundled
+// with the project's code. Loading them from node_modules was about 1,200 CommonJS and 600 ES module
+// files at each start, and half of the start's module-loading time was finding and reading them
+// (resolution, stat, package.json reads, the CommonJS export scan an ES import of one needs), not
+// running them: bundled, every service's modules load in about half the time (docs/benchmarks.md).
+// A name ending in '/' is a scope, one ending in '*' a prefix.
+export const EXTERNAL = [
+  // loads its WebAssembly and data files from beside its own modules
+  '@electric-sql/pglite',
+  'pglite-prisma-adapter',
+  // the query compiler's WebAssembly, and the generated client's runtime
+  '@prisma/',
+  // tracing hooks their loading (bin/cog.mjs registers the hook for pg and pg-pool)
+  'pg',
+  'pg-pool',
+  // tracing's SDK, exporters and instrumentations (which hook module loading), loaded only with
+  // tracing on; the gateway's unused telemetry packages are stand-ins in Node's module cache
+  // (router/deferred-deps.ts), as is @apollo/composition. The API (a process-wide registry) is
+  // bundled.
+  '@opentelemetry/sdk-*',
+  '@opentelemetry/exporter-*',
+  '@opentelemetry/instrumentation*',
+  '@opentelemetry/resource-detector-*',
+  '@fastify/otel',
+  '@apollo/composition',
+  // transports run files of its own in worker threads
+  'pino',
+  'thread-stream',
+  // finds its binary beside its module
+  '@foundry-rs/anvil',
+  'esbuild',
+];
+const packageOf = (spec) => (spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]);
+export const isExternal = (spec) => {
+  const pkg = packageOf(spec);
+  return EXTERNAL.some((e) => (e.endsWith('/') ? pkg.startsWith(e) : e.endsWith('*') ? pkg.startsWith(e.slice(0, -1)) : pkg === e));
+};
+const modulesDir = `${path.join(root, 'node_modules')}${path.sep}`;
+// A bundled CommonJS file's __dirname / __filename would be the bundle's globals (the generated
+// Prisma client even sets globalThis.__dirname), so each file that uses them unassigned gets its own
+// path as literals, as Node's module wrapper would give it.
+const usesDirname = /(?<![.\w$])__(dirname|filename)(?![\w$])/;
+const declaresDirname = /\b(?:var|let|const)\s+__(?:dirname|filename)\b|function[\w\s$]*\([^)]*\b__(?:dirname|filename)\b/;
+
+/** The bundle's resolution: packages bundled but for EXTERNAL; each file's own paths as literals. */
+const bundlePlugin = {
+  name: 'cog-bundle',
   setup(b) {
-    // Bare specifiers are packages, loaded from node_modules at run time; the workspace SDK is
-    // TypeScript and is bundled.
-    b.onResolve({ filter: /^[^./]/ }, (args) =>
-      args.path === '@cog/sdk' || args.path.startsWith('@cog/sdk/') ? undefined : { path: args.path, external: true },
-    );
-    b.onLoad({ filter: /\.(ts|mts|mjs|js)$/ }, async (args) => {
-      const src = await fs.promises.readFile(args.path, 'utf8');
-      const contents = src.includes('import.meta')
-        ? src
-            .replaceAll('import.meta.url', JSON.stringify(pathToFileURL(args.path).href))
-            .replaceAll('import.meta.dirname', JSON.stringify(path.dirname(args.path)))
-            .replaceAll('import.meta.filename', JSON.stringify(args.path))
-        : src;
-      return { contents, loader: /\.m?ts$/.test(args.path) ? 'ts' : 'js' };
+    b.onResolve({ filter: /^[^./]/ }, (args) => {
+      if (args.path.startsWith('node:')) return undefined;
+      if (!isExternal(args.path)) return undefined;
+      // An external stays a bare name when Node, resolving it from the bundle's folder, finds the
+      // package its importer would have (hoisted to the top of node_modules); a copy nested under
+      // the importing package is required by the path Node resolves from that importer.
+      if (args.kind !== 'require-call' || !args.importer.startsWith(modulesDir)) return { path: args.path, external: true };
+      let resolved;
+      try {
+        resolved = createRequire(args.importer).resolve(args.path);
+      } catch {
+        return { path: args.path, external: true };
+      }
+      const hoisted = resolved.startsWith(path.join(modulesDir, packageOf(args.path)) + path.sep) || !path.isAbsolute(resolved);
+      return { path: hoisted ? args.path : resolved, external: true };
     });
+    b.onLoad({ filter: /\.(ts|mts|mjs|js|cjs)$/ }, async (args) => ({
+      contents: moduleSource(args.path, await fs.promises.readFile(args.path, 'utf8')),
+      loader: /\.m?ts$/.test(args.path) ? 'ts' : 'js',
+    }));
   },
 };
+
+/** A module's source as the bundle takes it: its own import.meta and, for a package's file, __dirname / __filename as literals. */
+export function moduleSource(file, src) {
+  if (src.includes('import.meta'))
+    src = src
+      .replaceAll('import.meta.url', JSON.stringify(pathToFileURL(file).href))
+      .replaceAll('import.meta.dirname', JSON.stringify(path.dirname(file)))
+      .replaceAll('import.meta.filename', JSON.stringify(file));
+  if (file.startsWith(modulesDir) && usesDirname.test(src) && !declaresDirname.test(src))
+    src = src.replace(new RegExp(usesDirname.source, 'g'), (_m, which) => JSON.stringify(which === 'dirname' ? path.dirname(file) : file));
+  return src;
+}
 
 function prune(keep) {
   const now = Date.now();
@@ -130,9 +201,14 @@ export async function buildBundle() {
     target: `node${process.versions.node.split('.')[0]}`,
     keepNames: true,
     sourcemap: 'linked',
+    // The packages' own sources left out of the maps: a quarter of their size, and Node reads a
+    // chunk's map as it loads it (source maps are on); stack frames still name each package file.
+    sourcesContent: false,
     metafile: true,
     logLevel: 'silent',
-    plugins: [importMetaPlugin],
+    plugins: [bundlePlugin],
+    // Bundled CommonJS packages require the externals and Node's own modules through `require`.
+    banner: { js: "import { createRequire as __cogCreateRequire } from 'node:module'; const require = __cogCreateRequire(import.meta.url);" },
   });
   const inputs = Object.keys(result.metafile.inputs)
     .map((f) => path.relative(root, path.resolve(root, f)))

@@ -8,6 +8,7 @@
 // transaction that wrote it, the relay publishes under it, and a consumer handles the message in
 // a span whose parent is the publish.
 import { randomUUID } from 'node:crypto';
+import { commonJsExports } from './commonjs.ts';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context } from '@opentelemetry/api';
 
 const tracer = () => trace.getTracer('cog');
@@ -75,24 +76,25 @@ export interface TracingOptions {
  * costs start time otherwise). Returns a flush-and-stop for shutdown.
  */
 export async function startTracing(opts: TracingOptions): Promise<{ shutdown(): Promise<void> }> {
+  // Some are bundled into the precompiled platform, some not: each read as lib/commonjs.ts says.
   const [
     { NodeTracerProvider, BatchSpanProcessor, ParentBasedSampler, SamplingDecision },
     { OTLPTraceExporter },
     { resourceFromAttributes },
     { registerInstrumentations },
   ] = await Promise.all([
-    import('@opentelemetry/sdk-trace-node'),
-    import('@opentelemetry/exporter-trace-otlp-http'),
-    import('@opentelemetry/resources'),
-    import('@opentelemetry/instrumentation'),
+    import('@opentelemetry/sdk-trace-node').then((m) => commonJsExports(m, 'NodeTracerProvider')),
+    import('@opentelemetry/exporter-trace-otlp-http').then((m) => commonJsExports(m, 'OTLPTraceExporter')),
+    import('@opentelemetry/resources').then((m) => commonJsExports(m, 'resourceFromAttributes')),
+    import('@opentelemetry/instrumentation').then((m) => commonJsExports(m, 'registerInstrumentations')),
   ]);
   const [{ HttpInstrumentation }, { UndiciInstrumentation }, { PgInstrumentation }, { FastifyOtelInstrumentation }, { PrismaInstrumentation }] =
     await Promise.all([
-      import('@opentelemetry/instrumentation-http'),
-      import('@opentelemetry/instrumentation-undici'),
-      import('@opentelemetry/instrumentation-pg'),
-      import('@fastify/otel'),
-      import('@prisma/instrumentation'),
+      import('@opentelemetry/instrumentation-http').then((m) => commonJsExports(m, 'HttpInstrumentation')),
+      import('@opentelemetry/instrumentation-undici').then((m) => commonJsExports(m, 'UndiciInstrumentation')),
+      import('@opentelemetry/instrumentation-pg').then((m) => commonJsExports(m, 'PgInstrumentation')),
+      import('@fastify/otel').then((m) => commonJsExports(m, 'FastifyOtelInstrumentation')),
+      import('@prisma/instrumentation').then((m) => commonJsExports(m, 'PrismaInstrumentation')),
     ]);
   const exporter = new OTLPTraceExporter({ url: `${opts.endpoint.replace(/\/+$/, '')}/v1/traces` });
   // A trace starts where a request comes in (a server span: a client's, or an outside caller's).

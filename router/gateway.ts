@@ -17,6 +17,7 @@ import { InProcessDataSource } from './local-source.ts';
 import { CoalescingDataSource, type CoalesceStats } from './coalesce.ts';
 import { graphqlMetricsPlugin, recordOperation } from './metrics-plugin.ts';
 import { replyBodyHolder, replyBodyPlugin } from './reply-body.ts';
+import { commonJsExports } from '../lib/commonjs.ts';
 import { deferUnusedGatewayDeps } from './deferred-deps.ts';
 import { compiledPlanGateway, type PlanStats } from './plan-executor.ts';
 import type { GraphQLDataSource } from '@apollo/gateway';
@@ -52,7 +53,7 @@ const loadApolloGateway = () => {
 loadApolloGateway().catch(() => {}); // a failure is reported by createGateway
 
 export async function createGateway(p: Platform, opts: GraphqlOptions = {}): Promise<Gateway> {
-  const { ApolloGateway, RemoteGraphQLDataSource } = await loadApolloGateway();
+  const { ApolloGateway, RemoteGraphQLDataSource } = commonJsExports(await loadApolloGateway(), 'ApolloGateway');
   const subgraphs = readSupergraphConfig();
   const local = new Map<string, InProcessDataSource>();
   if (!opts.remote) for (const s of subgraphs) local.set(s.name, new InProcessDataSource(await buildSubgraph(s), { jit: p.config.graphqlJit }));

@@ -13,7 +13,6 @@
 // for its plan or for traces, the first request of an operation) runs on @apollo/gateway's own
 // executor.
 import { createHash } from 'node:crypto';
-import { createRequire } from 'node:module';
 import { GraphQLError, Kind, TypeNameMetaFieldDef, type DocumentNode, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
 import { getVariableValues } from 'graphql/execution/values.js';
 import type { GraphQLDataSource } from '@apollo/gateway';
@@ -46,26 +45,33 @@ import {
   type QueryPlanSelectionNode,
   type SubscriptionNode,
 } from '@apollo/query-planner';
+import { commonJsExports } from '../lib/commonjs.ts';
 import { deferUnusedGatewayDeps } from './deferred-deps.ts';
 // @apollo/gateway 2.14.0 (pinned) has no exports map: its own helpers, so the fetches behave as its
 // own do. Loaded when the first executor is made, not with this module: executeQueryPlan.js loads
 // the gateway's OpenTelemetry module, and with it the packages router/deferred-deps.ts defers; a
 // static import here loaded them before the stand-ins were in place (every start paid ~350 ms of
-// module loading for Apollo's usage reporting, which is off).
+// module loading for Apollo's usage reporting, which is off). Imported, not required, so the
+// precompiled platform (bin/bundle.mjs) bundles them with the rest of the gateway: one graphql.
 type DataRewrites = typeof import('@apollo/gateway/dist/dataRewrites.js');
 let applyRewrites: DataRewrites['applyRewrites'];
 let isObjectOfType: DataRewrites['isObjectOfType'];
 let deepMerge: typeof import('@apollo/gateway/dist/utilities/deepMerge.js')['deepMerge'];
 let generateHydratedPaths: typeof import('@apollo/gateway/dist/executeQueryPlan.js')['generateHydratedPaths'];
-let helpersLoaded = false;
-function loadGatewayHelpers(): void {
-  if (helpersLoaded) return;
-  helpersLoaded = true;
-  deferUnusedGatewayDeps();
-  const req = createRequire(import.meta.url);
-  ({ applyRewrites, isObjectOfType } = req('@apollo/gateway/dist/dataRewrites.js') as DataRewrites);
-  ({ deepMerge } = req('@apollo/gateway/dist/utilities/deepMerge.js') as typeof import('@apollo/gateway/dist/utilities/deepMerge.js'));
-  ({ generateHydratedPaths } = req('@apollo/gateway/dist/executeQueryPlan.js') as typeof import('@apollo/gateway/dist/executeQueryPlan.js'));
+let helpersLoaded: Promise<void> | undefined;
+function loadGatewayHelpers(): Promise<void> {
+  helpersLoaded ??= (async () => {
+    deferUnusedGatewayDeps();
+    const [rewrites, merge, execute] = await Promise.all([
+      import('@apollo/gateway/dist/dataRewrites.js'),
+      import('@apollo/gateway/dist/utilities/deepMerge.js'),
+      import('@apollo/gateway/dist/executeQueryPlan.js'),
+    ]);
+    ({ applyRewrites, isObjectOfType } = commonJsExports(rewrites, 'applyRewrites'));
+    ({ deepMerge } = commonJsExports(merge, 'deepMerge'));
+    ({ generateHydratedPaths } = commonJsExports(execute, 'generateHydratedPaths'));
+  })();
+  return helpersLoaded;
 }
 
 /** What of @apollo/gateway's ApolloGateway this executor reads (fields it keeps as it loads the supergraph). */
@@ -98,14 +104,15 @@ interface Run {
  * from their compiled form (`sources`: the in-process data source of each subgraph).
  */
 export function compiledPlanGateway(gateway: GatewayInterface, sources: ReadonlyMap<string, GraphQLDataSource>): GatewayInterface & { stats: PlanStats } {
-  loadGatewayHelpers();
+  const helpers = loadGatewayHelpers();
+  helpers.catch(() => {}); // reported by load
   const stats: PlanStats = { compiled: 0, apollo: 0 };
   return {
     stats,
     onSchemaLoadOrUpdate: (callback) => gateway.onSchemaLoadOrUpdate(callback),
     stop: () => gateway.stop(),
     load: async (options) => {
-      const loaded = await gateway.load(options);
+      const [loaded] = await Promise.all([gateway.load(options), helpers]);
       if (!loaded.executor) return loaded;
       const { executor, forget } = compiledPlanExecutor(gateway as unknown as GatewayInternals, loaded.executor, sources, stats);
       // A new supergraph makes new plans (Apollo empties its plan cache then): so are ours forgotten.
