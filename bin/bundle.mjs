@@ -37,13 +37,12 @@ function toolHash() {
   h.update(fs.readFileSync(fileURLToPath(import.meta.url)));
   h.update(fs.readFileSync(path.join(root, 'tsconfig.json')));
   h.update(process.versions.node.split('.')[0]);
-  // The packages are bundled too: a build is stale once the installed tree changes.
-  for (const lock of [path.join(root, 'node_modules', '.package-lock.json'), path.join(root, 'package-lock.json')]) {
-    try {
-      h.update(fs.readFileSync(lock));
-    } catch {
-      h.update('no-lock');
-    }
+  // The packages are bundled too: a build is stale once the installed tree changes (npm writes it
+  // there; a lockfile newer than it is installed by bin/cog.mjs before the build is looked at).
+  try {
+    h.update(fs.readFileSync(path.join(root, 'node_modules', '.package-lock.json')));
+  } catch {
+    h.update('no-lock');
   }
   try {
     h.update(JSON.parse(fs.readFileSync(path.join(path.dirname(esbuildPath()), '..', 'package.json'), 'utf8')).version);
@@ -146,7 +145,7 @@ const bundlePlugin = {
       } catch {
         return { path: args.path, external: true };
       }
-      const hoisted = resolved.startsWith(path.join(modulesDir, packageOf(args.path)) + path.sep) || !path.isAbsolute(resolved);
+      const hoisted = resolved.startsWith(path.join(modulesDir, packageOf(args.path)) + path.sep);
       return { path: hoisted ? args.path : resolved, external: true };
     });
     b.onLoad({ filter: /\.(ts|mts|mjs|js|cjs)$/ }, async (args) => ({
