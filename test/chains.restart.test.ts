@@ -65,5 +65,5 @@ it('a restart during a reorg does not lose the detached tuple', async () => {
   await y.close();
   y = await createMedulla(p, { ...base, node: 'node-y' });
   expect(y.node.chain.pendingTuple()).toBeUndefined();
-  expect(y.node.chain.committedBlock(2)?.blockHash).toBe(again.blockHash);
+  expect((await y.node.chain.committedBlock(2))?.blockHash).toBe(again.blockHash);
 }, 60_000);

@@ -2,6 +2,11 @@
 // node id), the main chain (most cumulative work; first seen wins a tie), the Synaptic Field over
 // the main chain's last 256 hashes, and the coherence tuples waiting to be committed.
 //
+// Memory holds a window: every stored block from MEMORY_WINDOW below the tip up (what validation,
+// mining and short reorgs read); older blocks are read from the database when asked for (RPC reads,
+// a fork below the window). A restart reads the window, not the chain's whole history, so neither
+// its time nor the heap grows with the chain's age.
+//
 // Committing tuples: a block carries at most one tuple. The next block takes the pending tuple of
 // the lowest epoch <= its height that the main chain does not carry yet (so a tuple for a future
 // epoch waits for the block of that epoch, and one whose block is past goes into the next block).
@@ -22,6 +27,14 @@ const TX_OPTS = { timeout: 20_000, maxWait: 20_000 };
 /** Fixed genesis time (2026-01-01T00:00:00Z): every node with the same difficulty has one genesis. */
 export const GENESIS_TS_MS = Date.UTC(2026, 0, 1);
 export const TUPLE_HORIZON = SYNAPTIC_WINDOW;
+/** Blocks kept in memory below the tip (an hour at 4 s epochs): far more than validation's 256. */
+export const MEMORY_WINDOW = 1024;
+/**
+ * Tuples kept (and read at a restart) from this far below the tip. A tuple below the tip's own
+ * horizon can only become committable again if a reorg lowers the tip; twice the horizon covers
+ * that without keeping every tuple ever submitted.
+ */
+const TUPLE_KEEP = 2 * TUPLE_HORIZON;
 
 export interface StoredBlock extends Block {
   work: bigint;
@@ -32,6 +45,8 @@ export interface ChainOptions {
   intervalMs: number;
   genesisDifficulty: number;
   residueExpiryEpochs: number;
+  /** Blocks kept in memory below the tip (tests make it small); at least the field's 256. */
+  memoryWindow?: number;
 }
 
 export interface AcceptResult {
@@ -103,42 +118,50 @@ function toRow(node: string, b: StoredBlock, onMain: boolean) {
 }
 
 export class Chain implements ChainView {
+  /** Every stored block at height >= #base (main and side). */
   #blocks = new Map<string, StoredBlock>();
+  /** Lowest height held in memory. */
+  #base = 0;
+  /** Main-chain hashes from #base up: #main[i] is the block at height #base + i. */
   #main: string[] = [];
   #field = new SynapticField();
-  /** coherenceEpoch -> hash of the main-chain block carrying it. */
+  /** coherenceEpoch -> hash of the main-chain block carrying it (main blocks in memory). */
   #committed = new Map<number, string>();
-  /** First tuple submitted to this node per epoch. */
+  /** First tuple submitted to this node per epoch (from TUPLE_KEEP below the tip). */
   #tuples = new Map<number, CoherenceTuple>();
   #attachedOnce = new Set<string>();
   #lock: Promise<unknown> = Promise.resolve();
+  readonly #window: number;
 
   private constructor(
     private readonly db: Db,
     readonly opts: ChainOptions,
-  ) {}
+  ) {
+    // The Synaptic Field and the tuples a block may still commit (TUPLE_HORIZON = the field's 256)
+    // are read from the main chain in memory: the window holds at least that much.
+    this.#window = Math.max(SYNAPTIC_WINDOW, opts.memoryWindow ?? MEMORY_WINDOW);
+  }
 
-  /** Loads the node's blocks (a restart resumes from the stored tip) or writes genesis. */
+  /** Loads the window below the stored tip (a restart resumes from it) or writes genesis. */
   static async open(db: Db, opts: ChainOptions): Promise<Chain> {
     const c = new Chain(db, opts);
-    const rows = await db.medullaBlock.findMany({ where: { node: opts.node }, orderBy: { height: 'asc' } });
-    if (!rows.length) {
+    const top = await db.medullaBlock.findFirst({ where: { node: opts.node, onMain: true }, orderBy: { height: 'desc' }, select: { height: true } });
+    if (!top) {
       const g: StoredBlock = { ...genesisBlock(opts.genesisDifficulty), work: BigInt(opts.genesisDifficulty) };
       await db.medullaBlock.create({ data: toRow(opts.node, g, true) });
-      rows.push(await db.medullaBlock.findFirstOrThrow({ where: { node: opts.node } }));
     }
-    for (const r of rows) {
-      const b = fromRow(r);
-      c.#blocks.set(b.blockHash, b);
-      if (r.onMain) c.#main[b.height] = b.blockHash;
-    }
+    const tipHeight = top?.height ?? 0;
+    c.#base = Math.max(0, tipHeight - c.#window);
+    const rows = await db.medullaBlock.findMany({ where: { node: opts.node, height: { gte: c.#base } }, orderBy: { height: 'asc' } });
+    c.#hold(rows);
     c.#rebuildMainIndexes();
     // Pending tuples: those submitted to this node, and those of blocks a reorg detached (a peer's
     // block may carry a tuple this node was never sent), in the order they arrived; the first per
     // epoch wins, as in memory.
-    const subs = await db.coherenceSubmission.findMany({ where: { node: opts.node }, orderBy: { id: 'asc' } });
+    const from = Math.max(0, tipHeight - TUPLE_KEEP);
+    const subs = await db.coherenceSubmission.findMany({ where: { node: opts.node, epoch: { gte: from } }, orderBy: { id: 'asc' } });
     const detached = await db.medullaBlock.findMany({
-      where: { node: opts.node, onMain: false, detachedAt: { not: null }, coherenceEpoch: { not: null } },
+      where: { node: opts.node, onMain: false, detachedAt: { not: null }, coherenceEpoch: { gte: from } },
       orderBy: { detachedAt: 'asc' },
     });
     const arrivals = [
@@ -154,6 +177,52 @@ export class Chain implements ChainView {
     arrivals.sort((x, y) => x.at - y.at); // stable: on a tie the submission (listed first) wins
     for (const { t } of arrivals) c.addTuple(t);
     return c;
+  }
+
+  /** Puts stored rows (heights >= #base, oldest first) into memory. */
+  #hold(rows: Row[]) {
+    for (const r of rows) {
+      const b = fromRow(r);
+      this.#blocks.set(b.blockHash, b);
+      if (r.onMain) this.#main[b.height - this.#base] = b.blockHash;
+    }
+  }
+
+  /** Lowers the window to `height`: a fork below it, or validation reaching under it, reads there. */
+  async #extendDown(height: number) {
+    if (height >= this.#base) return;
+    const rows = await this.db.medullaBlock.findMany({
+      where: { node: this.opts.node, height: { gte: height, lt: this.#base } },
+      orderBy: { height: 'asc' },
+    });
+    this.#main = [...new Array<string>(this.#base - height), ...this.#main];
+    this.#base = height;
+    this.#hold(rows);
+  }
+
+  /** Trims the window back below the tip once it is a quarter over (a prune per that many blocks). */
+  #prune() {
+    const tip = this.tip().height;
+    if (tip - this.#base <= this.#window + Math.ceil(this.#window / 4)) return;
+    const base = tip - this.#window;
+    this.#main = this.#main.slice(base - this.#base);
+    this.#base = base;
+    for (const [hash, b] of this.#blocks) {
+      if (b.height >= base) continue;
+      this.#blocks.delete(hash);
+      this.#attachedOnce.delete(hash);
+    }
+    for (const [epoch, hash] of this.#committed) if (!this.#blocks.has(hash)) this.#committed.delete(epoch);
+    for (const epoch of this.#tuples.keys()) if (epoch < tip - TUPLE_KEEP) this.#tuples.delete(epoch);
+  }
+
+  /** What memory holds: the lowest height and the number of blocks (main and side). */
+  held(): { from: number; blocks: number } {
+    return { from: this.#base, blocks: this.#blocks.size };
+  }
+
+  #mainAt(height: number): string | undefined {
+    return height >= this.#base ? this.#main[height - this.#base] : undefined;
   }
 
   #rebuildMainIndexes() {
@@ -181,13 +250,33 @@ export class Chain implements ChainView {
     return { difficulty: t.difficulty, epoch: t.epoch, height: t.height, tip: t.blockHash };
   }
 
+  /** A block held in memory (the window below the tip): what validation reads. */
   get(hash: string): StoredBlock | undefined {
     return this.#blocks.get(hash);
   }
 
-  atHeight(height: number): StoredBlock | undefined {
-    const h = this.#main[height];
-    return h ? this.#blocks.get(h) : undefined;
+  /** Any block this node stores, from memory or, below the window, the database. */
+  async block(hash: string): Promise<StoredBlock | undefined> {
+    const held = this.#blocks.get(hash);
+    if (held) return held;
+    const r = await this.db.medullaBlock.findUnique({ where: { node_hash: { node: this.opts.node, hash } } });
+    return r ? fromRow(r) : undefined;
+  }
+
+  /** Whether this node stores the block; `height`, when known, spares the read above the window. */
+  async has(hash: string, height?: number): Promise<boolean> {
+    if (this.#blocks.has(hash)) return true;
+    if (height !== undefined && height >= this.#base) return false;
+    return (await this.db.medullaBlock.count({ where: { node: this.opts.node, hash } })) > 0;
+  }
+
+  /** The main-chain block at `height`. */
+  async atHeight(height: number): Promise<StoredBlock | undefined> {
+    const h = this.#mainAt(height);
+    if (h) return this.#blocks.get(h);
+    if (height >= this.#base) return undefined;
+    const r = await this.db.medullaBlock.findFirst({ where: { node: this.opts.node, height, onMain: true } });
+    return r ? fromRow(r) : undefined;
   }
 
   ancestors(hash: string, n: number): StoredBlock[] {
@@ -206,8 +295,9 @@ export class Chain implements ChainView {
   }
 
   /** The Synaptic Field committed by the main-chain block at `height` (the 256 hashes before it). */
-  fieldCommittedAt(height: number): SynapticField {
-    return SynapticField.fromLeaves(this.#main.slice(Math.max(0, height - SYNAPTIC_WINDOW), height));
+  async fieldCommittedAt(height: number): Promise<SynapticField> {
+    const from = Math.max(0, height - SYNAPTIC_WINDOW);
+    return SynapticField.fromLeaves((await this.range(from, height - from)).map((b) => b.blockHash));
   }
 
   /** Difficulty the next block on the tip must carry. */
@@ -226,9 +316,14 @@ export class Chain implements ChainView {
     return best;
   }
 
-  committedBlock(epoch: number): StoredBlock | undefined {
+  /** The main-chain block carrying the tuple of `epoch`, if any. */
+  async committedBlock(epoch: number): Promise<StoredBlock | undefined> {
     const h = this.#committed.get(epoch);
-    return h ? this.#blocks.get(h) : undefined;
+    if (h) return this.#blocks.get(h);
+    // A block carries a tuple of its own epoch or an earlier one: from the window up, memory knows.
+    if (epoch >= this.#base) return undefined;
+    const r = await this.db.medullaBlock.findFirst({ where: { node: this.opts.node, onMain: true, coherenceEpoch: epoch, height: { gte: epoch } } });
+    return r ? fromRow(r) : undefined;
   }
 
   hasTuple(epoch: number): boolean {
@@ -266,7 +361,9 @@ export class Chain implements ChainView {
   }
 
   async #accept(block: Block): Promise<AcceptResult> {
-    if (this.#blocks.has(block.blockHash)) return { status: 'known', block, detached: [], attached: [] };
+    if (await this.has(block.blockHash, block.height)) return { status: 'known', block, detached: [], attached: [] };
+    // Validation reads the parent's 256 ancestors: a block forking below the window reads them in.
+    await this.#extendDown(Math.max(0, block.height - 1 - SYNAPTIC_WINDOW));
     validateBlock(block, this, { intervalMs: this.opts.intervalMs });
     const parent = this.#blocks.get(block.prevHash)!;
     const stored: StoredBlock = { ...block, work: parent.work + BigInt(block.difficulty) };
@@ -279,12 +376,13 @@ export class Chain implements ChainView {
     // Branch from the fork point (exclusive) up to the new block, and the main blocks it replaces.
     const attached: StoredBlock[] = [stored];
     let b = parent;
-    while (this.#main[b.height] !== b.blockHash) {
+    while (this.#mainAt(b.height) !== b.blockHash) {
       attached.unshift(b);
+      if (b.height - 1 < this.#base) await this.#extendDown(Math.max(0, b.height - 1 - this.#window));
       b = this.#blocks.get(b.prevHash)!;
     }
     const forkHeight = b.height;
-    const detached = this.#main.slice(forkHeight + 1).map((h) => this.#blocks.get(h)!);
+    const detached = this.#main.slice(forkHeight + 1 - this.#base).map((h) => this.#blocks.get(h)!);
     await this.db.$transaction(async (tx) => {
       await tx.medullaBlock.create({ data: toRow(this.opts.node, stored, false) });
       if (detached.length) {
@@ -299,9 +397,11 @@ export class Chain implements ChainView {
       for (const a of attached) await this.#onAttach(tx, a);
     }, TX_OPTS);
     this.#blocks.set(stored.blockHash, stored);
-    this.#main.length = forkHeight + 1;
-    for (const a of attached) this.#main[a.height] = a.blockHash;
+    this.#main.length = forkHeight + 1 - this.#base;
+    for (const a of attached) this.#main[a.height - this.#base] = a.blockHash;
     if (detached.length) {
+      // A heavier but shorter branch may leave fewer than the field's 256 hashes in the window.
+      await this.#extendDown(Math.max(0, stored.height - SYNAPTIC_WINDOW));
       this.#rebuildMainIndexes();
       // Re-submit: a detached tuple is pending again and goes into the next block on the new tip.
       for (const d of detached) {
@@ -313,6 +413,7 @@ export class Chain implements ChainView {
       if (stored.coherenceEpoch !== null) this.#committed.set(stored.coherenceEpoch, stored.blockHash);
     }
     for (const a of attached) this.#attachedOnce.add(a.blockHash);
+    this.#prune();
     return { status: detached.length ? 'reorg' : 'extended', block, detached, attached };
   }
 
@@ -390,13 +491,15 @@ export class Chain implements ChainView {
     }
   }
 
-  /** Main-chain blocks from `from`, at most `count`. */
-  range(from: number, count: number): StoredBlock[] {
-    return this.#main.slice(from, from + count).map((h) => this.#blocks.get(h)!);
-  }
-
-  /** Tuples this node holds that the main chain does not carry (re-submitted after a reorg). */
-  uncommittedTuples(): CoherenceTuple[] {
-    return [...this.#tuples.values()].filter((t) => !this.#committed.has(t.epoch));
+  /** Main-chain blocks from `from`, at most `count`: below the window from the database. */
+  async range(from: number, count: number): Promise<StoredBlock[]> {
+    const end = from + count;
+    const held = this.#main.slice(Math.max(from, this.#base) - this.#base, Math.max(end, this.#base) - this.#base).map((h) => this.#blocks.get(h)!);
+    if (from >= this.#base) return held;
+    const rows = await this.db.medullaBlock.findMany({
+      where: { node: this.opts.node, onMain: true, height: { gte: from, lt: Math.min(end, this.#base) } },
+      orderBy: { height: 'asc' },
+    });
+    return [...rows.map(fromRow), ...held];
   }
 }

@@ -36,28 +36,28 @@ export function medullaMethods(node: () => MedullaNode): Record<string, Method> 
   return {
     getinfo: () => node().chain.info(),
 
-    getblock: (params) => {
+    getblock: async (params) => {
       const height = uintParam(params, 0, 'height')!;
-      const b = node().chain.atHeight(height);
+      const b = await node().chain.atHeight(height);
       if (!b) throw notFound(`block at height ${height}`);
       return blockJson(b);
     },
 
-    getblockbyhash: (params) => {
+    getblockbyhash: async (params) => {
       const hash = hashParam(params, 0, 'hash')!;
-      const b = node().chain.get(hash);
+      const b = await node().chain.block(hash);
       if (!b) throw notFound(`block ${hash}`);
       return blockJson(b);
     },
 
-    getheaders: (params) => {
+    getheaders: async (params) => {
       const from = uintParam(params, 0, 'fromHeight')!;
       const count = uintParam(params, 1, 'count', true) ?? 100;
       if (count > 500) throw invalidParams('count must be at most 500');
-      return node().chain.range(from, count).map(blockJson);
+      return (await node().chain.range(from, count)).map(blockJson);
     },
 
-    getsynapticproof: (params) => {
+    getsynapticproof: async (params) => {
       const chain = node().chain;
       const height = uintParam(params, 0, 'height')!;
       const tip = chain.tip().height;
@@ -66,9 +66,8 @@ export function medullaMethods(node: () => MedullaNode): Record<string, Method> 
       if (atHeight > tip) throw notFound(`block at height ${atHeight}`);
       if (height >= atHeight) throw invalidParams(`block ${height} is committed only by a later block (atHeight > height)`);
       if (height < atHeight - SYNAPTIC_WINDOW) throw invalidParams(`block ${height} is outside the ${SYNAPTIC_WINDOW}-block window of block ${atHeight}`);
-      const block = chain.atHeight(height)!;
-      const field = chain.fieldCommittedAt(atHeight);
-      return { height, blockHash: block.blockHash, atHeight, root: chain.atHeight(atHeight)!.synapticFieldRoot, proof: field.proof(block.blockHash) };
+      const [block, committer, field] = await Promise.all([chain.atHeight(height), chain.atHeight(atHeight), chain.fieldCommittedAt(atHeight)]);
+      return { height, blockHash: block!.blockHash, atHeight, root: committer!.synapticFieldRoot, proof: field.proof(block!.blockHash) };
     },
 
     submitcoherenceroot: (params) => {
@@ -84,9 +83,9 @@ export function medullaMethods(node: () => MedullaNode): Record<string, Method> 
       return node().submitCoherence({ epoch, crossRoot, evmRoot, ipfsRoot, sleevesRoot }, operator, (signature as string | undefined)?.toLowerCase());
     },
 
-    getcoherence: (params) => {
+    getcoherence: async (params) => {
       const epoch = uintParam(params, 0, 'epoch')!;
-      const b = node().chain.committedBlock(epoch);
+      const b = await node().chain.committedBlock(epoch);
       if (!b) return null;
       return { epoch, blockHash: b.blockHash, height: b.height, crossRoot: b.crossRoot, evmRoot: b.evmRoot, ipfsRoot: b.ipfsRoot, sleevesRoot: b.sleevesRoot };
     },

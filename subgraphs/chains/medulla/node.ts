@@ -34,6 +34,8 @@ export interface MedullaNodeOptions {
   pollMs: number;
   /** Paced background mining (MEDULLA_PACING, default on): a block is published one interval after its parent. */
   paced?: boolean;
+  /** Blocks the chain keeps in memory below its tip (Chain's MEMORY_WINDOW unless a test says). */
+  memoryWindow?: number;
 }
 
 export interface SubmitResult {
@@ -77,6 +79,7 @@ export class MedullaNode {
       intervalMs: opts.intervalMs,
       genesisDifficulty: opts.genesisDifficulty,
       residueExpiryEpochs: p.config.residueExpiryEpochs,
+      memoryWindow: opts.memoryWindow,
     });
     return new MedullaNode(p, chain, opts);
   }
@@ -195,7 +198,7 @@ export class MedullaNode {
   /** A block announced by a peer (`from` is where to fetch its ancestors). */
   async receiveBlock(raw: unknown, from?: string): Promise<AcceptResult['status']> {
     const block = parseBlock(raw);
-    if (!this.chain.get(block.prevHash) && block.height > 0) {
+    if (block.height > 0 && !(await this.chain.has(block.prevHash, block.height - 1))) {
       const sources = from ? [from, ...this.peers.filter((x) => x !== from)] : this.peers;
       for (const peer of sources) {
         try {
@@ -205,7 +208,7 @@ export class MedullaNode {
           this.p.log.debug({ peer, err: (e as Error).message }, 'fetching a branch failed');
         }
       }
-      if (!this.chain.get(block.blockHash)) await this.chain.accept(block); // unknown-parent surfaces here
+      if (!(await this.chain.has(block.blockHash, block.height))) await this.chain.accept(block); // unknown-parent surfaces here
       this.#kick();
       return this.chain.tip().blockHash === block.blockHash ? 'extended' : 'side';
     }

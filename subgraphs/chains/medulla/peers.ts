@@ -25,17 +25,17 @@ export async function announce(peers: readonly string[], block: Block, self: str
 export async function fetchBranch(chain: Chain, peer: string, hash: string, token?: string): Promise<Block[]> {
   const branch: Block[] = [];
   let want = hash;
-  while (!chain.get(want)) {
+  while (!(await chain.has(want))) {
     if (branch.length >= MAX_BRANCH) throw new Error(`peer branch longer than ${MAX_BRANCH} blocks`);
     const b = parseBlock(await medullaRpc(peer, 'getblockbyhash', [want], { timeoutMs: 3000, token }));
     if (b.blockHash !== want) throw new HeaderError('bad-hash', 'peer returned a different block');
     branch.unshift(b);
     want = b.prevHash;
-    if (b.height === 0 || chain.get(want)) break;
+    if (b.height === 0 || (await chain.has(want, b.height - 1))) break;
     // Bulk: the peer's main chain below b, if it still links up to b.
     const from = Math.max(0, b.height - BATCH);
     const batch = ((await medullaRpc<unknown[]>(peer, 'getheaders', [from, b.height - from], { timeoutMs: 5000, token })) ?? []).map(parseBlock);
-    for (let i = batch.length - 1; i >= 0 && !chain.get(want); i--) {
+    for (let i = batch.length - 1; i >= 0 && !(await chain.has(want, batch[i].height)); i--) {
       if (batch[i].blockHash !== want) break;
       branch.unshift(batch[i]);
       want = batch[i].prevHash;
@@ -46,7 +46,7 @@ export async function fetchBranch(chain: Chain, peer: string, hash: string, toke
 
 /** Follows `hash` from `peer`: fetches and accepts its branch. Returns how many blocks were new. */
 export async function syncFrom(chain: Chain, peer: string, hash: string, token?: string): Promise<number> {
-  if (chain.get(hash)) return 0;
+  if (await chain.has(hash)) return 0;
   const branch = await fetchBranch(chain, peer, hash, token);
   let added = 0;
   for (const b of branch) {
@@ -61,7 +61,7 @@ export async function pollPeers(chain: Chain, peers: readonly string[], log: Log
   for (const peer of peers) {
     try {
       const info = await getInfo(peer, { timeoutMs: 2000, token });
-      if (typeof info?.tip !== 'string' || chain.get(info.tip)) continue;
+      if (typeof info?.tip !== 'string' || (await chain.has(info.tip))) continue;
       if (await syncFrom(chain, peer, info.tip, token)) onNew();
     } catch (e) {
       log.debug({ peer, err: (e as Error).message }, 'peer poll failed');
