@@ -142,6 +142,8 @@ export interface Config {
   databaseUrl?: string;
   /** DATABASE_POOL_SIZE: connections this process opens to PostgreSQL at most (default 10; `cog up --distributed` sizes each process so the whole topology fits the server). */
   databasePoolSize: number;
+  /** PGLITE_SHARED_BUFFERS_MB: the embedded database's shared buffers (PostgreSQL's shared_buffers), in MB. */
+  pgliteSharedBuffersMb: number;
   natsUrl?: string;
   redisUrl?: string;
   /** COG_NATS_STREAM / COG_NATS_PREFIX: JetStream stream and subject prefix (defaults COG, cog). */
@@ -277,6 +279,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: path.resolve(env.COG_DATA_DIR || './.cog'),
     databaseUrl: url(env, 'DATABASE_URL'),
     databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 200),
+    pgliteSharedBuffersMb: int(env, 'PGLITE_SHARED_BUFFERS_MB', 128, 1, 65_536),
     natsUrl: url(env, 'NATS_URL'),
     redisUrl: url(env, 'REDIS_URL'),
     natsStream: name(env, 'COG_NATS_STREAM', 'COG'),

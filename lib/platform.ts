@@ -66,7 +66,12 @@ export async function openPlatform(config: Config, opts: { log?: Logger; name?: 
   const log = opts.log ?? createLogger({ level: config.logLevel, format: config.logFormat, name: opts.name ?? 'cog' });
   fs.mkdirSync(config.dataDir, { recursive: true });
   const masterKey = loadMasterKey(config);
-  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: config.databasePoolSize });
+  const db = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    poolSize: config.databasePoolSize,
+    sharedBuffersMb: config.pgliteSharedBuffersMb,
+  });
   const bus = await createBus({
     natsUrl: config.natsUrl,
     stream: config.natsStream,

@@ -53,6 +53,8 @@ export async function openDatabase(opts: {
   databaseUrl?: string;
   dataDir: string;
   poolSize?: number;
+  /** PGlite's shared_buffers in MB (its data dir's own setting when unset). */
+  sharedBuffersMb?: number;
   inMemory?: boolean;
   migrated?: boolean;
 }): Promise<Database> {
@@ -130,7 +132,10 @@ export async function openDatabase(opts: {
     import('pglite-prisma-adapter'),
     import('./pglite-prepared.ts'),
   ]);
-  const lite = await PGlite.create(dir);
+  const lite = await PGlite.create(
+    dir,
+    opts.sharedBuffersMb ? { startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${opts.sharedBuffersMb}MB`] } : {},
+  );
   // PGlite runs in this thread and never waits on I/O: a chain of statements (a transaction, a
   // pass's queries, a group commit) resolves as microtasks and held the event loop until it ended,
   // so requests arriving meanwhile were not even read (stalls of 150-670 ms under the perceive

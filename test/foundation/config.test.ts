@@ -23,6 +23,7 @@ describe('config', () => {
     expect(c.residueExpiryEpochs).toBe(100);
     expect(c.databaseUrl).toBeUndefined();
     expect(c.databasePoolSize).toBe(10);
+    expect(c.pgliteSharedBuffersMb).toBe(128);
   });
 
   it('takes every override from the environment', () => {
@@ -40,6 +41,8 @@ describe('config', () => {
     expect(c.urls.base).toBe('http://127.0.0.1:9070');
     expect(c.medullaPeers).toHaveLength(2);
     expect(loadConfig({ DATABASE_POOL_SIZE: '3' }).databasePoolSize).toBe(3);
+    expect(loadConfig({ PGLITE_SHARED_BUFFERS_MB: '32' }).pgliteSharedBuffersMb).toBe(32);
+    expect(() => loadConfig({ PGLITE_SHARED_BUFFERS_MB: '0' })).toThrow(/PGLITE_SHARED_BUFFERS_MB/);
   });
 
   it('reads the service settings too: nothing else in the product reads the environment', () => {

@@ -61,9 +61,12 @@ describe('database', () => {
     const db = await openDatabase({ dataDir });
     expect(db.kind).toBe('pglite');
     await exercise(db);
+    expect(await db.driver.query('SHOW shared_buffers')).toEqual([{ shared_buffers: '128MB' }]); // the cluster's own setting
     await db.close();
-    const again = await openDatabase({ dataDir });
+    // PGLITE_SHARED_BUFFERS_MB reaches the engine as a start parameter (the cluster's file unchanged).
+    const again = await openDatabase({ dataDir, sharedBuffersMb: 24 });
     expect(await again.prisma.stack.count()).toBe(2);
+    expect(await again.driver.query('SHOW shared_buffers')).toEqual([{ shared_buffers: '24MB' }]);
     await again.close();
   }, 90_000); // two PGlite starts, one migrating from empty: past 30 s on a loaded 2-core machine
 
