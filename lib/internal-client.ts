@@ -2,8 +2,14 @@
 // Hippocampus, the Needlecast Router, DHF): base URL(s), the internal bearer token, a timeout per
 // attempt, failover across several base URLs, problem+json answers as Problems, and a 503
 // `unavailable` when nothing answers.
-import { request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { commonJsExports } from './commonjs.ts';
 import { Problem, unavailable } from './errors.ts';
+
+// undici loads with the first call: a process makes none before it is up, and the package is a
+// megabyte of the modules a start would otherwise parse.
+let undici: Promise<typeof import('undici')> | undefined;
+const undiciRequest = async () => commonJsExports(await (undici ??= import('undici')), 'request').request;
 
 /** The header an internal HTTP client sends (empty when no token is configured). */
 export function internalAuthHeaders(token: string | undefined): Record<string, string> {
@@ -119,6 +125,7 @@ export function internalClient(o: InternalClientOptions): InternalClient {
       // undici's request, not fetch: fetch wraps every call in WHATWG streams and Request/Response
       // objects, a tenth of a distributed gateway's CPU under the mixed load (a PUT a perceive, a
       // walk a recall); the same pooled keep-alive connections answer either way.
+      const request = await undiciRequest();
       let res: Dispatcher.ResponseData;
       try {
         res = await request(`${base}${path}`, {
