@@ -29,6 +29,7 @@ import { startCluster, type Cluster } from '../test/helpers/cluster.ts';
 import { cpuMsByPid, cpuMsOf, cpuMsSince } from './proc-cpu.ts';
 import { freshDatabase } from '../test/helpers/postgres.ts';
 import { loadConfig } from '../lib/config.ts';
+import { pgliteOptions } from '../lib/db/index.ts';
 
 /** Port shift of the platforms this bench starts (below the ephemeral range; no test uses it). */
 export const BENCH_SHIFT = 36_000;
@@ -392,8 +393,7 @@ export async function runEmbedded(o: { requests: number; paths: Array<'perceive'
     fs.rmSync(path.join(keep, 'db', 'postmaster.pid'), { force: true });
     const { PGlite } = await import('@electric-sql/pglite');
     // With the platform's shared buffers (PGLITE_SHARED_BUFFERS_MB), so both sides run one engine setup.
-    const sharedBuffers = `shared_buffers=${loadConfig(process.env).pgliteSharedBuffersMb}MB`;
-    const lite = await PGlite.create(path.join(keep, 'db'), { startParams: [...PGlite.defaultStartParams, '-c', sharedBuffers] });
+    const lite = await PGlite.create(path.join(keep, 'db'), pgliteOptions(PGlite, loadConfig(process.env).pgliteSharedBuffersMb));
     try {
       const shape = await sampleShape(async (sql) => (await lite.query<{ size: number; payload: number | null }>(sql)).rows);
       await measure(WARM_UP, concurrency, (i) => lite.query(RAW_INSERT, rawRow(i, shape)).then(() => {}));

@@ -7,9 +7,9 @@ import { commonJsExports } from './commonjs.ts';
 import { Problem, unavailable } from './errors.ts';
 
 // undici loads with the first call: a process makes none before it is up, and the package is a
-// megabyte of the modules a start would otherwise parse.
-let undici: Promise<typeof import('undici')> | undefined;
-const undiciRequest = async () => commonJsExports(await (undici ??= import('undici')), 'request').request;
+// megabyte of the modules a start would otherwise parse. Once loaded, calls take it without an await.
+let undiciRequest: typeof import('undici').request | undefined;
+const loadUndici = async () => (undiciRequest ??= commonJsExports(await import('undici'), 'request').request);
 
 /** The header an internal HTTP client sends (empty when no token is configured). */
 export function internalAuthHeaders(token: string | undefined): Record<string, string> {
@@ -125,7 +125,7 @@ export function internalClient(o: InternalClientOptions): InternalClient {
       // undici's request, not fetch: fetch wraps every call in WHATWG streams and Request/Response
       // objects, a tenth of a distributed gateway's CPU under the mixed load (a PUT a perceive, a
       // walk a recall); the same pooled keep-alive connections answer either way.
-      const request = await undiciRequest();
+      const request = undiciRequest ?? (await loadUndici());
       let res: Dispatcher.ResponseData;
       try {
         res = await request(`${base}${path}`, {

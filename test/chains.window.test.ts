@@ -1,6 +1,7 @@
 // A Medulla node holds only a window of its chain in memory (here the least it may be, 256 blocks,
-// so a short chain shows it): older blocks are still served over RPC from the database, a restart reads the window and not
-// the whole history, and a heavier fork that branches below the window still reorganises the chain.
+// so a short chain shows it): older blocks are still served over RPC from the database, a restart
+// reads the window and not the whole history, and a heavier fork that branches below the window
+// still reorganises the chain.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { verifySynapticProof, type SynapticProof } from '../lib/mmr.ts';
 import { testPlatform, type TestPlatform } from './helpers/platform.ts';

@@ -49,6 +49,14 @@ export interface Database {
  * smaller pool of a process whose main pool already migrated (a background loop that must not
  * queue behind request traffic for a connection).
  */
+/**
+ * PGlite's options for `shared_buffers` of `mb` MB, given as a start parameter (the cluster's own
+ * postgresql.conf is left as it is); none when `mb` is unset.
+ */
+export function pgliteOptions(pglite: { defaultStartParams: readonly string[] }, mb?: number): { startParams?: string[] } {
+  return mb ? { startParams: [...pglite.defaultStartParams, '-c', `shared_buffers=${mb}MB`] } : {};
+}
+
 export async function openDatabase(opts: {
   databaseUrl?: string;
   dataDir: string;
@@ -132,10 +140,7 @@ export async function openDatabase(opts: {
     import('pglite-prisma-adapter'),
     import('./pglite-prepared.ts'),
   ]);
-  const lite = await PGlite.create(
-    dir,
-    opts.sharedBuffersMb ? { startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${opts.sharedBuffersMb}MB`] } : {},
-  );
+  const lite = await PGlite.create(dir, pgliteOptions(PGlite, opts.sharedBuffersMb));
   // PGlite runs in this thread and never waits on I/O: a chain of statements (a transaction, a
   // pass's queries, a group commit) resolves as microtasks and held the event loop until it ended,
   // so requests arriving meanwhile were not even read (stalls of 150-670 ms under the perceive
