@@ -380,6 +380,54 @@ describe('cortex ledger settlements', () => {
     }
   }
 
+  it('a burns row (a group commit over several stacks) is split per stack before its epoch settles; a malformed one fails alone', async () => {
+    const stacks = [810, 811, 812];
+    for (const t of stacks) await mintRow(t);
+    let epoch = 1;
+    const s = start({ currentEpoch: () => epoch });
+    for (const t of stacks) await ledger('mint', t, 1, [['compute', 10_000]]);
+    const burns = (parts: Array<[number, number]>) =>
+      enqueue(
+        'burns',
+        `ledger:test:${Math.random()}`,
+        { stacks: parts.map(([t, milli]) => ({ stackId: stackId(t), amounts: [{ token: 'compute', milli: String(milli) }] })) },
+        1,
+      );
+    await burns([
+      [810, 500],
+      [811, 700],
+    ]);
+    await burns([
+      [811, 300],
+      [812, 1000],
+      [810, 1],
+    ]);
+    await enqueue('burns', 'ledger:test:bad', { stacks: [{ stackId: stackId(812), amounts: [{ token: 'compute', milli: 'lots' }] }] }, 1);
+    await until(async () => (await p.db.prisma.chainOutbox.count({ where: { kind: 'mintIdentity', status: 'confirmed' } })) === 3);
+    // Its epoch has not ended: not split yet.
+    expect(await p.db.prisma.chainLedgerIntent.count({ where: { kind: 'burns', status: 'pending' } })).toBe(3);
+
+    epoch = 2;
+    await s.idle(20_000);
+    expect(await balances(810)).toEqual([10_000 - 501, 0, 0, 0, 0]);
+    expect(await balances(811)).toEqual([10_000 - 1000, 0, 0, 0, 0]);
+    expect(await balances(812)).toEqual([10_000 - 1000, 0, 0, 0, 0]);
+    const rows = await p.db.prisma.chainLedgerIntent.findMany({ where: { kind: { in: ['burn', 'burns'] } }, orderBy: { id: 'asc' } });
+    // A burn row a stack (both burns rows summed), in the order the stacks first burned, settled in
+    // the epoch's one settlement; the malformed row failed with why, the others unaffected.
+    const [settle] = await settleRows();
+    expect(rows.filter((r) => r.kind === 'burn').map((r) => [r.payload, r.status, r.settlementId])).toEqual([
+      [{ stackId: stackId(810), amounts: [{ token: 'compute', milli: '501' }] }, 'settled', settle!.id],
+      [{ stackId: stackId(811), amounts: [{ token: 'compute', milli: '1000' }] }, 'settled', settle!.id],
+      [{ stackId: stackId(812), amounts: [{ token: 'compute', milli: '1000' }] }, 'settled', settle!.id],
+    ]);
+    expect(rows.filter((r) => r.kind === 'burns').map((r) => [r.ref, r.status, r.lastError])).toEqual([
+      ['ledger:test:bad', 'failed', expect.stringMatching(/^invalid intent/)],
+    ]);
+    // The chain equals what was settled; the failed row is the one thing reconcile reports.
+    expect(await reconcileChain(p.db.prisma, c)).toEqual([{ kind: 'failed', ref: 'ledger:test:bad', detail: expect.stringMatching(/^burns: invalid intent/) }]);
+  });
+
   it('settles each ended epoch by net effect per stack in one call; the chain equals the ledger after each settlement', async () => {
     const stacks = [500, 501, 502];
     for (const t of stacks) await mintRow(t);

@@ -356,6 +356,21 @@ for (const db of ['pglite', 'postgres'] as const) {
       }
       // Each sleeve paid for its own 7 writes, exactly.
       for (const m of made) expect((await held(t, `sleeve:${m.sleeves[0].id}`)).balance.compute).toBe(1_000_000n - 7n * 500n);
+      // The Cortex mirror's rows carry the same burns: a row a batch (its stacks' burns summed, a
+      // `burns` row when it spans several stacks), not a row a write.
+      type Burned = { stackId: string; amounts: Array<{ token: string; milli: string }> };
+      const ids = new Set(made.map((m) => m.stack.id));
+      const mirrored = new Map<string, bigint>();
+      let rows = 0;
+      for (const r of await t.p.db.prisma.chainLedgerIntent.findMany({ where: { kind: { in: ['burn', 'burns'] } } })) {
+        const parts = r.kind === 'burns' ? (r.payload as { stacks: Burned[] }).stacks : [r.payload as Burned];
+        if (!parts.some((x) => ids.has(x.stackId))) continue;
+        rows++;
+        for (const x of parts) for (const a of x.amounts) if (a.token === 'compute') mirrored.set(x.stackId, (mirrored.get(x.stackId) ?? 0n) + BigInt(a.milli));
+      }
+      for (const m of made) expect(mirrored.get(m.stack.id)).toBe(7n * 500n);
+      // 84 writes: the 12 first ones alone, the victim's round stack by stack, round 1 batched.
+      expect(rows).toBeLessThan(12 + 12 + 12);
     }, 180_000);
   });
 }

@@ -15,6 +15,9 @@ export type ChainTxKind =
   | 'decommissionSleeve'
   | 'mint'
   | 'burn'
+  // The burns of a group commit over several stacks, one row (`{ stacks: [{ stackId, amounts }] }`,
+  // each stack's amounts summed): split into per-stack burn rows before each settlement.
+  | 'burns'
   | 'anchor'
   | 'route'
   | 'openResidue'
@@ -32,7 +35,7 @@ export type ChainTxKind =
 type Intent = { kind: ChainTxKind; ref: string; payload: Record<string, unknown>; epoch?: number };
 
 /** The intent kinds that are ledger rows (ChainLedgerIntent: settled by net effect, never sent one by one). */
-const LEDGER_KINDS = ['mint', 'burn'] as const;
+const LEDGER_KINDS = ['mint', 'burn', 'burns'] as const;
 const isLedgerKind = (kind: string) => (LEDGER_KINDS as readonly string[]).includes(kind);
 
 /** The record an intent mirrors, if any; its intents carry its ref (cortex/records.ts finds the outstanding ones on the ref index). */

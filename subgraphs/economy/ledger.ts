@@ -136,16 +136,20 @@ export class BalancesShort extends Error {
 
 /**
  * Many burns (a group commit's) as part of the write's one statement (lib/db/statement.ts): each is
- * its own balanced posting (its own txId and ledger entries, in order) and its own BandwidthToken
- * burn intent, exactly as `burn` writes it; the debits of each (non-system) account are summed into
- * one conditional UPDATE. When any account holds less than its burns need, the statement is undone
- * with BalancesShort: the caller checked the balances it read, so this means a concurrent spend came
- * first, and it retries.
+ * its own balanced posting (its own txId and ledger entries, in order), as `burn` writes it; the
+ * debits of each (non-system) account are summed into one conditional UPDATE. Their BandwidthToken
+ * intent is one row for the group (an epoch's): the Cortex mirror settles the ledger by its net per
+ * stack and token anyway, so each stack's burns are summed here, a `burn` row when the group spans
+ * one stack and a `burns` row (split per stack by the submitter) when it spans several. A row a
+ * write was a tenth of PostgreSQL's work a write, and its settlement as much again. When any account
+ * holds less than its burns need, the statement is undone with BalancesShort: the caller checked the
+ * balances it read, so this means a concurrent spend came first, and it retries.
  */
 export function burnManyPart(burns: readonly BurnInput[]): StatementPart | null {
   const need = new Map<string, bigint>();
   const entries: Array<{ txId: string; account: string; token: Token; milli: string; reason: string; ref: string | null; epoch: number }> = [];
-  const intents: Array<{ kind: 'burn'; ref: string; payload: Record<string, unknown>; epoch: number }> = [];
+  // Per epoch (a group commit has one), per stack in the order it first burns: milli per token.
+  const groups = new Map<number, { txIds: string[]; stacks: Map<string, Map<Token, bigint>> }>();
   for (const b of burns) {
     if (isSystem(b.from)) throw new Error(`burnManyPart: ${b.from} is a system account`);
     const txId = randomUUID();
@@ -157,9 +161,20 @@ export function burnManyPart(burns: readonly BurnInput[]): StatementPart | null 
       entries.push({ txId, account: b.from, token: m.token, milli: (-m.milli).toString(), reason: b.reason, ref: b.ref ?? null, epoch: b.epoch });
       entries.push({ txId, account: SYSTEM.burn, token: m.token, milli: m.milli.toString(), reason: b.reason, ref: b.ref ?? null, epoch: b.epoch });
     }
-    const amounts = b.moves.filter((m) => m.milli > 0n).map((m) => ({ token: m.token, milli: m.milli.toString() }));
-    if (amounts.length) intents.push({ kind: 'burn', ref: `ledger:${txId}`, payload: { stackId: b.stackId, amounts }, epoch: b.epoch });
+    if (!b.moves.some((m) => m.milli > 0n)) continue;
+    let g = groups.get(b.epoch);
+    if (!g) groups.set(b.epoch, (g = { txIds: [], stacks: new Map() }));
+    g.txIds.push(txId);
+    let sums = g.stacks.get(b.stackId);
+    if (!sums) g.stacks.set(b.stackId, (sums = new Map()));
+    for (const m of b.moves) if (m.milli > 0n) sums.set(m.token, (sums.get(m.token) ?? 0n) + m.milli);
   }
+  const intents = [...groups].map(([epoch, g]) => {
+    const per = [...g.stacks].map(([stackId, sums]) => ({ stackId, amounts: [...sums].map(([token, milli]) => ({ token, milli: milli.toString() })) }));
+    // The first posting's txId, and how many more the row carries.
+    const ref = `ledger:${g.txIds[0]}${g.txIds.length > 1 ? `+${g.txIds.length - 1}` : ''}`;
+    return per.length === 1 ? { kind: 'burn' as const, ref, payload: per[0]!, epoch } : { kind: 'burns' as const, ref, payload: { stacks: per }, epoch };
+  });
   if (!need.size) return null;
   const keys = [...need.keys()].sort();
   const debits = keys.map((k) => {

@@ -25,8 +25,14 @@ async function milliOf(tx: Tx, account: string): Promise<bigint> {
   return row?.milli ?? 0n;
 }
 
+/**
+ * Whether the bond or slash transfer `txId` was posted. Only those two reasons' entries are indexed
+ * by txId (LedgerEntry_bond_slash_txId_idx): the condition is written out so the planner uses it.
+ */
 async function hasTx(tx: Tx, txId: string): Promise<boolean> {
-  return (await tx.ledgerEntry.count({ where: { txId } })) > 0;
+  const [row] = await tx.$queryRaw<Array<{ found: boolean }>>`
+    SELECT EXISTS (SELECT 1 FROM "LedgerEntry" WHERE "txId" = ${txId} AND reason IN ('bond', 'slash')) AS found`;
+  return row?.found === true;
 }
 
 export async function slashOperator(p: Platform, input: { operator: string; epoch: number; reason?: string }): Promise<SlashResult> {

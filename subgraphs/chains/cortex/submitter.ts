@@ -410,9 +410,10 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
       ? sql`(${epoch ?? null}::int IS NULL OR epoch IS NULL OR epoch < ${epoch ?? null}::int
         OR EXISTS (SELECT 1 FROM "ChainLedgerIntent" WHERE status = 'pending' AND "createdAt" < ${settleBefore}))`
       : sql`epoch >= ${held!.epoch ?? 0}::int AND epoch < ${epoch ?? 0}::int`;
+    await splitBurns(which);
     const rows = await read<LedgerRow & { createdAt: Date }>(sql`
       SELECT id, kind, payload, epoch, "createdAt" FROM "ChainLedgerIntent"
-      WHERE status = 'pending' AND ${which}
+      WHERE status = 'pending' AND kind <> 'burns' AND ${which}
       ORDER BY id LIMIT 20000`);
     const holding = whole ? new Set<number>() : held!.stacks;
     const hold = (tokenIds: Iterable<number>) => {
@@ -426,6 +427,41 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
       if (whole && holding.size) held = { head: scannedTo, epoch, at: Date.now(), stacks: holding };
     }
   };
+
+  /**
+   * The `burns` rows settleLedger is about to read (a group commit's burns over several stacks, one
+   * row: economy's burnManyPart) become per-stack `burn` rows, summed per stack, epoch and token
+   * over every such row (the settlement nets them so anyway); one statement, the rows they replace
+   * deleted in it. So every row a plan sees names one stack, and a stack whose part cannot apply is
+   * held or failed alone, as before. A row whose payload is not that shape is kept, failed, with why.
+   */
+  const splitBurns = (which: Sql) =>
+    db.$executeRaw`WITH src AS (
+        DELETE FROM "ChainLedgerIntent" WHERE status = 'pending' AND kind = 'burns' AND ${which}
+        RETURNING id, ref, payload, epoch, "createdAt"),
+      checked AS (
+        SELECT s.*, coalesce(jsonb_typeof(s.payload->'stacks') = 'array' AND NOT EXISTS (
+          SELECT 1 FROM jsonb_array_elements(s.payload->'stacks') e(v)
+          WHERE NOT coalesce(jsonb_typeof(e.v->'stackId') = 'string' AND jsonb_typeof(e.v->'amounts') = 'array' AND NOT EXISTS (
+            SELECT 1 FROM jsonb_array_elements(e.v->'amounts') a(v)
+            WHERE NOT coalesce(jsonb_typeof(a.v->'token') = 'string' AND (a.v->>'milli') ~ '^[0-9]{1,30}$', false)), false)), false) AS ok
+        FROM src s),
+      sums AS (
+        SELECT s.epoch, e.v->>'stackId' AS "stackId", a.v->>'token' AS token, sum((a.v->>'milli')::numeric) AS milli,
+          min(s.id) AS first, min(s."createdAt") AS at
+        FROM checked s CROSS JOIN LATERAL jsonb_array_elements(s.payload->'stacks') e(v) CROSS JOIN LATERAL jsonb_array_elements(e.v->'amounts') a(v)
+        WHERE s.ok GROUP BY 1, 2, 3),
+      per_stack AS (
+        SELECT epoch, "stackId", min(first) AS first, min(at) AS at,
+          jsonb_agg(jsonb_build_object('token', token, 'milli', milli::text) ORDER BY token) AS amounts
+        FROM sums GROUP BY 1, 2),
+      split AS (
+        INSERT INTO "ChainLedgerIntent" (kind, ref, payload, epoch, "createdAt")
+        SELECT 'burn', 'ledger:burns:' || first, jsonb_build_object('stackId', "stackId", 'amounts', amounts), epoch, at
+        FROM per_stack ORDER BY first, "stackId")
+      INSERT INTO "ChainLedgerIntent" (kind, ref, payload, epoch, status, "lastError", "createdAt")
+      SELECT 'burns', ref, payload, epoch, 'failed', 'invalid intent: a burns row names {stackId, amounts: [{token, milli}]} per stack', "createdAt"
+      FROM checked WHERE NOT ok ORDER BY id`;
 
   /** Settles rows read by settleLedger; the stacks in `holding` stay pending, and checkPlan adds the ones it holds back. */
   const settleRows = async (rows: (LedgerRow & { createdAt: Date })[], holding: ReadonlySet<number>, hold: (tokenIds: Iterable<number>) => void) => {
