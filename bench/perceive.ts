@@ -17,6 +17,8 @@
 // and DIR/<path>-rest-windows.json holds the REST windows' times (profile-summary --windows).
 // Each row also gives the CPU a request per side (the platform's process, PostgreSQL's, the client);
 // on the raw row the platform's figure is what its background (epochs, mining, ticks) spent meanwhile.
+// Under the REST row, the platform's main thread (its event loop): the share of the windows it ran
+// and the share it waited for a core while it had work (Linux's schedstat).
 // ratio = REST req/s / raw req/s (the issue's targets: >= 0.5 on PostgreSQL, >= 0.25 embedded).
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -26,7 +28,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { startCluster, type Cluster } from '../test/helpers/cluster.ts';
-import { cpuMsByPid, cpuMsOf, cpuMsSince } from './proc-cpu.ts';
+import { cpuMsByPid, cpuMsOf, cpuMsSince, schedMsOf } from './proc-cpu.ts';
 import { freshDatabase } from '../test/helpers/postgres.ts';
 import { loadConfig } from '../lib/config.ts';
 import { pgliteOptions } from '../lib/db/index.ts';
@@ -47,6 +49,8 @@ export interface LatencyStats {
   p99Ms: number;
   /** CPU a request in the window (ms), where /proc tells: the platform's process, the database's processes, this client. */
   cpuMs?: { platform?: number; database?: number; client: number };
+  /** The platform's main thread (its event loop) over the windows: the share of the time it ran, and it waited for a core while it had work. */
+  mainThread?: { ran: number; waited: number };
 }
 
 export interface PerceiveBenchResult {
@@ -69,6 +73,7 @@ interface Window {
   lat: number[];
   ms: number;
   cpu?: { platform?: number; database?: number; client: number };
+  sched?: { runMs: number; waitMs: number };
 }
 
 /** What CPU a window reads besides this client's: the platform's process (by pid), PostgreSQL's processes (not when embedded: PGlite is in the platform). */
@@ -82,6 +87,7 @@ async function runWindow(total: number, concurrency: number, fn: (i: number) => 
   const before = cpu
     ? {
         platform: cpu.platformPid ? cpuMsOf(cpu.platformPid) : undefined,
+        sched: cpu.platformPid ? schedMsOf(cpu.platformPid) : undefined,
         database: cpu.postgres ? cpuMsByPid('postgres') : undefined,
         client: process.cpuUsage(),
       }
@@ -101,10 +107,12 @@ async function runWindow(total: number, concurrency: number, fn: (i: number) => 
   const ms = performance.now() - start;
   if (!before) return { lat, ms };
   const platformAfter = cpu?.platformPid ? cpuMsOf(cpu.platformPid) : undefined;
+  const schedAfter = cpu?.platformPid ? schedMsOf(cpu.platformPid) : undefined;
   const client = process.cpuUsage(before.client);
   return {
     lat,
     ms,
+    ...(before.sched && schedAfter ? { sched: { runMs: schedAfter.runMs - before.sched.runMs, waitMs: schedAfter.waitMs - before.sched.waitMs } } : {}),
     cpu: {
       platform: before.platform !== undefined && platformAfter !== undefined ? platformAfter - before.platform : undefined,
       database: before.database ? cpuMsSince(before.database, 'postgres') : undefined,
@@ -131,11 +139,15 @@ function statsOf(windows: readonly Window[]): LatencyStats {
   const platform = sum((c) => c.platform);
   const database = sum((c) => c.database);
   const client = sum((c) => c.client);
+  const sched = windows.every((w) => w.sched)
+    ? { ran: windows.reduce((t, w) => t + w.sched!.runMs, 0) / (secs * 1000), waited: windows.reduce((t, w) => t + w.sched!.waitMs, 0) / (secs * 1000) }
+    : undefined;
   return {
     requests: lat.length,
     reqPerSec: r(lat.length / secs),
     p50Ms: r(percentile(lat, 0.5)),
     p99Ms: r(percentile(lat, 0.99)),
+    ...(sched ? { mainThread: { ran: r(sched.ran), waited: r(sched.waited) } } : {}),
     ...(client !== undefined
       ? {
           cpuMs: {
@@ -423,7 +435,14 @@ export function formatPerceiveBench(r: PerceiveBenchResult): string {
       : '';
   const row = (n: string, s: LatencyStats) =>
     `${n.padEnd(22)} ${String(s.reqPerSec).padStart(9)} req/s  p50 ${String(s.p50Ms).padStart(7)} ms  p99 ${String(s.p99Ms).padStart(7)} ms${cpu(s)}`;
-  return [`${r.path}, ${r.label}`, row(`REST ${r.path}`, r.rest), row('raw DB insert', r.baseline), `ratio (REST / raw): ${r.ratio}`].join('\n');
+  // Where the event loop's time went: a thread that waits for a core while it has work bounds the rate
+  // however little CPU a request takes (docs/benchmarks.md, "Session 34").
+  const loop = r.rest.mainThread
+    ? [
+        `  the platform's main thread ran ${Math.round(r.rest.mainThread.ran * 100)}% of the REST windows and waited for a core ${Math.round(r.rest.mainThread.waited * 100)}%`,
+      ]
+    : [];
+  return [`${r.path}, ${r.label}`, row(`REST ${r.path}`, r.rest), ...loop, row('raw DB insert', r.baseline), `ratio (REST / raw): ${r.ratio}`].join('\n');
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

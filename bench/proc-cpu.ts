@@ -45,3 +45,18 @@ export function cpuMsSince(before: Map<number, number>, name: string): number {
   for (const [pid, ms] of cpuMsByPid(name)) total += ms - (before.get(pid) ?? 0);
   return total;
 }
+
+/**
+ * A thread's scheduler times so far (ms), from Linux's /proc/<pid>/task/<tid>/schedstat: on a core,
+ * and runnable but waiting for one (undefined off Linux, or without schedstats). The main thread of
+ * a process is the task whose id is the pid: the platform's event loop, which a saturated machine
+ * makes wait behind the database and the client even while it has work.
+ */
+export function schedMsOf(pid: number, tid = pid): { runMs: number; waitMs: number } | undefined {
+  try {
+    const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(/\s+/).map(Number);
+    return Number.isFinite(run) && Number.isFinite(wait) ? { runMs: run! / 1e6, waitMs: wait! / 1e6 } : undefined;
+  } catch {
+    return undefined;
+  }
+}
