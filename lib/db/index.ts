@@ -45,11 +45,6 @@ export interface Database {
 }
 
 /**
- * Opens the platform's database (migrated first). `migrated: true` skips the migrator: a second,
- * smaller pool of a process whose main pool already migrated (a background loop that must not
- * queue behind request traffic for a connection).
- */
-/**
  * PGlite's options for `shared_buffers` of `mb` MB, given as a start parameter (the cluster's own
  * postgresql.conf is left as it is); none when `mb` is unset.
  */
@@ -57,6 +52,11 @@ export function pgliteOptions(pglite: { defaultStartParams: readonly string[] },
   return mb ? { startParams: [...pglite.defaultStartParams, '-c', `shared_buffers=${mb}MB`] } : {};
 }
 
+/**
+ * Opens the platform's database (migrated first). `migrated: true` skips the migrator: a second,
+ * smaller pool of a process whose main pool already migrated (a background loop that must not
+ * queue behind request traffic for a connection).
+ */
 export async function openDatabase(opts: {
   databaseUrl?: string;
   dataDir: string;
