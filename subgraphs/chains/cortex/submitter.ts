@@ -434,9 +434,10 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
    * over every such row (the settlement nets them so anyway); one statement, the rows they replace
    * deleted in it. So every row a plan sees names one stack, and a stack whose part cannot apply is
    * held or failed alone, as before. A row whose payload is not that shape is kept, failed, with why.
+   * Through the driver, prepared, as the read after it: it runs every round.
    */
   const splitBurns = (which: Sql) =>
-    db.$executeRaw`WITH src AS (
+    read(sql`WITH src AS (
         DELETE FROM "ChainLedgerIntent" WHERE status = 'pending' AND kind = 'burns' AND ${which}
         RETURNING id, ref, payload, epoch, "createdAt"),
       checked AS (
@@ -461,7 +462,7 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
         FROM per_stack ORDER BY first, "stackId")
       INSERT INTO "ChainLedgerIntent" (kind, ref, payload, epoch, status, "lastError", "createdAt")
       SELECT 'burns', ref, payload, epoch, 'failed', 'invalid intent: a burns row names {stackId, amounts: [{token, milli}]} per stack', "createdAt"
-      FROM checked WHERE NOT ok ORDER BY id`;
+      FROM checked WHERE NOT ok ORDER BY id`);
 
   /** Settles rows read by settleLedger; the stacks in `holding` stay pending, and checkPlan adds the ones it holds back. */
   const settleRows = async (rows: (LedgerRow & { createdAt: Date })[], holding: ReadonlySet<number>, hold: (tokenIds: Iterable<number>) => void) => {
