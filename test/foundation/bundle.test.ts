@@ -13,6 +13,7 @@ interface BundleModule {
   ensureBundle(o?: { log?: (m: string) => void }): Promise<string | undefined>;
   isExternal(spec: string): boolean;
   moduleSource(file: string, src: string): string;
+  NAME_HELPER_CHECKED: string;
 }
 const bundle = (): Promise<BundleModule> => import(path.join(root, 'bin', 'bundle.mjs')) as Promise<BundleModule>;
 const builtins = new Set(builtinModules);
@@ -64,6 +65,31 @@ describe('the precompiled platform', () => {
       const src = fs.readFileSync(path.join(dir!, f), 'utf8');
       expect(src.match(/(?<![.\w$"'])__(?:dirname|filename)(?![\w$"'])/g), f).toBeNull();
     }
+  });
+
+  it("keeps names through esbuild's helper, which redefines a name only when it differs", async () => {
+    const { ensureBundle, NAME_HELPER_CHECKED } = await bundle();
+    const dir = await ensureBundle({ log: (m) => expect.fail(m) });
+    const helpers = fs
+      .readdirSync(dir!)
+      .filter((f) => f.endsWith('.mjs'))
+      .flatMap((f) => fs.readFileSync(path.join(dir!, f), 'utf8').split('\n'))
+      .filter((l) => l.startsWith('var __name = '));
+    expect(helpers).toEqual([NAME_HELPER_CHECKED]);
+    const __name = new Function('__defProp', `${NAME_HELPER_CHECKED} return __name;`)(Object.defineProperty) as <T>(t: T, v: string) => T;
+    // A function esbuild renamed (a collision) gets its own name back, as with esbuild's helper.
+    const renamed = __name(function cluster2() {}, 'cluster');
+    expect(renamed.name).toBe('cluster');
+    const attributes = { writable: false, enumerable: false, configurable: true };
+    expect(Object.getOwnPropertyDescriptor(renamed, 'name')).toEqual({ value: 'cluster', ...attributes });
+    // One already named so is returned as it is, with the same attributes.
+    const next = function next() {};
+    expect(__name(next, 'next')).toBe(next);
+    expect(Object.getOwnPropertyDescriptor(next, 'name')).toEqual({ value: 'next', ...attributes });
+    // A function whose `name` is not a string (a class's static method) gets the string, as esbuild's own helper gives it.
+    const named = { name: () => 'method' }.name;
+    const withMethod = Object.defineProperty(function f() {}, 'name', { value: named, configurable: true });
+    expect(__name(withMethod, 'Named').name).toBe('Named');
   });
 
   it('gives a package file its own __dirname and __filename, and a project file its own import.meta', async () => {
