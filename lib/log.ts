@@ -111,10 +111,25 @@ const LOG_FLUSH_MS = 200;
 class LineBlocks {
   private lines: string[] = [];
   private chars = 0;
+  /** stdout's reader went away (EPIPE): logging stops here, the process goes on. */
+  private broken = false;
 
-  constructor(private readonly out: SonicBoom) {}
+  constructor(private readonly out: SonicBoom) {
+    // As pino's own destination does: a broken pipe ends the logging, any other error is the stream's.
+    const brokenPipe = (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EPIPE') {
+        this.broken = true;
+        this.lines = [];
+        return;
+      }
+      out.removeListener('error', brokenPipe);
+      out.emit('error', err);
+    };
+    out.on('error', brokenPipe);
+  }
 
   write(line: string): boolean {
+    if (this.broken) return true;
     this.lines.push(line);
     this.chars += line.length;
     if (this.chars >= LOG_BLOCK_CHARS) this.drain();
@@ -123,7 +138,7 @@ class LineBlocks {
 
   /** Hands what is gathered to sonic-boom, which writes it now (or after the write in flight). */
   private drain(): void {
-    if (!this.lines.length) return;
+    if (this.broken || !this.lines.length) return;
     const text = this.lines.length === 1 ? this.lines[0]! : this.lines.join('');
     this.lines = [];
     this.chars = 0;
@@ -132,13 +147,15 @@ class LineBlocks {
 
   flush(cb?: (err?: Error) => void): void {
     this.drain();
-    if (cb) this.out.flush(cb);
+    if (!cb) return;
+    if (this.broken) cb();
+    else this.out.flush(cb);
   }
 
   /** Everything gathered or in flight, written before this returns (the process is exiting). */
   flushSync(): void {
     this.drain();
-    this.out.flushSync();
+    if (!this.broken) this.out.flushSync();
   }
 }
 

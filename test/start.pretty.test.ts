@@ -83,6 +83,29 @@ describe('log format', () => {
   }, 60_000);
 });
 
+describe('piped log lines', () => {
+  it('stop, and the process goes on, when the reader of stdout goes away', async () => {
+    const script = `import { createLogger } from './lib/log.ts';
+      const log = createLogger({ name: 'cog' });
+      let n = 0;
+      const t = setInterval(() => { for (let k = 0; k < 200; k++) log.info({ n: n++, pad: 'x'.repeat(100) }, 'line'); }, 10);
+      setTimeout(() => { clearInterval(t); process.stderr.write('alive after ' + n); process.exit(0); }, 1500);`;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: root, env: baseEnv() });
+    let got = 0;
+    // The first block read, the pipe is closed: the child's next writes fail with EPIPE.
+    child.stdout.once('data', (d: Buffer) => {
+      got = d.length;
+      child.stdout.destroy();
+    });
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(got).toBeGreaterThan(0);
+    expect(err).toMatch(/alive after \d+/);
+    expect(code).toBe(0);
+  }, 60_000);
+});
+
 describe('cog start on a terminal', () => {
   it('shows progress while contracts deploy and services come up, logs pretty, stops on Ctrl-C', async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-pretty-'));
