@@ -8,6 +8,7 @@
 // it the two keccaks (0.4 ms each) and the signature (0.8 ms).
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { keccak_256 } from '@noble/hashes/sha3.js';
+import { fromHex } from '../../../lib/crypto.ts';
 
 export interface Eip1559Fields {
   chainId: number | bigint;
@@ -29,13 +30,24 @@ export interface SignedTx {
   hash: string;
 }
 
-const HEX = /^0x(?:[0-9a-fA-F]{2})*$/;
-
-function hexBytes(hex: string, what: string, length?: number): Buffer {
-  if (typeof hex !== 'string' || !HEX.test(hex)) throw new TypeError(`${what} must be 0x-prefixed hex bytes`);
-  const b = Buffer.from(hex.slice(2), 'hex');
+/** 0x-prefixed hex as bytes, decoded by the kernel's strict decoder (no regex pass over the call data). */
+function hexBytes(hex: string, what: string, length?: number): Uint8Array {
+  let b: Uint8Array | undefined;
+  try {
+    if (typeof hex === 'string' && hex.startsWith('0x')) b = fromHex(hex.slice(2));
+  } catch {
+    // odd length or a non-hex digit: refused below
+  }
+  if (!b) throw new TypeError(`${what} must be 0x-prefixed hex bytes`);
   if (length !== undefined && b.length !== length) throw new TypeError(`${what} must be ${length} bytes`);
   return b;
+}
+
+/** A big-endian integer's bytes without their leading zeros (RLP's form of an integer). */
+function minimal(b: Uint8Array): Uint8Array {
+  let i = 0;
+  while (i < b.length && b[i] === 0) i++;
+  return b.subarray(i);
 }
 
 /** An unsigned integer as RLP wants it: big-endian, no leading zero bytes (zero is empty). */
@@ -55,19 +67,19 @@ function header(length: number, offset: 0x80 | 0xc0): Buffer {
 }
 
 /** One RLP string item. */
-function rlpString(b: Buffer): Buffer {
+function rlpString(b: Uint8Array): Uint8Array {
   if (b.length === 1 && b[0]! < 0x80) return b;
   return Buffer.concat([header(b.length, 0x80), b]);
 }
 
 /** The RLP list of already encoded items. */
-function rlpList(items: Buffer[]): Buffer {
+function rlpList(items: Uint8Array[]): Buffer {
   const body = Buffer.concat(items);
   return Buffer.concat([header(body.length, 0xc0), body]);
 }
 
 /** The type-2 payload's fields before the signature, each RLP-encoded (an empty access list). */
-function unsignedItems(tx: Eip1559Fields): Buffer[] {
+function unsignedItems(tx: Eip1559Fields): Uint8Array[] {
   return [
     rlpString(uintBytes(tx.chainId, 'chainId')),
     rlpString(uintBytes(tx.nonce, 'nonce')),
@@ -90,14 +102,9 @@ export function signEip1559(tx: Eip1559Fields, privateKey: string): SignedTx {
   const digest = keccak_256(Buffer.concat([TYPE_2, rlpList(items)]));
   // [recovery, r (32), s (32)]
   const sig = secp256k1.sign(digest, key, { prehash: false, lowS: true, format: 'recovered' });
-  const strip = (b: Uint8Array) => {
-    let i = 0;
-    while (i < b.length && b[i] === 0) i++;
-    return Buffer.from(b.subarray(i));
-  };
   const signed = Buffer.concat([
     TYPE_2,
-    rlpList([...items, rlpString(uintBytes(sig[0]!, 'yParity')), rlpString(strip(sig.subarray(1, 33))), rlpString(strip(sig.subarray(33, 65)))]),
+    rlpList([...items, rlpString(uintBytes(sig[0]!, 'yParity')), rlpString(minimal(sig.subarray(1, 33))), rlpString(minimal(sig.subarray(33, 65)))]),
   ]);
   return { raw: `0x${signed.toString('hex')}`, hash: Buffer.from(keccak_256(signed)).toString('hex') };
 }
