@@ -144,6 +144,8 @@ export interface Config {
   databasePoolSize: number;
   /** PGLITE_SHARED_BUFFERS_MB: the embedded database's shared buffers (PostgreSQL's shared_buffers), in MB. */
   pgliteSharedBuffersMb: number;
+  /** PGLITE_THREAD (on, off): the embedded database's engine on a worker thread of its own, or in the platform's thread. */
+  pgliteThread: boolean;
   natsUrl?: string;
   redisUrl?: string;
   /** COG_NATS_STREAM / COG_NATS_PREFIX: JetStream stream and subject prefix (defaults COG, cog). */
@@ -280,6 +282,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl: url(env, 'DATABASE_URL'),
     databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 200),
     pgliteSharedBuffersMb: int(env, 'PGLITE_SHARED_BUFFERS_MB', 128, 1, 65_536),
+    pgliteThread: oneOf(env, 'PGLITE_THREAD', 'on', ['on', 'off'] as const) === 'on',
     natsUrl: url(env, 'NATS_URL'),
     redisUrl: url(env, 'REDIS_URL'),
     natsStream: name(env, 'COG_NATS_STREAM', 'COG'),

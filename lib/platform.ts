@@ -71,6 +71,7 @@ export async function openPlatform(config: Config, opts: { log?: Logger; name?: 
     dataDir: config.dataDir,
     poolSize: config.databasePoolSize,
     sharedBuffersMb: config.pgliteSharedBuffersMb,
+    pgliteThread: config.pgliteThread,
   });
   const bus = await createBus({
     natsUrl: config.natsUrl,

@@ -5,6 +5,8 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
+import type { PGlite } from '@electric-sql/pglite';
+import type { PGliteThread } from './pglite-thread.ts';
 import { migrate, type SqlDriver } from './migrate.ts';
 import { copyTemplate, ensureTemplate, freshCluster } from './template.ts';
 import { transientTransactionError } from '../errors.ts';
@@ -27,7 +29,7 @@ export type Db = PrismaClient;
 /** The client handed to a transaction callback. */
 export type Tx = Parameters<Parameters<PrismaClient['$transaction']>[0]>[0];
 
-/** Longest PGlite may hold the event loop before a call into it gives the loop a turn (ms). */
+/** Longest PGlite in this thread may hold the event loop before a call into it gives the loop a turn (ms). */
 const TURN_MS = 4;
 
 export interface Database {
@@ -63,6 +65,8 @@ export async function openDatabase(opts: {
   poolSize?: number;
   /** PGlite's shared_buffers in MB (its data dir's own setting when unset). */
   sharedBuffersMb?: number;
+  /** PGlite's engine on a worker thread (the default), or in this one (false). */
+  pgliteThread?: boolean;
   inMemory?: boolean;
   migrated?: boolean;
 }): Promise<Database> {
@@ -135,25 +139,35 @@ export async function openDatabase(opts: {
       }
     }
   }
-  const [{ PGlite }, { PrismaPGlite }, { preparedQueries }] = await Promise.all([
+  const [{ PGlite }, { PrismaPGlite }, { preparedQueries }, { PGliteThread }] = await Promise.all([
     import('@electric-sql/pglite'),
     import('pglite-prisma-adapter'),
     import('./pglite-prepared.ts'),
+    import('./pglite-thread.ts'),
   ]);
-  const lite = await PGlite.create(dir, pgliteOptions(PGlite, opts.sharedBuffersMb));
-  // PGlite runs in this thread and never waits on I/O: a chain of statements (a transaction, a
-  // pass's queries, a group commit) resolves as microtasks and held the event loop until it ended,
-  // so requests arriving meanwhile were not even read (stalls of 150-670 ms under the perceive
-  // bench, which set its p99). A call into the engine more than TURN_MS after the loop's last turn
-  // first gives it one, as a socket round trip would. A turn before every call cut the p99 as much
-  // but cost up to a fifth of the rate (smaller group commits); bench/perceive.ts A/B on this
-  // machine: p99 263-432 ms without, 138-181 ms at 10 ms, 109-133 ms at 4 ms (docs/decisions.md).
-  const execProtocol = lite.execProtocol.bind(lite);
-  const turn = timeSlicer(TURN_MS);
-  lite.execProtocol = async (message, options) => {
-    await turn();
-    return execProtocol(message, options);
-  };
+  let lite: PGlite | PGliteThread;
+  if (opts.pgliteThread !== false) {
+    // The engine on its own thread (lib/db/pglite-thread.ts): this thread keeps PGlite's protocol
+    // work and hands each batch of messages over; every call then waits for an answer as it would
+    // for a socket, so the event loop turns between them by itself.
+    lite = await PGliteThread.open(dir, pgliteOptions(PGlite, opts.sharedBuffersMb));
+  } else {
+    const inThread = await PGlite.create(dir, pgliteOptions(PGlite, opts.sharedBuffersMb));
+    // PGlite in this thread never waits on I/O: a chain of statements (a transaction, a pass's
+    // queries, a group commit) resolves as microtasks and held the event loop until it ended, so
+    // requests arriving meanwhile were not even read (stalls of 150-670 ms under the perceive
+    // bench, which set its p99). A call into the engine more than TURN_MS after the loop's last turn
+    // first gives it one, as a socket round trip would. A turn before every call cut the p99 as much
+    // but cost up to a fifth of the rate (smaller group commits); bench/perceive.ts A/B on this
+    // machine: p99 263-432 ms without, 138-181 ms at 10 ms, 109-133 ms at 4 ms (docs/decisions.md).
+    const execProtocol = inThread.execProtocol.bind(inThread);
+    const turn = timeSlicer(TURN_MS);
+    inThread.execProtocol = async (message, options) => {
+      await turn();
+      return execProtocol(message, options);
+    };
+    lite = inThread;
+  }
   // The driver's `prepare` statements run as named prepared statements (parsed and planned once).
   const prepared = preparedQueries(lite);
   const untracedDriver: SqlDriver = {
@@ -176,7 +190,8 @@ export async function openDatabase(opts: {
       }
     : untracedDriver;
   await migrate(driver);
-  const prisma = new PrismaClient({ adapter: new PrismaPGlite(lite) as never, log: [{ emit: 'event', level: 'query' }] });
+  // The adapter uses query, exec and transaction, which the thread's client offers as PGlite does.
+  const prisma = new PrismaClient({ adapter: new PrismaPGlite(lite as PGlite) as never, log: [{ emit: 'event', level: 'query' }] });
   (prisma as unknown as { $on(e: 'query', cb: () => void): void }).$on('query', () => void queries++);
   return {
     prisma,

@@ -7,6 +7,7 @@
 // query() does (the transaction lock, then the query lock), serialises the parameters with PGlite's
 // serializers for the types the server reported, and parses the rows with PGlite's parsers.
 import { parse, protocol, type PGlite } from '@electric-sql/pglite';
+import type { PGliteThread } from './pglite-thread.ts';
 
 /** Prepared statements kept per PGlite (past this they are all deallocated and prepared again as used). */
 const MAX_PREPARED = 1000;
@@ -16,18 +17,8 @@ interface Prepared {
   paramTypes: number[];
 }
 
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
-
 /** A query function running statements as named prepared statements on `lite`, one per distinct text. */
-export function preparedQueries(lite: PGlite): (text: string, params: readonly unknown[]) => Promise<Record<string, unknown>[]> {
+export function preparedQueries(lite: PGlite | PGliteThread): (text: string, params: readonly unknown[]) => Promise<Record<string, unknown>[]> {
   const statements = new Map<string, Prepared>();
   let next = 0;
   const { serialize } = protocol;
@@ -36,13 +27,13 @@ export function preparedQueries(lite: PGlite): (text: string, params: readonly u
     let s = statements.get(text);
     if (s) return s;
     if (statements.size >= MAX_PREPARED) {
-      await lite.execProtocol(concat([serialize.query('DEALLOCATE ALL'), serialize.sync()]));
+      await lite.execProtocol(Buffer.concat([serialize.query('DEALLOCATE ALL'), serialize.sync()]));
       statements.clear();
     }
     const name = `cog_p${++next}`;
     // Parse and describe once: the parameter types tell how to send each value.
     const { messages } = await lite.execProtocol(
-      concat([serialize.parse({ name, text, types: [] }), serialize.describe({ type: 'S', name }), serialize.sync()]),
+      Buffer.concat([serialize.parse({ name, text, types: [] }), serialize.describe({ type: 'S', name }), serialize.sync()]),
     );
     const described = messages.find((m) => m.name === 'parameterDescription') as { dataTypeIDs?: number[] } | undefined;
     s = { name, paramTypes: described?.dataTypeIDs ?? [] };
@@ -60,7 +51,7 @@ export function preparedQueries(lite: PGlite): (text: string, params: readonly u
           return serializer ? serializer(v) : String(v);
         });
         const { messages } = await lite.execProtocol(
-          concat([serialize.bind({ statement: s.name, values }), serialize.describe({ type: 'P' }), serialize.execute({}), serialize.sync()]),
+          Buffer.concat([serialize.bind({ statement: s.name, values }), serialize.describe({ type: 'P' }), serialize.execute({}), serialize.sync()]),
         );
         const [result] = parse.parseResults(messages, lite.parsers);
         return (result?.rows ?? []) as Record<string, unknown>[];
