@@ -2,7 +2,8 @@
 // shards (residue-collector). Known CIDs are the shards that completed needlecasts pinned.
 import type { Platform } from '../lib/platform.ts';
 import { hippocampusClient, mergeBranches, openBranches } from '../subgraphs/memory/index.ts';
-import { openResidueNow } from '../subgraphs/residues/index.ts';
+import { runStatement } from '../lib/db/statement.ts';
+import { openResidueNow, openResiduesPart } from '../subgraphs/residues/index.ts';
 import { completedSagaShards, type SagaShards } from '../subgraphs/sleeves/index.ts';
 
 /** Most branch ids one residue's evidence lists. */
@@ -20,7 +21,6 @@ export const MERGE_STATEMENT = 250;
  */
 export async function reconcileBranches(p: Platform, epoch: number, perStatement = MERGE_STATEMENT): Promise<Record<string, unknown>> {
   const branches = await openBranches(p.db.prisma, undefined, MERGE_BATCH);
-  let residues = 0;
   const bySleeve = new Map<string, typeof branches>();
   for (const b of branches) {
     const k = `${b.stackId}:${b.sleeveId}`;
@@ -28,29 +28,33 @@ export async function reconcileBranches(p: Platform, epoch: number, perStatement
     if (group) group.push(b);
     else bySleeve.set(k, [b]);
   }
-  for (const group of bySleeve.values()) {
-    const b = group[0]!;
-    const { created } = await openResidueNow(p.db.prisma, {
-      kind: 'speculative-divergence',
-      trigger:
-        group.length === 1
-          ? `sleeve ${b.sleeveId} wrote branch ${b.id} beside the main line`
-          : `sleeve ${b.sleeveId} wrote ${group.length} branches beside the main line`,
-      stackId: b.stackId,
-      sleeveId: b.sleeveId,
-      epoch,
-      evidence: {
-        branchId: b.id,
-        headCid: b.headCid,
-        baseCid: b.baseCid,
-        branches: group.length,
-        branchIds: group.slice(0, EVIDENCE_BRANCHES).map((x) => x.id),
-      },
-      dedupeKey: `speculative-divergence:${b.id}`,
-      expiryEpochs: p.config.residueExpiryEpochs,
-    });
-    if (created) residues++;
-  }
+  // One statement for the pass's residues (a transaction of four statements each was a third of
+  // PGlite's round trips with 32 sleeves writing on one stack).
+  const part = openResiduesPart(
+    [...bySleeve.values()].map((group) => {
+      const b = group[0]!;
+      return {
+        kind: 'speculative-divergence' as const,
+        trigger:
+          group.length === 1
+            ? `sleeve ${b.sleeveId} wrote branch ${b.id} beside the main line`
+            : `sleeve ${b.sleeveId} wrote ${group.length} branches beside the main line`,
+        stackId: b.stackId,
+        sleeveId: b.sleeveId,
+        epoch,
+        evidence: {
+          branchId: b.id,
+          headCid: b.headCid,
+          baseCid: b.baseCid,
+          branches: group.length,
+          branchIds: group.slice(0, EVIDENCE_BRANCHES).map((x) => x.id),
+        },
+        dedupeKey: `speculative-divergence:${b.id}`,
+        expiryEpochs: p.config.residueExpiryEpochs,
+      };
+    }),
+  );
+  const residues = part ? Number((await runStatement(p.db, [part])).residues_opened) : 0;
   // A statement per MERGE_STATEMENT branches, not one per branch (a branch per write when sleeves
   // take turns: per-branch transactions were most of the database's work under such load) nor one
   // for all: on PGlite a statement holds the only connection, and the writes queued behind one

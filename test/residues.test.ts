@@ -7,7 +7,8 @@ import { createHttp } from '../lib/http.ts';
 import { generateIdentity, randomSecret, seal, sign } from '../lib/crypto.ts';
 import { createStack } from '../subgraphs/stacks/stacks.ts';
 import { spawnSleeve, syncSleeve } from '../subgraphs/sleeves/sleeves.ts';
-import { openResidueNow, RESIDUE_BOUNTY } from '../subgraphs/residues/open.ts';
+import { openResidueNow, openResiduesPart, RESIDUE_BOUNTY, type OpenResidue } from '../subgraphs/residues/open.ts';
+import { runStatement } from '../lib/db/statement.ts';
 import { expireResidues, getResidue, listResidues, submitProof } from '../subgraphs/residues/residues.ts';
 import { coherenceTupleMessage } from '../flows/residue-proofs.ts';
 import { residueCollector } from '../flows/worker-passes.ts';
@@ -178,6 +179,48 @@ describe('proofs', () => {
       expiryEpochs: expiry(),
     });
     expect(await submitProof(p, healed.residue.id, { claimant: stack.id, proof: {} })).toMatchObject({ status: 'resolved', bounty: 8 });
+  });
+});
+
+describe('opening', () => {
+  it('several residues in one statement: the rows, Cortex intents and events openResidue writes, each cause once', async () => {
+    const stack = await createStack(p, { name: 'batch-opened' });
+    const cause = (i: number, sleeveId?: string): OpenResidue => ({
+      kind: i % 2 ? 'speculative-divergence' : 'shard-loss',
+      trigger: `cause ${i}`,
+      stackId: stack.id,
+      ...(sleeveId ? { sleeveId } : {}),
+      epoch: 700 + i,
+      evidence: { i, nested: { list: [i, 'x'] } },
+      dedupeKey: `batch-test:${stack.id}:${i}`,
+      expiryEpochs: 12,
+    });
+    // The first cause opened alone beforehand: the batch leaves it as it is.
+    const alone = await openResidueNow(p.db.prisma, cause(0));
+    const part = openResiduesPart([cause(0), cause(1, 'sleeve:0xabc'), cause(2), cause(1, 'sleeve:0xabc')])!;
+    expect((await runStatement(p.db, [part])).residues_opened).toBe(2);
+    const rows = await p.db.prisma.residue.findMany({ where: { dedupeKey: { startsWith: `batch-test:${stack.id}:` } }, orderBy: { epoch: 'asc' } });
+    expect(rows.map((r) => [r.dedupeKey, r.kind, r.bountyMilli, r.status, r.epoch, r.expiresAtEpoch, r.sleeveId, r.chainStatus])).toEqual([
+      [`batch-test:${stack.id}:0`, 'shard-loss', 15_000, 'open', 700, 712, null, 'pending'],
+      [`batch-test:${stack.id}:1`, 'speculative-divergence', 5_000, 'open', 701, 713, 'sleeve:0xabc', 'pending'],
+      [`batch-test:${stack.id}:2`, 'shard-loss', 15_000, 'open', 702, 714, null, 'pending'],
+    ]);
+    expect(rows[0]!.id).toBe(alone.residue.id);
+    expect(rows[1]!.evidence).toEqual({ i: 1, nested: { list: [1, 'x'] } });
+    // Each as openResidue writes it: the intent, and the event carrying residueView of the row.
+    for (const row of rows) {
+      const intents = await p.db.prisma.chainOutbox.findMany({ where: { kind: 'openResidue', ref: row.id } });
+      expect(intents.map((x) => [x.payload, x.epoch, x.status])).toEqual([
+        [{ residueId: row.id, kind: row.kind, bountyMilli: row.bountyMilli }, row.epoch, 'pending'],
+      ]);
+      const events = await p.db.prisma.eventOutbox.findMany({ where: { msgId: `residue-opened:${row.id}` } });
+      expect(events).toHaveLength(1);
+      expect(events[0]!.subject).toBe('cog.residue.opened');
+      const { ts, ...data } = events[0]!.data as { ts: number };
+      expect(typeof ts).toBe('number');
+      expect(data).toEqual({ type: 'residue.opened', residue: await getResidue(p, row.id) });
+    }
+    expect(openResiduesPart([])).toBeNull();
   });
 });
 

@@ -4,7 +4,7 @@
 // intent too, but it is not sent alone and is not a ChainOutbox row: it goes to ChainLedgerIntent,
 // and the submitter settles the ledger rows of each ended epoch as their net per stack and token
 // (cortex/settlement.ts).
-import { sql, sqlIdent, type Tx } from '../../lib/db/index.ts';
+import { sql, sqlIdent, type Sql, type Tx } from '../../lib/db/index.ts';
 import type { StatementPart } from '../../lib/db/statement.ts';
 import { markPending, recordOf, recordRefOf } from './cortex/records.ts';
 
@@ -71,6 +71,27 @@ export function chainIntentsPart(intents: readonly Intent[], name = 'chain_inten
   if (ledger.length) ctes.push({ name: sent.length ? `${name}_ledger` : name, body: insertIntents('ChainLedgerIntent', ledger) });
   if (sent.length) ctes.push({ name, body: insertIntents('ChainOutbox', sent) });
   return { ctes };
+}
+
+/** Kinds whose records are created pending (cortex/records.ts): a statement that creates them enqueues their intents with newRecordsIntentPart. */
+const CREATED_PENDING = ['mintIdentity', 'spawnSleeve', 'openResidue'] as const;
+
+/**
+ * The intents of records the same statement creates, as part of it: one `kind` intent (a
+ * ChainOutbox row) for each row of `rows`, a SELECT over the statement's CTEs with the columns ref
+ * (the record's id), payload (jsonb) and epoch (int). A new record is pending already (nothing to
+ * mark, as newRecordIntentPart).
+ */
+export function newRecordsIntentPart(kind: (typeof CREATED_PENDING)[number], rows: Sql, name: string): StatementPart {
+  if (!CREATED_PENDING.includes(kind)) throw new Error(`newRecordsIntentPart: ${kind} records are not created pending`);
+  return {
+    ctes: [
+      {
+        name,
+        body: sql`INSERT INTO "ChainOutbox" (kind, ref, payload, epoch, "updatedAt") SELECT ${kind}, r.ref, r.payload, r.epoch, now() FROM (${rows}) r`,
+      },
+    ],
+  };
 }
 
 /** The intent kinds whose payload a statement may compute (computedIntentsPart): sent alone, mirroring no record. */

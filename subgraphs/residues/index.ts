@@ -3,7 +3,17 @@
 // context from here and nowhere else.
 // Its gauges at /metrics, registered when the door is first imported (every process imports it through bin/assembly.ts).
 import './metrics.ts';
-export { openResidue, openResidueNow, residueView, RESIDUE_BOUNTY, RESIDUE_KINDS, type ResidueKind, type ResidueRecord, type OpenResidue } from './open.ts';
+export {
+  openResidue,
+  openResidueNow,
+  openResiduesPart,
+  residueView,
+  RESIDUE_BOUNTY,
+  RESIDUE_KINDS,
+  type ResidueKind,
+  type ResidueRecord,
+  type OpenResidue,
+} from './open.ts';
 export {
   listResidues,
   getResidue,

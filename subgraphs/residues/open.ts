@@ -2,9 +2,10 @@
 // Detection (residue-collector, recall, Medulla reorgs, Thalamus) calls openResidue inside its own
 // transaction; a cause opens at most one residue (dedupeKey), so detectors can run repeatedly.
 import { randomHex } from '../../lib/crypto.ts';
-import type { Db, Tx } from '../../lib/db/index.ts';
-import { recordEvent } from '../../lib/events.ts';
-import { enqueueChainTx } from '../chains/index.ts';
+import { sql, sqlIdent, type Db, type Tx } from '../../lib/db/index.ts';
+import { joinParts, type StatementPart } from '../../lib/db/statement.ts';
+import { eventsFromRowsPart, recordEvent } from '../../lib/events.ts';
+import { enqueueChainTx, newRecordsIntentPart } from '../chains/index.ts';
 
 /** Bounties in RT (spec: Residue). routing-equivocation has no bounty in the spec; see docs/decisions.md. */
 export const RESIDUE_BOUNTY = {
@@ -109,4 +110,62 @@ export async function openResidue(tx: Tx, r: OpenResidue): Promise<{ residue: Re
 /** Convenience for callers outside a transaction. */
 export function openResidueNow(db: Db, r: OpenResidue) {
   return db.$transaction((tx) => openResidue(tx, r));
+}
+
+/**
+ * Several residues opened as part of a composed statement (lib/db/statement.ts), each unless a
+ * residue for its cause exists (its dedupeKey, as openResidue): the rows, their Cortex intents and
+ * their events in one round trip, where openResidue is an interactive transaction of four
+ * statements a residue. For a pass that opens many at once (the memory reconciler opens one a
+ * sleeve that wrote beside the main line: 32 an epoch with 32 sleeves on a stack, a third of
+ * PGlite's round trips under such load). The output `<name>` counts the residues opened.
+ */
+export function openResiduesPart(rs: readonly OpenResidue[], name = 'residues_opened'): StatementPart | null {
+  const causes = new Map<string, OpenResidue>();
+  for (const r of rs) if (!causes.has(r.dedupeKey)) causes.set(r.dedupeKey, r); // a cause once, as openResidue in turn would
+  if (!causes.size) return null;
+  const rows = [...causes.values()].map((r) => ({
+    id: `residue:${r.kind}:${randomHex(6)}`,
+    kind: r.kind,
+    trigger: r.trigger,
+    bountyMilli: RESIDUE_BOUNTY[r.kind] * 1000,
+    stackId: r.stackId ?? null,
+    sleeveId: r.sleeveId ?? null,
+    epoch: r.epoch,
+    expiresAtEpoch: r.epoch + r.expiryEpochs,
+    evidence: r.evidence,
+    dedupeKey: r.dedupeKey,
+  }));
+  const rowsName = `${name}_rows`;
+  const opened = sqlIdent(rowsName);
+  // The event's residue is residueView's: bounty in RT, openedAt in ISO form, no null ids.
+  const view = sql`jsonb_strip_nulls(jsonb_build_object('id', o.id, 'kind', o.kind, 'trigger', o.trigger, 'bounty', o."bountyMilli" / 1000.0::float8,
+    'status', o.status, 'epoch', o.epoch, 'openedAt', to_char(o."openedAt" AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+    'expiresAtEpoch', o."expiresAtEpoch", 'stackId', o."stackId", 'sleeveId', o."sleeveId"))`;
+  return joinParts(
+    {
+      ctes: [
+        {
+          name: rowsName,
+          body: sql`INSERT INTO "Residue" (id, kind, trigger, "bountyMilli", status, "stackId", "sleeveId", epoch, "expiresAtEpoch", evidence, "dedupeKey")
+            SELECT r.id, r.kind, r.trigger, r."bountyMilli", 'open', r."stackId", r."sleeveId", r.epoch, r."expiresAtEpoch", r.evidence, r."dedupeKey"
+            FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS (id text, kind text, trigger text, "bountyMilli" int, "stackId" text,
+              "sleeveId" text, epoch int, "expiresAtEpoch" int, evidence jsonb, "dedupeKey" text)) WITH ORDINALITY AS r
+            ORDER BY r.ordinality
+            ON CONFLICT ("dedupeKey") DO NOTHING
+            RETURNING id, kind, trigger, "bountyMilli", status, "stackId", "sleeveId", epoch, "openedAt", "expiresAtEpoch"`,
+        },
+      ],
+      outputs: [{ name, expr: sql`(SELECT count(*)::int FROM ${opened})` }],
+    },
+    newRecordsIntentPart(
+      'openResidue',
+      sql`SELECT o.id AS ref, jsonb_build_object('residueId', o.id, 'kind', o.kind, 'bountyMilli', o."bountyMilli") AS payload, o.epoch FROM ${opened} o`,
+      `${name}_intents`,
+    ),
+    eventsFromRowsPart(
+      `${name}_events`,
+      sql`SELECT 'cog.residue.opened' AS subject, 'residue-opened:' || o.id AS "msgId", 'residue.opened' AS type, jsonb_build_object('residue', ${view}) AS data FROM ${opened} o`,
+    ),
+  );
 }
