@@ -144,7 +144,7 @@ export interface Config {
   databasePoolSize: number;
   /** PGLITE_SHARED_BUFFERS_MB: the embedded database's shared buffers (PostgreSQL's shared_buffers), in MB. */
   pgliteSharedBuffersMb: number;
-  /** PGLITE_THREAD (on, off): the embedded database's engine on a worker thread of its own, or in the platform's thread. */
+  /** PGLITE_THREAD (off, on): the embedded database's engine in the platform's thread (the default), or on a worker thread of its own. */
   pgliteThread: boolean;
   natsUrl?: string;
   redisUrl?: string;
@@ -282,7 +282,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl: url(env, 'DATABASE_URL'),
     databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 200),
     pgliteSharedBuffersMb: int(env, 'PGLITE_SHARED_BUFFERS_MB', 128, 1, 65_536),
-    pgliteThread: oneOf(env, 'PGLITE_THREAD', 'on', ['on', 'off'] as const) === 'on',
+    pgliteThread: oneOf(env, 'PGLITE_THREAD', 'off', ['off', 'on'] as const) === 'on',
     natsUrl: url(env, 'NATS_URL'),
     redisUrl: url(env, 'REDIS_URL'),
     natsStream: name(env, 'COG_NATS_STREAM', 'COG'),

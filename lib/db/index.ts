@@ -65,7 +65,7 @@ export async function openDatabase(opts: {
   poolSize?: number;
   /** PGlite's shared_buffers in MB (its data dir's own setting when unset). */
   sharedBuffersMb?: number;
-  /** PGlite's engine on a worker thread (the default), or in this one (false). */
+  /** PGlite's engine on a worker thread (true), or in this one (false, the default: docs/decisions.md). */
   pgliteThread?: boolean;
   inMemory?: boolean;
   migrated?: boolean;
@@ -146,7 +146,7 @@ export async function openDatabase(opts: {
     import('./pglite-thread.ts'),
   ]);
   let lite: PGlite | PGliteThread;
-  if (opts.pgliteThread !== false) {
+  if (opts.pgliteThread) {
     // The engine on its own thread (lib/db/pglite-thread.ts): this thread keeps PGlite's protocol
     // work and hands each batch of messages over; every call then waits for an answer as it would
     // for a socket, so the event loop turns between them by itself.

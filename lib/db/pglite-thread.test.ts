@@ -10,6 +10,7 @@ import { PGlite, protocol, type Results } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PGliteThread } from './pglite-thread.ts';
 import { preparedQueries } from './pglite-prepared.ts';
+import { openDatabase } from './index.ts';
 import { copyTemplate, ensureTemplate } from './template.ts';
 
 const dirs: string[] = [];
@@ -172,6 +173,34 @@ describe('PGliteThread', () => {
       expect((await again.query<{ v: string }>('SELECT v FROM kept')).rows).toEqual([{ v: 'still here' }]);
     } finally {
       await again.close();
+    }
+  });
+
+  it('carries the platform’s database (openDatabase with pgliteThread): migrations, Prisma and its transactions, the driver', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-pglite-thread-db-'));
+    dirs.push(dataDir);
+    const db = await openDatabase({ dataDir, pgliteThread: true, sharedBuffersMb: 16 });
+    try {
+      expect(db.kind).toBe('pglite');
+      const coeffs = { syncCoeff: 1, memoryCoeff: 1, computeCoeff: 1, residueCoeff: 1, routingCoeff: 1 };
+      const stack = (id: string) => ({ id, name: 'n', kind: 'human', shape: 'A', pubKey: `pk-${id}`, masterSecret: 'sealed', ...coeffs });
+      const a = await db.prisma.stack.create({ data: stack('t1') });
+      await expect(
+        db.prisma.$transaction(async (tx) => {
+          await tx.stack.create({ data: stack('t2') });
+          throw new Error('abort');
+        }),
+      ).rejects.toThrow('abort');
+      await db.prisma.$transaction(async (tx) => {
+        await tx.stack.create({ data: stack('t3') });
+        await tx.$queryRaw`SELECT id FROM "Stack" WHERE id = 't1' FOR UPDATE`;
+      });
+      expect((await db.prisma.stack.findMany({ orderBy: { tokenId: 'asc' } })).map((s) => s.id)).toEqual(['t1', 't3']);
+      expect(await db.driver.query('SELECT "tokenId" FROM "Stack" WHERE id = $1', ['t1'], { prepare: true })).toEqual([{ tokenId: a.tokenId }]);
+      const unique = await db.prisma.stack.create({ data: stack('t1') }).catch((e) => e);
+      expect(unique).toMatchObject({ code: 'P2002' }); // the adapter maps the server's error as on PGlite in this thread
+    } finally {
+      await db.close();
     }
   });
 
