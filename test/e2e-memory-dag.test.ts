@@ -300,7 +300,9 @@ describe('shadow branches and pins', () => {
     const pb = (n: string) => inject('POST', `/v1/sleeves/${enc(b.id)}/perceive`, { input: n });
     const a1 = (await pa('a1')).body.cid;
     expect(await openBranches(t.p.db.prisma, stack.id)).toHaveLength(0);
-    const b1 = (await pb('b1')).body.cid; // b last saw null, a moved the head this epoch
+    const wrote = await pb('b1'); // b last saw null, a moved the head this epoch
+    expect(wrote.status, JSON.stringify(wrote.body)).toBe(200);
+    const b1 = wrote.body.cid;
     const [br] = await openBranches(t.p.db.prisma, stack.id);
     expect(br).toMatchObject({ sleeveId: b.id, baseCid: null, headCid: b1, status: 'open' });
     await pb('b2'); // b's own head: no branch
