@@ -139,17 +139,17 @@ export async function openDatabase(opts: {
       }
     }
   }
-  const [{ PGlite }, { PrismaPGlite }, { preparedQueries }, { PGliteThread }] = await Promise.all([
+  const [{ PGlite }, { PrismaPGlite }, { preparedQueries }] = await Promise.all([
     import('@electric-sql/pglite'),
     import('pglite-prisma-adapter'),
     import('./pglite-prepared.ts'),
-    import('./pglite-thread.ts'),
   ]);
   let lite: PGlite | PGliteThread;
   if (opts.pgliteThread) {
     // The engine on its own thread (lib/db/pglite-thread.ts): this thread keeps PGlite's protocol
     // work and hands each batch of messages over; every call then waits for an answer as it would
     // for a socket, so the event loop turns between them by itself.
+    const { PGliteThread } = await import('./pglite-thread.ts');
     lite = await PGliteThread.open(dir, pgliteOptions(PGlite, opts.sharedBuffersMb));
   } else {
     const inThread = await PGlite.create(dir, pgliteOptions(PGlite, opts.sharedBuffersMb));
