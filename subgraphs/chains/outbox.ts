@@ -6,7 +6,7 @@
 // (cortex/settlement.ts).
 import { sql, sqlIdent, type Sql, type Tx } from '../../lib/db/index.ts';
 import type { StatementPart } from '../../lib/db/statement.ts';
-import { markPending, recordOf, recordRefOf } from './cortex/records.ts';
+import { CREATED_PENDING, markPending, recordOf, recordRefOf } from './cortex/records.ts';
 
 export type ChainTxKind =
   | 'mintIdentity'
@@ -73,9 +73,6 @@ export function chainIntentsPart(intents: readonly Intent[], name = 'chain_inten
   return { ctes };
 }
 
-/** Kinds whose records are created pending (cortex/records.ts): a statement that creates them enqueues their intents with newRecordsIntentPart. */
-const CREATED_PENDING = ['mintIdentity', 'spawnSleeve', 'openResidue'] as const;
-
 /**
  * The intents of records the same statement creates, as part of it: one `kind` intent (a
  * ChainOutbox row) for each row of `rows`, a SELECT over the statement's CTEs with the columns ref
@@ -84,14 +81,7 @@ const CREATED_PENDING = ['mintIdentity', 'spawnSleeve', 'openResidue'] as const;
  */
 export function newRecordsIntentPart(kind: (typeof CREATED_PENDING)[number], rows: Sql, name: string): StatementPart {
   if (!CREATED_PENDING.includes(kind)) throw new Error(`newRecordsIntentPart: ${kind} records are not created pending`);
-  return {
-    ctes: [
-      {
-        name,
-        body: sql`INSERT INTO "ChainOutbox" (kind, ref, payload, epoch, "updatedAt") SELECT ${kind}, r.ref, r.payload, r.epoch, now() FROM (${rows}) r`,
-      },
-    ],
-  };
+  return intentsFromRowsPart(kind, sql`(${rows})`, name);
 }
 
 /** The intent kinds whose payload a statement may compute (computedIntentsPart): sent alone, mirroring no record. */
@@ -104,12 +94,14 @@ const COMPUTED_KINDS = ['emission'] as const;
  */
 export function computedIntentsPart(kind: (typeof COMPUTED_KINDS)[number], from: string, name = 'chain_intents'): StatementPart {
   if (!COMPUTED_KINDS.includes(kind)) throw new Error(`computedIntentsPart: ${kind} is not computed`);
+  return intentsFromRowsPart(kind, sqlIdent(from), name);
+}
+
+/** One `kind` intent (a ChainOutbox row) for each row of `from` (a CTE or a subquery with the columns ref, payload, epoch). */
+function intentsFromRowsPart(kind: string, from: Sql, name: string): StatementPart {
   return {
     ctes: [
-      {
-        name,
-        body: sql`INSERT INTO "ChainOutbox" (kind, ref, payload, epoch, "updatedAt") SELECT ${kind}, f.ref, f.payload, f.epoch, now() FROM ${sqlIdent(from)} f`,
-      },
+      { name, body: sql`INSERT INTO "ChainOutbox" (kind, ref, payload, epoch, "updatedAt") SELECT ${kind}, f.ref, f.payload, f.epoch, now() FROM ${from} f` },
     ],
   };
 }

@@ -58,9 +58,12 @@ async function write(tx: Tx, r: RecordRef, status: ChainStatus): Promise<void> {
   await tableOf(r.table).setChainStatuses(tx, [{ id: String(r.id), status }]);
 }
 
+/** Kinds whose intent comes with a new record, which is created pending: nothing to mark. */
+export const CREATED_PENDING = ['mintIdentity', 'spawnSleeve', 'openResidue'] as const;
+
 /** A new intent makes its record pending again (called by enqueueChainTx, in the caller's transaction). */
 export async function markPending(tx: Tx, kind: string, payload: Record<string, unknown>): Promise<void> {
-  if (kind === 'mintIdentity' || kind === 'spawnSleeve' || kind === 'openResidue') return; // created pending
+  if ((CREATED_PENDING as readonly string[]).includes(kind)) return; // created pending
   const r = recordOf(kind, payload);
   if (r) await write(tx, r, 'pending');
 }
