@@ -162,12 +162,21 @@ export class PGliteThread {
     return { messages, error };
   }
 
-  /** As PGlite's execProtocol: runs `message` as it is; throws the first database error unless told not to. */
+  /** Runs `batch` for the statement `query`: the answer's messages; its first database error thrown with the statement attached. */
+  async #statement(batch: Uint8Array, query: string, params: unknown[] | undefined, options?: QueryOptions): Promise<BackendMessage[]> {
+    const { messages, error } = this.#messages(await this.#call(batch), options?.onNotice);
+    if (error) throw statementError(error, query, params, options);
+    return messages;
+  }
+
+  /**
+   * As PGlite's execProtocol: runs `message` as it is; throws the first database error unless told
+   * not to. Its `syncToFs` is taken and needs nothing: NodeFS and the in-memory file system write through.
+   */
   async execProtocol(
     message: Uint8Array,
-    { syncToFs = true, throwOnError = true, onNotice }: { syncToFs?: boolean; throwOnError?: boolean; onNotice?: QueryOptions['onNotice'] } = {},
+    { throwOnError = true, onNotice }: { syncToFs?: boolean; throwOnError?: boolean; onNotice?: QueryOptions['onNotice'] } = {},
   ): Promise<{ messages: BackendMessage[]; data: Uint8Array }> {
-    void syncToFs; // nothing to sync: PGlite's NodeFS and in-memory file systems write through
     const data = await this.#call(message);
     const { messages, error } = this.#messages(data, onNotice);
     if (error && throwOnError) throw error;
@@ -202,11 +211,12 @@ export class PGliteThread {
     const key = options?.paramTypes ? `${options.paramTypes.join(',')}\n${query}` : query;
     const known = this.#paramTypes.get(key);
     if (known) return known;
-    const data = await this.#call(
+    const messages = await this.#statement(
       Buffer.concat([serialize.parse({ text: query, types: options?.paramTypes }), serialize.describe({ type: 'S' }), serialize.sync()]),
+      query,
+      params,
+      options,
     );
-    const { messages, error } = this.#messages(data, options?.onNotice);
-    if (error) throw statementError(error, query, params, options);
     const typeIds = parse.parseDescribeStatementResults(messages as never);
     if (this.#paramTypes.size >= MAX_TYPED) this.#paramTypes.clear();
     this.#paramTypes.set(key, typeIds);
@@ -226,7 +236,7 @@ export class PGliteThread {
           return s ? s(p) : String(p);
         });
       }
-      const data = await this.#call(
+      const messages = await this.#statement(
         Buffer.concat([
           serialize.parse({ text: query, types: options?.paramTypes }),
           serialize.bind({ values }),
@@ -234,9 +244,10 @@ export class PGliteThread {
           serialize.execute({}),
           serialize.sync(),
         ]),
+        query,
+        params,
+        options,
       );
-      const { messages, error } = this.#messages(data, options?.onNotice);
-      if (error) throw statementError(error, query, params, options);
       return parse.parseResults(messages as never, this.parsers as never, options)[0] as Results<T>;
     });
   }
@@ -245,9 +256,7 @@ export class PGliteThread {
   #runExec(query: string, options?: QueryOptions): Promise<Results[]> {
     return this.#queryLock.runExclusive(async () => {
       if (options?.blob) throw new Error('PGlite on its own thread does not take COPY blobs');
-      const data = await this.#call(Buffer.concat([serialize.query(query), serialize.sync()]));
-      const { messages, error } = this.#messages(data, options?.onNotice);
-      if (error) throw statementError(error, query, undefined, options);
+      const messages = await this.#statement(Buffer.concat([serialize.query(query), serialize.sync()]), query, undefined, options);
       return parse.parseResults(messages as never, this.parsers as never, options);
     });
   }

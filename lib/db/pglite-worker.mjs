@@ -35,12 +35,15 @@ const { dataDir, options, control, buffer, port } = workerData;
 const ctrl = new Int32Array(control);
 let data = new Uint8Array(buffer);
 
+/** An error's text, as it crosses to the other side. */
+const textOf = (e) => (e instanceof Error ? e.message : String(e));
+
 let lite;
 try {
   lite = await PGlite.create(dataDir, options);
   parentPort.postMessage({ ready: true });
 } catch (e) {
-  parentPort.postMessage({ ready: false, error: e instanceof Error ? e.message : String(e) });
+  parentPort.postMessage({ ready: false, error: textOf(e) });
 }
 
 function answer(bytes, status) {
@@ -69,7 +72,7 @@ while (lite) {
       await lite.close();
       answer(new Uint8Array(0), OK);
     } catch (e) {
-      answer(new TextEncoder().encode(e instanceof Error ? e.message : String(e)), FAILED);
+      answer(new TextEncoder().encode(textOf(e)), FAILED);
     }
     break;
   }
@@ -78,7 +81,7 @@ while (lite) {
   try {
     out = lite.execProtocolRawSync(data.subarray(0, Atomics.load(ctrl, LENGTH)));
   } catch (e) {
-    out = new TextEncoder().encode(e instanceof Error ? e.message : String(e));
+    out = new TextEncoder().encode(textOf(e));
     status = FAILED;
   }
   answer(out, status);
