@@ -24,11 +24,12 @@ export const reportToStderr: HandlerErrorReporter = (err, info) => {
 };
 
 const TOKEN = /^[^\s.*>]+$/;
+/** `cog` then one token or more, each without whitespace, `.`, `*` or `>`: one test a publish, no split. */
+const PUBLISH_SUBJECT = /^cog(?:\.[^\s.*>]+)+$/;
 
 /** Publish subjects are concrete `cog.<token>...` names. */
 export function assertPublishSubject(subject: string): void {
-  const tokens = typeof subject === 'string' ? subject.split('.') : [];
-  if (tokens.length < 2 || tokens[0] !== 'cog' || !tokens.every((t) => TOKEN.test(t))) {
+  if (typeof subject !== 'string' || !PUBLISH_SUBJECT.test(subject)) {
     throw new Error(`invalid bus subject ${JSON.stringify(subject)}: expected cog.<token>[.<token>...] without wildcards`);
   }
 }

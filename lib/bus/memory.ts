@@ -265,15 +265,19 @@ class Journal {
     for (const { name, n } of found) {
       const file = path.join(this.dir, name);
       let lines = 0;
-      for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
-        if (!line) continue;
+      const all = fs.readFileSync(file, 'utf8').split('\n');
+      // Only a file's last line can be torn (a crash during its last append): it is parsed whole.
+      let last = all.length - 1;
+      while (last >= 0 && !all[last]) last--;
+      all.forEach((line, i) => {
+        if (!line) return;
         lines++;
         try {
-          items.push(JSON.parse(line));
+          items.push(Journal.parseLine(line, i === last));
         } catch {
           /* a torn last line from a crash */
         }
-      }
+      });
       this.segments.push({ file, n, lines });
     }
     // A new segment after a restart: the last one may end in a torn line.
@@ -293,11 +297,34 @@ class Journal {
     this.segments.push({ file, n, lines: 0 });
   }
 
+  /**
+   * A journal line: the message's fields, then its payload as the JSON it already is (`"data"`, last),
+   * not escaped again as a string. Lines of the older form (`"json"`, the payload as a string) load too.
+   */
+  private static line(m: Stored, msgId: string | undefined): string {
+    const tp = m.tp ? `,"tp":${JSON.stringify(m.tp)}` : '';
+    const id = msgId ? `,"msgId":${JSON.stringify(msgId)}` : '';
+    return `{"seq":${m.seq},"subject":${JSON.stringify(m.subject)},"ts":${m.ts}${tp}${id},"data":${m.json}}\n`;
+  }
+
+  /**
+   * A stored message from a journal line. The payload is the text after the first `,"data":` (no
+   * JSON string of the fields before it can hold that unescaped), taken as it is; `whole` (a file's
+   * last line, which a crash may have cut short) parses the whole line first, so a torn one throws.
+   */
+  static parseLine(line: string, whole: boolean): Stored & { msgId?: string } {
+    const at = line.indexOf(',"data":');
+    if (at < 0) return JSON.parse(line); // the older form
+    if (whole) JSON.parse(line);
+    const head = JSON.parse(`${line.slice(0, at)}}`) as Omit<Stored, 'json'> & { msgId?: string };
+    return { ...head, json: line.slice(at + ',"data":'.length, -1) };
+  }
+
   /** Appends messages in one write (a write a message was two thirds of the relay's publish under load). */
   append(entries: ReadonlyArray<{ m: Stored; msgId?: string }>): void {
     if (!entries.length) return;
     let text = '';
-    for (const { m, msgId } of entries) text += JSON.stringify({ ...m, msgId }) + '\n';
+    for (const { m, msgId } of entries) text += Journal.line(m, msgId);
     fs.writeSync(this.fd, text);
     const open = this.segments.at(-1)!;
     open.lines += entries.length;

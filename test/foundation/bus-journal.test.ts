@@ -120,4 +120,35 @@ describe('embedded bus journal', () => {
     await b.close();
     fs.rmSync(d, { recursive: true, force: true });
   });
+
+  it('writes a payload as the JSON it is, reads lines of both forms back, and drops a torn last line', async () => {
+    const d = fs.mkdtempSync(path.join(os.tmpdir(), 'cog-busj-form-'));
+    // A segment of the older form (the payload as a JSON string), then the payloads whose text
+    // could fool a reader that looks for the payload's key: in a message id, and in the payload.
+    fs.writeFileSync(
+      path.join(d, 'bus-00000001.jsonl'),
+      `${JSON.stringify({ seq: 1, subject: 'cog.test.x', ts: Date.now(), json: JSON.stringify({ type: 't', i: 1 }), msgId: 'old' })}\n`,
+    );
+    const a = new MemoryBus({ journalDir: d });
+    const tricky = { type: 't', i: 2, text: ',"data":{"no":1}} \n "quoted" \\ \u2028', nested: { data: [1, { data: null }] } };
+    await a.publish('cog.test.x', tricky, { msgId: 'id,"data":{}' });
+    await a.publish('cog.test.x', { type: 't', i: 3 });
+    await a.close();
+    const written = fs.readFileSync(path.join(d, 'bus-00000002.jsonl'), 'utf8');
+    expect(written.split('\n')[0]).toBe(
+      `{"seq":2,"subject":"cog.test.x","ts":${JSON.parse(written.split('\n')[0]!).ts},"msgId":"id,\\"data\\":{}","data":${JSON.stringify(tricky)}}`,
+    );
+    // A crash during the last append: the line is cut short, inside its payload.
+    const cut = `{"seq":4,"subject":"cog.test.x","ts":1,"data":{"type":"t","i":4,"text":"cut`;
+    fs.appendFileSync(path.join(d, 'bus-00000002.jsonl'), cut);
+
+    const b = new MemoryBus({ journalDir: d });
+    expect(await b.lastSeq()).toBe(3);
+    const all = await collect(b, { subjects: ['cog.test.x'], startSeq: 1 }, 3);
+    expect(all.map((m) => m.data)).toEqual([{ type: 't', i: 1 }, tricky, { type: 't', i: 3 }]);
+    expect((await b.publish('cog.test.x', { type: 't', i: 2 }, { msgId: 'id,"data":{}' })).duplicate).toBe(true);
+    expect((await b.publish('cog.test.x', { type: 't', i: 1 }, { msgId: 'old' })).duplicate).toBe(true);
+    await b.close();
+    fs.rmSync(d, { recursive: true, force: true });
+  });
 });
