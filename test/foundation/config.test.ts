@@ -24,6 +24,7 @@ describe('config', () => {
     expect(c.databaseUrl).toBeUndefined();
     expect(c.databasePoolSize).toBe(10);
     expect(c.pgliteSharedBuffersMb).toBe(128);
+    expect(c.rateLimitPerMin).toBe(600_000); // 10,000 a second from one address: a flood guard (docs/decisions.md)
   });
 
   it('takes every override from the environment', () => {
