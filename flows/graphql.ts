@@ -15,7 +15,7 @@ export const flowResolvers: Record<string, Record<string, Record<string, unknown
     Mutation: {
       perceive: guarded(async (_: unknown, a: { sleeveId: string; stackId?: string; text: string }, ctx: GqlContext) => {
         const r = await perceive(ctx.platform, { sleeveId: a.sleeveId, stackId: opt(a.stackId), text: a.text });
-        return { ...r, sleeve: ref('Sleeve', 'id', r.sleeveId) };
+        return Object.assign(r, { sleeve: ref('Sleeve', 'id', r.sleeveId) }); // onto the fresh result: no spread copy (docs/decisions.md)
       }),
       remember: guarded(async (_: unknown, a: { stackId?: string; sleeveId?: string; text: string; pin?: boolean }, ctx: GqlContext) => {
         const r = await remember(ctx.platform, { stackId: opt(a.stackId), sleeveId: opt(a.sleeveId), text: a.text, pin: opt(a.pin) });

@@ -125,7 +125,8 @@ export async function recall(p: Platform, input: RecallInput): Promise<RecallRes
   const result = effectiveDepth > 0 ? await reconstruct(p, stack, effectiveDepth, epoch, walk) : { ...empty };
   const payerId = payer.id;
   const reader = payer;
-  const done = { ...result, stackId: stack.id, sleeveId: payerId, effectiveDepth, cost: { memory: result.levels }, residueId: null };
+  // Onto reconstruct's fresh result: a spread copy with new members is V8's slow path (docs/decisions.md).
+  const done: RecallResult = Object.assign(result, { stackId: stack.id, sleeveId: payerId, effectiveDepth, cost: { memory: result.levels }, residueId: null });
   // The hot path: the spend and the drift in one statement (nothing written when it declines).
   if (
     result.levels > 0 &&

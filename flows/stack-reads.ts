@@ -59,12 +59,12 @@ async function views(db: Db | Tx, rows: StackRow[]): Promise<StackView[]> {
     const own: SleeveRow[] = sleeves.get(r.id) ?? [];
     const total = zeroAmounts();
     for (const s of own) if (s.alive) addAmounts(total, balances.get(sleeveAccount(s.id))!);
-    return {
-      ...cores[i]!,
+    // Onto the fresh core: a spread copy that gains members is V8's slow path (docs/decisions.md).
+    return Object.assign(cores[i]!, {
       sleeves: own.map((s) => sleeveView(s, s.alive ? balances.get(sleeveAccount(s.id))! : zeroAmounts())),
       anchors: anchors.get(r.id) ?? [],
       balances: total,
-    };
+    });
   });
 }
 
@@ -97,12 +97,11 @@ export async function readStackView(p: Platform, id: string): Promise<StackView>
     return m ? milliToAmounts(m) : zeroAmounts();
   };
   for (const s of own) if (s.alive) addAmounts(total, tokens(s));
-  return {
-    ...stackCore(row, r.active.get(id) ?? NEVER_ACTIVE),
+  return Object.assign(stackCore(row, r.active.get(id) ?? NEVER_ACTIVE), {
     sleeves: own.map((s) => sleeveView(s, s.alive ? tokens(s) : zeroAmounts())),
     anchors: r.anchors.get(id) ?? [],
     balances: total,
-  };
+  });
 }
 
 /** Every stack, oldest first, each with its sleeves and anchors; six queries whatever the count. */

@@ -109,7 +109,7 @@ export function eventsPart(evs: readonly EventRecord[], opts: { handTo?: Databas
       if (!out) return relay.returnDeletes(sent);
       // The write committed: nothing here may throw. A row whose id did not come back waits for its hold.
       const id = out.event_outbox_id;
-      if (typeof id === 'string' && /^\d+$/.test(id)) relay.hand({ ...row, id: BigInt(id) });
+      if (typeof id === 'string' && /^\d+$/.test(id)) relay.hand({ id: BigInt(id), ...row }); // spread last: V8's fast copy (docs/decisions.md)
     },
     undone: () => relay.returnDeletes(sent),
   };

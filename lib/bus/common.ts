@@ -101,8 +101,14 @@ export function makeDelivery(
   nak: (delayMs?: number) => void,
 ): { delivery: Delivery; settled: () => boolean } {
   let done = false;
+  // The event's members listed, not spread: a copy that then gains members is V8's slow path, 2.6 µs
+  // a delivery here (docs/decisions.md).
   const delivery: Delivery = {
-    ...event,
+    subject: event.subject,
+    seq: event.seq,
+    ts: event.ts,
+    data: event.data,
+    ...(event.traceparent !== undefined ? { traceparent: event.traceparent } : {}),
     deliveryCount,
     ack() {
       if (done) return;
