@@ -139,8 +139,8 @@ export function indexNodesPart(nodes: readonly PutNodeInput[]): StatementPart | 
   // Each node's run: its base (the node before the run, null for a run starting without links) and place in it.
   const runs = new Map<string, { base: string | null; k: number; stackId: string }>();
   const rows = nodes.map((n) => {
-    // Unchained (several links): k null. The row is one literal: spreading indexRow(n) into it and
-    // adding five members cost 3.3 µs a row in V8, a thirtieth of a write's CPU on the platform.
+    // Unchained (several links): k null. The row's members are assigned onto indexRow's object:
+    // spreading it into a literal that adds members cost 3.3 µs a row in V8 (docs/decisions.md).
     let base: string | null = null;
     let k: number | null = null;
     if (n.links.length === 0) k = 1;
@@ -155,20 +155,7 @@ export function indexNodesPart(nodes: readonly PutNodeInput[]): StatementPart | 
       }
     }
     if (k !== null) runs.set(n.cid, { base, k, stackId: n.stackId });
-    return {
-      cid: n.cid,
-      stackId: n.stackId,
-      epoch: n.epoch,
-      links: n.links,
-      kind: n.kind ?? 'episodic',
-      pinned: n.pinned ?? false,
-      sleeveId: n.sleeveId ?? null,
-      size: Buffer.byteLength(n.data),
-      payload: n.data,
-      chained: k !== null,
-      base,
-      k,
-    };
+    return Object.assign(indexRow(n), { payload: n.data, chained: k !== null, base, k });
   });
   // The rows are one parameter, read once: the chain's bases and the insert both take them from
   // memory_rows (the same JSON twice was a fifth of a group commit's bytes on the wire).
