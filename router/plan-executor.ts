@@ -299,7 +299,8 @@ async function executeFetch(run: Run, fetch: FetchNode, cursor: Cursor): Promise
   });
   if (representations.length < 1) return;
   if ('representations' in variables) throw new Error(`Variables cannot contain key "representations"`);
-  const received = await sendOperation(run, fetch, cursor, service, { ...variables, representations });
+  // Not `{ ...variables, representations }`: a spread copy that gains a member is V8's slow path (docs/decisions.md).
+  const received = await sendOperation(run, fetch, cursor, service, Object.assign({}, variables, { representations }));
   if (!received) return;
   const receivedEntities = received._entities;
   if (!Array.isArray(receivedEntities)) throw new Error(`Expected "data._entities" in response to be an array`);
