@@ -398,7 +398,7 @@ export async function perceive(p: Platform, input: { sleeveId: string; stackId?:
   // `field`: the request's name for the text in errors (Shape A sends it as `input`).
   const text = checkText(input.text, input.field ?? 'text');
   const r = await writeMemory(p, { sleeveId: input.sleeveId, stackId: input.stackId, text, kind: 'perceive' });
-  // Onto the write's own result (made for this caller): \`{ ...r, thought, cost }\` copies r and then
+  // Onto the write's own result (made for this caller): `{ ...r, thought, cost }` copies r and then
   // adds members the copy's shape lacks, a slow path of V8 (1.3 µs a perceive; docs/decisions.md).
   return Object.assign(r, { thought: `${r.embodimentType}@${r.sleeveId.slice(-6)} ${text}`, cost: { compute: Number(PERCEIVE_COST_MILLI) / 1000 } });
 }
