@@ -139,23 +139,16 @@ export function indexNodesPart(nodes: readonly PutNodeInput[]): StatementPart | 
   // Each node's run: its base (the node before the run, null for a run starting without links) and place in it.
   const runs = new Map<string, { base: string | null; k: number; stackId: string }>();
   const rows = nodes.map((n) => {
-    // Unchained (several links): k null. The row's members are assigned onto indexRow's object:
-    // spreading it into a literal that adds members cost 3.3 µs a row in V8 (docs/decisions.md).
-    let base: string | null = null;
-    let k: number | null = null;
-    if (n.links.length === 0) k = 1;
+    let chain: { base: string | null; k: number } | null = null;
+    if (n.links.length === 0) chain = { base: null, k: 1 };
     else if (n.links.length === 1) {
       const prev = runs.get(n.links[0]!);
-      if (prev && prev.stackId === n.stackId) {
-        base = prev.base;
-        k = prev.k + 1;
-      } else {
-        base = n.links[0]!;
-        k = 1;
-      }
+      chain = prev && prev.stackId === n.stackId ? { base: prev.base, k: prev.k + 1 } : { base: n.links[0]!, k: 1 };
     }
-    if (k !== null) runs.set(n.cid, { base, k, stackId: n.stackId });
-    return Object.assign(indexRow(n), { payload: n.data, chained: k !== null, base, k });
+    // Members listed or assigned, not spread into a literal that adds more: V8's slow path, 3.3 µs a
+    // row (docs/decisions.md).
+    if (chain) runs.set(n.cid, { base: chain.base, k: chain.k, stackId: n.stackId });
+    return Object.assign(indexRow(n), { payload: n.data, chained: chain !== null, base: chain?.base ?? null, k: chain?.k ?? null });
   });
   // The rows are one parameter, read once: the chain's bases and the insert both take them from
   // memory_rows (the same JSON twice was a fifth of a group commit's bytes on the wire).
