@@ -128,8 +128,25 @@ const modulesDir = `${path.join(root, 'node_modules')}${path.sep}`;
 const usesDirname = /(?<![.\w$])__(dirname|filename)(?![\w$])/;
 const declaresDirname = /\b(?:var|let|const)\s+__(?:dirname|filename)\b|function[\w\s$]*\([^)]*\b__(?:dirname|filename)\b/;
 
-/** The bundle's resolution: packages bundled but for EXTERNAL; each file's own paths as literals. */
-const bundlePlugin = {
+/**
+ * The generated Prisma client's query compiler is WebAssembly that the client imports as a base64
+ * string: a 4.6 MB module that each start read, decoded to a string and parsed (about 120 ms of a
+ * restart's main thread on a 2-core VM) before decoding the string (another 20 ms). The bundle
+ * writes the decoded bytes into its folder (COMPILER_WASM_FILE) and the client reads that file.
+ * A generated client whose text differs from this keeps its own way (test/foundation/bundle.test.ts
+ * checks that the bundle has the file).
+ */
+const COMPILER_WASM_LOAD =
+  /getQueryCompilerWasmModule: async \(\) => \{\s*const \{ wasm \} = await import\((["'])(@prisma\/client\/runtime\/[\w.-]+\.wasm-base64\.mjs)\1\)\s*return await decodeBase64AsWasm\(wasm\)\s*\}/;
+export const COMPILER_WASM_FILE = 'prisma-query-compiler.wasm';
+const generatedClientClass = path.join(root, 'generated', 'prisma', 'internal', 'class.ts');
+
+/**
+ * The bundle's resolution: packages bundled but for EXTERNAL; each file's own paths as literals.
+ * `compiler.spec` is set to the query compiler's base64 module when the client is made to read
+ * `compiler.file` instead.
+ */
+const bundlePlugin = (compiler) => ({
   name: 'cog-bundle',
   setup(b) {
     b.onResolve({ filter: /^[^./]/ }, (args) => {
@@ -148,12 +165,17 @@ const bundlePlugin = {
       const hoisted = resolved.startsWith(path.join(modulesDir, packageOf(args.path)) + path.sep);
       return { path: hoisted ? args.path : resolved, external: true };
     });
-    b.onLoad({ filter: /\.(ts|mts|mjs|js|cjs)$/ }, async (args) => ({
-      contents: moduleSource(args.path, await fs.promises.readFile(args.path, 'utf8')),
-      loader: /\.m?ts$/.test(args.path) ? 'ts' : 'js',
-    }));
+    b.onLoad({ filter: /\.(ts|mts|mjs|js|cjs)$/ }, async (args) => {
+      let src = await fs.promises.readFile(args.path, 'utf8');
+      if (args.path === generatedClientClass)
+        src = src.replace(COMPILER_WASM_LOAD, (_m, _q, spec) => {
+          compiler.spec = spec;
+          return `getQueryCompilerWasmModule: async () => new WebAssembly.Module(await (await import('node:fs/promises')).readFile(${JSON.stringify(compiler.file)}))`;
+        });
+      return { contents: moduleSource(args.path, src), loader: /\.m?ts$/.test(args.path) ? 'ts' : 'js' };
+    });
   },
-};
+});
 
 /** A module's source as the bundle takes it: its own import.meta and, for a package's file, __dirname / __filename as literals. */
 export function moduleSource(file, src) {
@@ -215,6 +237,7 @@ export async function buildBundle() {
   const name = `b-${Date.now().toString(36)}-${process.pid}`;
   const dir = path.join(out, name);
   fs.mkdirSync(out, { recursive: true });
+  const compiler = { file: path.join(dir, COMPILER_WASM_FILE), spec: undefined };
   const result = await esbuild.build({
     absWorkingDir: root,
     entryPoints: ENTRIES.map((e) => path.join(root, e)),
@@ -233,11 +256,15 @@ export async function buildBundle() {
     sourcesContent: false,
     metafile: true,
     logLevel: 'silent',
-    plugins: [bundlePlugin],
+    plugins: [bundlePlugin(compiler)],
     // Bundled CommonJS packages require the externals and Node's own modules through `require`.
     banner: { js: "import { createRequire as __cogCreateRequire } from 'node:module'; const require = __cogCreateRequire(import.meta.url);" },
   });
   cheaperNames(dir);
+  if (compiler.spec) {
+    const { wasm } = await import(pathToFileURL(createRequire(path.join(root, 'package.json')).resolve(compiler.spec)).href);
+    fs.writeFileSync(compiler.file, Buffer.from(wasm, 'base64'));
+  }
   const inputs = Object.keys(result.metafile.inputs)
     .map((f) => path.relative(root, path.resolve(root, f)))
     .filter((f) => !f.startsWith('..') && !f.includes('node_modules'))

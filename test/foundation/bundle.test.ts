@@ -14,6 +14,7 @@ interface BundleModule {
   isExternal(spec: string): boolean;
   moduleSource(file: string, src: string): string;
   NAME_HELPER_CHECKED: string;
+  COMPILER_WASM_FILE: string;
 }
 const bundle = (): Promise<BundleModule> => import(path.join(root, 'bin', 'bundle.mjs')) as Promise<BundleModule>;
 const builtins = new Set(builtinModules);
@@ -65,6 +66,23 @@ describe('the precompiled platform', () => {
       const src = fs.readFileSync(path.join(dir!, f), 'utf8');
       expect(src.match(/(?<![.\w$"'])__(?:dirname|filename)(?![\w$"'])/g), f).toBeNull();
     }
+  });
+
+  it("reads Prisma's query compiler from a WebAssembly file of its own, not the client's 4.6 MB base64 module", async () => {
+    const { ensureBundle, COMPILER_WASM_FILE } = await bundle();
+    const dir = (await ensureBundle({ log: (m) => expect.fail(m) }))!;
+    const wasm = path.join(dir, COMPILER_WASM_FILE);
+    expect(WebAssembly.validate(fs.readFileSync(wasm))).toBe(true);
+    const srcs = fs
+      .readdirSync(dir)
+      .filter((f) => f.endsWith('.mjs'))
+      .map((f) => fs.readFileSync(path.join(dir, f), 'utf8'));
+    expect(srcs.filter((s) => s.includes('wasm-base64'))).toEqual([]);
+    expect(srcs.filter((s) => s.includes(JSON.stringify(wasm)))).toHaveLength(1);
+    // The generated client the bundle was built from loads the same bytes its own way.
+    const compilerModule: string = '@prisma/client/runtime/query_compiler_fast_bg.postgresql.wasm-base64.mjs';
+    const { wasm: base64 } = (await import(compilerModule)) as { wasm: string };
+    expect(Buffer.from(base64, 'base64').equals(fs.readFileSync(wasm))).toBe(true);
   });
 
   it("keeps names through esbuild's helper, which redefines a name only when it differs", async () => {
