@@ -104,6 +104,9 @@ async function run(names: string[], banner: boolean): Promise<void> {
   // On a terminal the banner shows each stage as it happens (a first start deploys the contracts).
   const progress = banner && process.stdout.isTTY ? startProgress(process.stdout, t0) : undefined;
   if (progress) process.stdout.write(`Cognitive Agent Platform v3: starting (data: ${cfg.dataDir})\n`);
+  // What can begin before the stores open (Cortex's anvil) begins first; a failure there is the
+  // service's own start's to report.
+  for (const e of entries) e.prepare?.(cfg).catch(() => {});
   progress?.stage('platform', 'opening the database, bus, cache and object store');
   // Every service's modules load while the stores open (the database's start is partly off the
   // main thread), not one service at a time once the others run: a service's loops (outbox

@@ -35,6 +35,8 @@ export interface ServiceEntry {
    * run in this process).
    */
   joinBefore?: string;
+  /** Work that can begin before the stores open (a child process to spawn), called first thing by the launcher. */
+  prepare?: (c: Config) => Promise<void>;
   load: () => Promise<ServiceStarter>;
 }
 
@@ -45,6 +47,8 @@ export const SERVICES: ServiceEntry[] = [
     // Medulla and the Hippocampus do not need it; the Thalamus folds its root from the start.
     joinBefore: 'thalamus',
     describe: 'Cortex EVM (anvil child, contract deploy, transaction submitter)',
+    // anvil loads its state while this process loads its modules and opens its database.
+    prepare: async (c) => (await import('../subgraphs/chains/index.ts')).prestartCortex(c),
     load: async () => (await import('../subgraphs/chains/index.ts')).services.cortex(),
   },
   {

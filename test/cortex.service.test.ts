@@ -10,6 +10,8 @@ import { stackRow } from './helpers/stack-rows.ts';
 import { createHttp } from '../lib/http.ts';
 import stacksRest from '../compat-rest/stacks.ts';
 import { startCortexWith } from '../subgraphs/chains/cortex/service.ts';
+import { cortexAnvilOptions, rpc, startAnvilEarly, takeEarlyAnvil } from '../subgraphs/chains/cortex/anvil.ts';
+import { prestartCortex } from '../subgraphs/chains/index.ts';
 import { artifact } from '../subgraphs/chains/cortex/artifacts.ts';
 import { stackAddress } from '../lib/address.ts';
 import { outboxStatus } from '../subgraphs/chains/cortex/submitter.ts';
@@ -58,10 +60,13 @@ it('creates a stack over REST; its NFT lands on the embedded Cortex and survives
     expect((await identity.stackOf(stack.tokenId)).stackId).toBe(stack.id);
     await until(async () => ((await p.db.prisma.stack.findUniqueOrThrow({ where: { id: stack.id } })).chainStatus === 'confirmed' ? true : undefined));
 
-    // Restart: anvil writes its state on exit and loads it again; the deployment is kept.
+    // Restart: anvil writes its state on exit and loads it again; the deployment is kept. This time
+    // anvil is started ahead, as the launcher does (prestartCortex), and Cortex takes that one.
     const suite = cortex.suite.contracts;
     await cortex.close();
+    await prestartCortex(p.config);
     cortex = await startCortexWith(p, { submitter: { pollMs: 50 } });
+    expect(takeEarlyAnvil(cortexAnvilOptions(p.config))).toBeUndefined();
     expect(cortex.suite.contracts).toEqual(suite);
     const identity2 = new Contract(cortex.suite.contracts.StackIdentity, artifact('StackIdentity').abi, cortex.chain.provider);
     expect(await identity2.ownerOf(stack.tokenId)).toBe(owner);
@@ -74,6 +79,21 @@ it('creates a stack over REST; its NFT lands on the embedded Cortex and survives
   } finally {
     await app.close();
     await cortex.close();
+  }
+});
+
+it('hands the anvil started ahead to the start with the same options, once', async () => {
+  const o = { ...cortexAnvilOptions(p.config), statePath: path.join(p.config.dataDir, 'early-anvil', 'state.json') };
+  startAnvilEarly(o);
+  expect(takeEarlyAnvil({ ...o, blockTime: 7 })).toBeUndefined();
+  const early = takeEarlyAnvil(o);
+  expect(early).toBeDefined();
+  expect(takeEarlyAnvil(o)).toBeUndefined();
+  const anvil = await early!;
+  try {
+    expect(Number(await rpc<string>(anvil.url, 'eth_chainId'))).toBe(131072);
+  } finally {
+    await anvil.close();
   }
 });
 

@@ -3,6 +3,7 @@
 // subgraphs/chains/ imports the context from here and nowhere else.
 // Its gauges at /metrics, registered when the door is first imported (every process imports it through bin/assembly.ts).
 import './metrics.ts';
+import type { Config } from '../../lib/config.ts';
 export { chainIntentsPart, computedIntentsPart, enqueueChainTx, newRecordsIntentPart, type ChainTxKind } from './outbox.ts';
 export { enqueueFoldedAnchors, pendingAnchorsQuery, ANCHOR_BATCH } from './anchor-intents.ts';
 export { anchorsOfEpochs, anchorsRead, ANCHOR_EPOCHS_WANTED, STACK_ANCHORS, type StackAnchor } from './anchors.ts';
@@ -17,6 +18,12 @@ export { wireResidueOpener, type ChainResidue, type ResidueOpener } from './resi
 export { wireMirroredTables, type ChainStatus, type MirroredTable, type MirroredTables, type StackHead, type StackHeads } from './record-port.ts';
 export type { FoldSources, EvmTxSource, DagWriteSource, SleeveSource } from './thalamus/sources.ts';
 
+/** Starts the platform's own anvil ahead of Cortex's start (the launcher calls it first); nothing when Cortex uses another node (COG_CORTEX_RPC_URL). */
+export async function prestartCortex(c: Config): Promise<void> {
+  if (c.cortexRpcUrl) return;
+  const { cortexAnvilOptions, startAnvilEarly } = await import('./cortex/anvil.ts');
+  startAnvilEarly(cortexAnvilOptions(c));
+}
 export const loadResolvers = async () => (await import('./resolvers.ts')).resolvers;
 export const services = {
   cortex: async () => (await import('./cortex/service.ts')).startCortex,

@@ -5,8 +5,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import type { Config } from '../../../lib/config.ts';
 
 const require = createRequire(import.meta.url);
+
+export const CORTEX_CHAIN_ID = 131072;
 
 export interface AnvilOptions {
   /** 0 picks a free port. */
@@ -29,6 +32,42 @@ export interface Anvil {
   port: number;
   child: ChildProcess;
   close(): Promise<void>;
+}
+
+/** The platform's own anvil (no COG_CORTEX_RPC_URL), as Cortex starts it. */
+export function cortexAnvilOptions(c: Config): AnvilOptions {
+  return {
+    port: c.ports.cortex,
+    host: '127.0.0.1',
+    chainId: CORTEX_CHAIN_ID,
+    blockTime: c.cortex.blockTimeS,
+    statePath: path.join(c.dataDir, 'cortex', 'state.json'),
+    stateInterval: 5,
+  };
+}
+
+let early: { key: string; anvil: Promise<Anvil> } | undefined;
+
+/**
+ * Starts the platform's anvil ahead of Cortex's start: the launcher calls it before the stores
+ * open, so anvil loads its state on the other core while this process loads its modules and opens
+ * its database (Cortex's start, which the Thalamus waits for, otherwise began with anvil's own
+ * start). Cortex takes it (takeEarlyAnvil); a process that stops first ends it with its own exit
+ * (the watchdog).
+ */
+export function startAnvilEarly(o: AnvilOptions): void {
+  if (early) return;
+  const anvil = startAnvil(o);
+  anvil.catch(() => {}); // Cortex's start starts its own then, and reports what fails
+  early = { key: JSON.stringify(o), anvil };
+}
+
+/** The anvil startAnvilEarly started with these same options, handed out once. */
+export function takeEarlyAnvil(o: AnvilOptions): Promise<Anvil> | undefined {
+  if (!early || early.key !== JSON.stringify(o)) return undefined;
+  const { anvil } = early;
+  early = undefined;
+  return anvil;
 }
 
 export function anvilBinary(): string {

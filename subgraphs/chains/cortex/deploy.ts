@@ -9,7 +9,7 @@ import { reportProgress } from '../../../lib/progress.ts';
 
 /** anvil's first dev account (public, well known): the operator on an embedded or dev chain only. */
 export const ANVIL_DEV_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80';
-export const CORTEX_CHAIN_ID = 131072;
+export { CORTEX_CHAIN_ID } from './anvil.ts';
 
 export interface Deployment {
   chainId: number;

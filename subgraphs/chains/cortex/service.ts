@@ -1,13 +1,12 @@
 // The Cortex service: the chain (an anvil child on :8545 in embedded mode, or CORTEX_RPC_URL),
 // the suite deployed once per chain, and the outbox submitter. Registered in p.local as 'cortex'.
-import path from 'node:path';
 import { createECDH } from 'node:crypto';
 import { Wallet, computeAddress } from 'ethers';
 import type { Platform } from '../../../lib/platform.ts';
 import { openDatabase, type Database } from '../../../lib/db/index.ts';
 import { started, type ServiceStarter } from '../../../lib/service.ts';
-import { rpc, startAnvil, waitForRpc, type Anvil, type AnvilOptions } from './anvil.ts';
-import { CORTEX_CHAIN_ID, deploymentsFile, ensureSuite, operatorKey, providerFor, type Deployment } from './deploy.ts';
+import { cortexAnvilOptions, rpc, startAnvil, takeEarlyAnvil, waitForRpc, type Anvil, type AnvilOptions } from './anvil.ts';
+import { deploymentsFile, ensureSuite, operatorKey, providerFor, type Deployment } from './deploy.ts';
 import { rewindToChain, startSubmitter, type CortexChain, type Submitter, type SubmitterOptions } from './submitter.ts';
 import { driftChecker } from './reconcile.ts';
 import { artifactsHash } from './artifacts.ts';
@@ -39,18 +38,12 @@ export async function startCortexWith(
 ): Promise<CortexService & { close(): Promise<void>; anvil?: Anvil }> {
   let anvil: Anvil | undefined;
   let rpcUrl = p.config.cortexRpcUrl;
-  const anvilOptions: AnvilOptions = {
-    port: p.config.ports.cortex,
-    host: '127.0.0.1',
-    chainId: CORTEX_CHAIN_ID,
-    blockTime: p.config.cortex.blockTimeS,
-    statePath: path.join(p.config.dataDir, 'cortex', 'state.json'),
-    stateInterval: 5,
-    ...opts.anvil,
-  };
+  const anvilOptions: AnvilOptions = { ...cortexAnvilOptions(p.config), ...opts.anvil };
   if (!rpcUrl) {
     reportProgress('cortex', 'starting anvil');
-    anvil = await startAnvil(anvilOptions);
+    // The one the launcher started ahead (prestartCortex), when it has these options.
+    const early = takeEarlyAnvil(anvilOptions);
+    anvil = early ? await early.catch(() => startAnvil(anvilOptions)) : await startAnvil(anvilOptions);
     anvilOptions.port = anvil.port; // a restart comes back on the same port
     rpcUrl = anvil.url;
   } else await waitForRpc(rpcUrl);
