@@ -142,7 +142,7 @@ export interface Config {
   databaseUrl?: string;
   /** DATABASE_POOL_SIZE: connections this process opens to PostgreSQL at most (default 10; `cog up --distributed` sizes each process so the whole topology fits the server). */
   databasePoolSize: number;
-  /** PGLITE_SHARED_BUFFERS_MB: the embedded database's shared buffers (PostgreSQL's shared_buffers), in MB. */
+  /** PGLITE_SHARED_BUFFERS_MB: the embedded database's shared buffers (PostgreSQL's shared_buffers), in MB; 64 by default, as its open touches every page of them (docs/decisions.md). */
   pgliteSharedBuffersMb: number;
   /** PGLITE_THREAD (off, on): the embedded database's engine in the platform's thread (the default), or on a worker thread of its own. */
   pgliteThread: boolean;
@@ -281,7 +281,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: path.resolve(env.COG_DATA_DIR || './.cog'),
     databaseUrl: url(env, 'DATABASE_URL'),
     databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 200),
-    pgliteSharedBuffersMb: int(env, 'PGLITE_SHARED_BUFFERS_MB', 128, 1, 65_536),
+    pgliteSharedBuffersMb: int(env, 'PGLITE_SHARED_BUFFERS_MB', 64, 1, 65_536),
     pgliteThread: oneOf(env, 'PGLITE_THREAD', 'off', ['off', 'on'] as const) === 'on',
     natsUrl: url(env, 'NATS_URL'),
     redisUrl: url(env, 'REDIS_URL'),

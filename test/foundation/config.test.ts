@@ -23,7 +23,7 @@ describe('config', () => {
     expect(c.residueExpiryEpochs).toBe(100);
     expect(c.databaseUrl).toBeUndefined();
     expect(c.databasePoolSize).toBe(10);
-    expect(c.pgliteSharedBuffersMb).toBe(128);
+    expect(c.pgliteSharedBuffersMb).toBe(64);
     expect(c.rateLimitPerMin).toBe(600_000); // 10,000 a second from one address: a flood guard (docs/decisions.md)
   });
 
