@@ -382,15 +382,16 @@ async function walkRows(db: Database, root: string, depth: number, how: 'chain' 
  * statement), and walkFromChainRows reads the chunks.
  */
 export const walkChainSql = (root: Sql, depth: Sql): Sql => {
-  // Each chunk is its own index range (positions k*100 .. k*100+99 within the walk), aggregated as
-  // the index returns it: grouping the whole range by chainPos / 100 sorted its thousand row texts
-  // first (1.7-2.2 ms for the walk at depth 1000 on PGlite, 1.5-1.6 this way). A range with no
-  // rows (a gap) gives no chunk.
+  // Each chunk is its own index range (positions k*100 .. k*100+99 within the walk, from its
+  // lowest position `lo` to the head's), aggregated as the index returns it: grouping the whole
+  // range by chainPos / 100 sorted its thousand row texts first (1.7-2.2 ms for the walk at depth
+  // 1000 on PGlite, 1.5-1.6 this way). A range with no rows (a gap) gives no chunk.
   const per = numberedSql(String(WALK_CHUNK_ROWS), []);
   return sql`SELECT c.chunk FROM "MemoryNode" h
-    CROSS JOIN LATERAL generate_series(GREATEST(h."chainPos" - (${depth})::int + 1, 1) / ${per}, h."chainPos" / ${per}) AS g(k)
+    CROSS JOIN LATERAL (SELECT GREATEST(h."chainPos" - (${depth})::int + 1, 1)) AS span(lo)
+    CROSS JOIN LATERAL generate_series(span.lo / ${per}, h."chainPos" / ${per}) AS g(k)
     CROSS JOIN LATERAL (SELECT ${numberedSql(walkChunk('h."stackId"', WALK_ROW), [])} AS chunk FROM "MemoryNode" n
-      WHERE n."stackId" = h."stackId" AND n."chainPos" >= GREATEST(g.k * ${per}, h."chainPos" - (${depth})::int + 1)
+      WHERE n."stackId" = h."stackId" AND n."chainPos" >= GREATEST(g.k * ${per}, span.lo)
         AND n."chainPos" <= LEAST(g.k * ${per} + ${per} - 1, h."chainPos")) c
     WHERE h.cid = ${root} AND c.chunk IS NOT NULL`;
 };
