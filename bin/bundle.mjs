@@ -101,7 +101,7 @@ export const EXTERNAL = [
   'pg-pool',
   // tracing's SDK, exporters and instrumentations (which hook module loading), loaded only with
   // tracing on; the gateway's unused telemetry packages are stand-ins in Node's module cache
-  // (router/deferred-deps.ts), as is @apollo/composition. The API (a process-wide registry) is
+  // (router/deferred-deps.ts), as are @apollo/composition and make-fetch-happen. The API (a process-wide registry) is
   // bundled.
   '@opentelemetry/sdk-*',
   '@opentelemetry/exporter-*',
@@ -109,6 +109,7 @@ export const EXTERNAL = [
   '@opentelemetry/resource-detector-*',
   '@fastify/otel',
   '@apollo/composition',
+  'make-fetch-happen',
   // transports run files of its own in worker threads
   'pino',
   'thread-stream',

@@ -111,10 +111,31 @@ describe("@apollo/gateway's unused dependencies", () => {
     const { createRequire } = await import('node:module');
     const fromGateway = createRequire(createRequire(import.meta.url).resolve('@apollo/gateway'));
     const cache = (await import('node:module')).default as unknown as { _cache: Record<string, unknown> };
-    for (const name of ['@opentelemetry/sdk-metrics', '@opentelemetry/exporter-metrics-otlp-http', '@opentelemetry/resource-detector-aws']) {
-      const dir = fromGateway.resolve(name).replace(/build\/src\/index\.js$/, '');
+    for (const name of [
+      '@opentelemetry/sdk-metrics',
+      '@opentelemetry/exporter-metrics-otlp-http',
+      '@opentelemetry/resource-detector-aws',
+      'make-fetch-happen',
+    ]) {
+      const dir = fromGateway.resolve(name).replace(/(build\/src|lib)\/index\.js$/, '');
       // Only the stand-in sits at the package's entry; none of the package's own files was loaded.
       expect(Object.keys(cache._cache).filter((f) => f.startsWith(dir) && f !== fromGateway.resolve(name))).toEqual([]);
     }
+  });
+
+  it('make-fetch-happen loads on first use, as the gateway imports it (a remote subgraph gets its fetcher)', async () => {
+    // The gateway takes it with TypeScript's __importDefault (a remote subgraph's data source) and
+    // __importStar (the Uplink manager): the stand-in passes as an ES module, its `default` the package.
+    const { createRequire } = await import('node:module');
+    const fromGateway = createRequire(createRequire(import.meta.url).resolve('@apollo/gateway'));
+    const standIn = fromGateway('make-fetch-happen') as { defaults: unknown; default: { defaults: unknown }; __esModule: boolean };
+    expect(standIn.__esModule).toBe(true);
+    const { RemoteGraphQLDataSource } = await import('@apollo/gateway');
+    const source = new RemoteGraphQLDataSource({ url: 'http://127.0.0.1:9/graphql' });
+    expect(typeof source.fetcher).toBe('function');
+    expect(typeof standIn.defaults).toBe('function');
+    expect(standIn.default.defaults).toBe(standIn.defaults);
+    // Fetching through it reaches the network layer: a refused connection, not a TypeError.
+    await expect(source.fetcher('http://127.0.0.1:9/graphql', { method: 'POST', body: '{}' })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
   });
 });
