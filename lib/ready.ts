@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Platform } from './platform.ts';
 import { Problem } from './errors.ts';
 import { opsGuard, sendProblem } from './http.ts';
+import { jsonRpc } from './json-rpc.ts';
 
 const CHECK_TIMEOUT_MS = 1500;
 const CACHE_MS = 1000;
@@ -36,14 +37,7 @@ function within<T>(work: Promise<T>, ms: number): Promise<T> {
 
 /** Cortex is any Ethereum JSON-RPC node: it is up when it answers eth_chainId. */
 async function cortexAnswers(url: string): Promise<void> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }),
-    signal: AbortSignal.timeout(CHECK_TIMEOUT_MS),
-  });
-  const body = (await res.json()) as { result?: string };
-  if (!body.result) throw new Error('no chain id');
+  if (!(await jsonRpc<string>(url, 'eth_chainId', [], CHECK_TIMEOUT_MS))) throw new Error('no chain id');
 }
 
 /** Registers GET /readyz on `app` for the dependencies of one service. */

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import type { Config } from '../../../lib/config.ts';
+import { jsonRpc } from '../../../lib/json-rpc.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -79,17 +80,7 @@ export function anvilBinary(): string {
 
 const WATCHDOG = '"$@" & c=$!; trap \'kill -TERM $c 2>/dev/null\' TERM INT HUP; while read -r _; do :; done; kill -TERM $c 2>/dev/null; wait $c';
 
-export async function rpc<T>(url: string, method: string, params: unknown[] = [], timeoutMs = 2000): Promise<T> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-    signal: AbortSignal.timeout(timeoutMs),
-  });
-  const body = (await res.json()) as { result?: T; error?: { message: string } };
-  if (body.error) throw new Error(`${method}: ${body.error.message}`);
-  return body.result as T;
-}
+export const rpc = <T>(url: string, method: string, params: unknown[] = [], timeoutMs = 2000): Promise<T> => jsonRpc<T>(url, method, params, timeoutMs);
 
 /** Polls eth_chainId until the node answers. */
 export async function waitForRpc(url: string, timeoutMs = 20_000): Promise<number> {
