@@ -115,7 +115,7 @@ async function run(names: string[], banner: boolean): Promise<void> {
   for (const l of loaded.values()) l.catch(() => {}); // reported when that service starts
   let platform: Platform;
   try {
-    platform = await openPlatform(cfg, { log });
+    platform = await openPlatform(cfg, { log, medullaInProcess: names.includes('medulla') });
   } catch (e) {
     fail(`could not open the platform's stores: ${(e as Error).message}`);
   }

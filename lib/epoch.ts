@@ -32,8 +32,8 @@ export interface EpochSource {
   close(): Promise<void>;
 }
 
-/** Follows Medulla through the bus; `seed` reads the chain's current info (getinfo). */
-export async function followEpochs(bus: Bus, seed: () => Promise<EpochInfo>): Promise<EpochSource> {
+/** Follows Medulla through the bus; `seed` reads the chain's current info (getinfo), at once unless `seedNow` is false. */
+export async function followEpochs(bus: Bus, seed: () => Promise<EpochInfo>, opts: { seedNow?: boolean } = {}): Promise<EpochSource> {
   let info: EpochInfo = { epoch: 0, height: 0, tip: '0'.repeat(64) };
   const listeners = new Set<(i: EpochInfo) => void>();
   let refreshing: Promise<EpochInfo> | null = null;
@@ -53,10 +53,12 @@ export async function followEpochs(bus: Bus, seed: () => Promise<EpochInfo>): Pr
     const { epoch, height, tip } = d.data as Partial<EpochInfo>;
     if (typeof epoch === 'number' && typeof height === 'number' && typeof tip === 'string') apply({ epoch, height, tip });
   });
-  try {
-    apply(await seed());
-  } catch {
-    /* Medulla not reachable yet: the first advance event fills it in */
+  if (opts.seedNow !== false) {
+    try {
+      apply(await seed());
+    } catch {
+      /* Medulla not reachable yet: the first advance event fills it in */
+    }
   }
   return {
     authoritative: false,

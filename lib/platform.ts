@@ -62,7 +62,19 @@ export async function medullaInfo(medullaUrl: string, internalToken?: string): P
   return { epoch: info.epoch, height: info.height, tip: info.tip };
 }
 
-export async function openPlatform(config: Config, opts: { log?: Logger; name?: string } = {}): Promise<Platform> {
+export async function openPlatform(
+  config: Config,
+  opts: {
+    log?: Logger;
+    name?: string;
+    /**
+     * Medulla runs in this process, started after the stores: the epoch is not asked of it now (its
+     * start announces the tip on the bus). The ask could only fail, and its HTTP client (undici, a
+     * megabyte of modules) was the one thing loading it before the platform was up.
+     */
+    medullaInProcess?: boolean;
+  } = {},
+): Promise<Platform> {
   const log = opts.log ?? createLogger({ level: config.logLevel, format: config.logFormat, name: opts.name ?? 'cog' });
   fs.mkdirSync(config.dataDir, { recursive: true });
   const masterKey = loadMasterKey(config);
@@ -84,7 +96,7 @@ export async function openPlatform(config: Config, opts: { log?: Logger; name?: 
     s3: config.s3.endpoint ? { ...config.s3, endpoint: config.s3.endpoint } : undefined,
     dir: path.join(config.dataDir, 'objects'),
   });
-  const epochs = await followEpochs(bus, () => medullaInfo(config.urls.medulla, config.internalToken));
+  const epochs = await followEpochs(bus, () => medullaInfo(config.urls.medulla, config.internalToken), { seedNow: !opts.medullaInProcess });
   const p: Platform = { config, log, db, bus, cache, objects, epochs, masterKey, local: new Map(), ports: {} };
   observed.set(p, observePlatform(p));
   return p;

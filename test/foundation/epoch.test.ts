@@ -49,6 +49,28 @@ describe('followEpochs', () => {
     await epochs.close();
   });
 
+  it('with seedNow false (Medulla in this process, started after it), asks nothing until a refresh; the bus fills it in', async () => {
+    bus = await createBus({});
+    let reads = 0;
+    const epochs = await followEpochs(
+      bus,
+      async () => {
+        reads++;
+        return at(7);
+      },
+      { seedNow: false },
+    );
+    expect(reads).toBe(0);
+    expect(epochs.current()).toBe(0);
+    // Medulla's start announces its tip.
+    await bus.publish('cog.epoch.advanced', { type: 'epoch.advanced', ts: Date.now(), ...at(3) });
+    await expect.poll(() => epochs.current()).toBe(3);
+    expect(reads).toBe(0);
+    expect(await epochs.refresh()).toEqual(at(7));
+    expect(reads).toBe(1);
+    await epochs.close();
+  });
+
   it('refresh re-reads Medulla once for a burst of callers, and keeps its view when Medulla is down', async () => {
     bus = await createBus({});
     let medulla: EpochInfo | Error = at(1);
