@@ -12,6 +12,7 @@ import { loadConfig, ConfigError, type Config } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
 import { openPlatform, closePlatform, type Platform } from '../lib/platform.ts';
 import { startEventRelay } from '../lib/events.ts';
+import { precompilePglite } from '../lib/db/index.ts';
 import { startTableCare } from '../lib/db/table-care.ts';
 import { stopTracing } from '../lib/tracing.ts';
 import { holdStart, type RunningService } from '../lib/service.ts';
@@ -107,6 +108,7 @@ async function run(names: string[], banner: boolean): Promise<void> {
   // What can begin before the stores open (Cortex's anvil) begins first; a failure there is the
   // service's own start's to report.
   for (const e of entries) e.prepare?.(cfg).catch(() => {});
+  if (!cfg.databaseUrl && !cfg.pgliteThread) void precompilePglite();
   progress?.stage('platform', 'opening the database, bus, cache and object store');
   // Every service's modules load while the stores open (the database's start is partly off the
   // main thread), not one service at a time once the others run: a service's loops (outbox

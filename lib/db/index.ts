@@ -3,6 +3,7 @@
 // loaded only when chosen: an embedded start does not load pg, one on PostgreSQL not PGlite.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
 import type { PGlite } from '@electric-sql/pglite';
@@ -52,6 +53,19 @@ export interface Database {
  */
 export function pgliteOptions(pglite: { defaultStartParams: readonly string[] }, mb?: number): { startParams?: string[] } {
   return mb ? { startParams: [...pglite.defaultStartParams, '-c', `shared_buffers=${mb}MB`] } : {};
+}
+
+// PGlite's engine (9 MB of WebAssembly) compiled ahead of openDatabase. PGlite compiles it when
+// the database opens, on V8's background threads while the main thread waits (70-100 ms idle in a
+// restart); begun as a start begins (bin/cog.ts), the compile runs beside the modules' loading.
+let pgliteModule: Promise<WebAssembly.Module | undefined> | undefined;
+
+/** Begins compiling PGlite's engine for the next openDatabase of this process (once; a failure leaves it to PGlite). */
+export function precompilePglite(): Promise<WebAssembly.Module | undefined> {
+  return (pgliteModule ??= (async () => {
+    const dist = path.dirname(createRequire(import.meta.url).resolve('@electric-sql/pglite'));
+    return WebAssembly.compile(await fs.promises.readFile(path.join(dist, 'pglite.wasm')));
+  })().catch(() => undefined));
 }
 
 /**
@@ -152,7 +166,8 @@ export async function openDatabase(opts: {
     const { PGliteThread } = await import('./pglite-thread.ts');
     lite = await PGliteThread.open(dir, pgliteOptions(PGlite, opts.sharedBuffersMb));
   } else {
-    const inThread = await PGlite.create(dir, pgliteOptions(PGlite, opts.sharedBuffersMb));
+    const compiled = await pgliteModule;
+    const inThread = await PGlite.create(dir, { ...pgliteOptions(PGlite, opts.sharedBuffersMb), ...(compiled ? { pgliteWasmModule: compiled } : {}) });
     // PGlite in this thread never waits on I/O: a chain of statements (a transaction, a pass's
     // queries, a group commit) resolves as microtasks and held the event loop until it ended, so
     // requests arriving meanwhile were not even read (stalls of 150-670 ms under the perceive
