@@ -206,9 +206,9 @@ function prune(keep) {
 }
 
 /** esbuild's `keepNames` helper, as it writes it into the bundle. */
-const NAME_HELPER = 'var __name = (target, value) => __defProp(target, "name", { value, configurable: true });';
+const NAME_HELPER = '__name=(target,value)=>__defProp(target,"name",{value,configurable:!0})';
 /** The same, skipping a function whose name is already the one kept. */
-export const NAME_HELPER_CHECKED = 'var __name = (target, value) => target.name === value ? target : __defProp(target, "name", { value, configurable: true });';
+export const NAME_HELPER_CHECKED = '__name=(target,value)=>target.name===value?target:__defProp(target,"name",{value,configurable:!0})';
 
 /**
  * `keepNames` wraps every named function and class the bundle creates, closures included, in
@@ -253,6 +253,11 @@ export async function buildBundle() {
     platform: 'node',
     target: `node${process.versions.node.split('.')[0]}`,
     keepNames: true,
+    // Whitespace and syntax minified, names kept (stack frames and profiles name every function, and
+    // the maps point at the sources): 13.3 -> 9.1 MB of modules, and V8 reads every byte of a
+    // module it loads; six alternating restarts 2.67 s (CPU 3.58 s) against 2.76 s (3.67 s).
+    minifyWhitespace: true,
+    minifySyntax: true,
     sourcemap: 'linked',
     // The packages' own sources left out of the maps: a quarter of their size, and Node reads a
     // chunk's map as it loads it (source maps are on); stack frames still name each package file.

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import { builtinModules, createRequire } from 'node:module';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { init as lexerReady, parse as parseImports } from 'es-module-lexer';
 import { commonJsExports } from '../../lib/commonjs.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -24,16 +25,24 @@ describe('the precompiled platform', () => {
     const { ensureBundle, isExternal } = await bundle();
     const dir = await ensureBundle({ log: (m) => expect.fail(m) });
     expect(dir).toBeDefined();
+    await lexerReady;
     const files = fs.readdirSync(dir!).filter((f) => f.endsWith('.mjs'));
     const bare = new Set<string>();
     const byPath = new Set<string>();
     let bundledGraphql = false;
     for (const f of files) {
       const src = fs.readFileSync(path.join(dir!, f), 'utf8');
-      if (src.includes('// node_modules/graphql/execution/execute.js')) bundledGraphql = true;
+      // (the bundle is minified: its modules are known by its source maps)
+      const map = path.join(dir!, `${f}.map`);
+      if (
+        fs.existsSync(map) &&
+        (JSON.parse(fs.readFileSync(map, 'utf8')) as { sources: string[] }).sources.some((x) => x.endsWith('node_modules/graphql/execution/execute.js'))
+      )
+        bundledGraphql = true;
       const specs = [
-        ...src.matchAll(/^(?:import|export)\b[^;\n]*?\bfrom\s*"([^"]+)"/gm),
-        ...src.matchAll(/^import\s*"([^"]+)"/gm),
+        // the module's imports, static and dynamic, read by a lexer (the bundle is minified, and its
+        // strings hold import statements of their own: the SDK's error text)
+        ...parseImports(src)[0].flatMap((i) => (i.n ? [[i.n, i.n]] : [])),
         // (not in a string: ajv writes `require("ajv/dist/runtime/...")` into its standalone code)
         ...src.matchAll(/(?<!['"`])\b(?:__require|require|import)\(\s*"([^"]+)"\s*\)/g),
       ];
@@ -88,13 +97,17 @@ describe('the precompiled platform', () => {
   it("keeps names through esbuild's helper, which redefines a name only when it differs", async () => {
     const { ensureBundle, NAME_HELPER_CHECKED } = await bundle();
     const dir = await ensureBundle({ log: (m) => expect.fail(m) });
+    // Every definition of the helper (the bundle is minified: one declaration among others).
     const helpers = fs
       .readdirSync(dir!)
       .filter((f) => f.endsWith('.mjs'))
-      .flatMap((f) => fs.readFileSync(path.join(dir!, f), 'utf8').split('\n'))
-      .filter((l) => l.startsWith('var __name = '));
-    expect(helpers).toEqual([NAME_HELPER_CHECKED]);
-    const __name = new Function('__defProp', `${NAME_HELPER_CHECKED} return __name;`)(Object.defineProperty) as <T>(t: T, v: string) => T;
+      .flatMap((f) => {
+        const src = fs.readFileSync(path.join(dir!, f), 'utf8');
+        return [...src.matchAll(/__name=\(target,value\)=>/g)].map((m) => src.slice(m.index, m.index + NAME_HELPER_CHECKED.length));
+      });
+    expect(helpers.length).toBeGreaterThan(0);
+    expect(new Set(helpers)).toEqual(new Set([NAME_HELPER_CHECKED]));
+    const __name = new Function('__defProp', `var ${NAME_HELPER_CHECKED}; return __name;`)(Object.defineProperty) as <T>(t: T, v: string) => T;
     // A function esbuild renamed (a collision) gets its own name back, as with esbuild's helper.
     const renamed = __name(function cluster2() {}, 'cluster');
     expect(renamed.name).toBe('cluster');
