@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import { startTestChain, type TestChain } from './helpers/test-chain.ts';
 import { revertReason } from '../subgraphs/chains/cortex/submitter.ts';
 import { artifact } from '../subgraphs/chains/cortex/artifacts.ts';
-import { deploySuite, ANVIL_DEV_KEY } from '../subgraphs/chains/cortex/deploy.ts';
+import { deploySuite, ensureSuite, suiteLive, ANVIL_DEV_KEY } from '../subgraphs/chains/cortex/deploy.ts';
 import { recordKey } from '../subgraphs/chains/cortex/calls.ts';
 import { artifactsCurrent } from '../contracts/compile.ts';
 import { sha256, toHex, fromHex, utf8 } from '../lib/crypto.ts';
@@ -34,6 +34,18 @@ const h32 = (s: string) => '0x' + toHex(sha256(s));
 
 it('build artifacts are current with the Solidity sources', () => {
   expect(artifactsCurrent()).toBe(true);
+});
+
+it('a deployment is live when every contract of it has code on this chain, and a restart keeps it', async () => {
+  expect(await suiteLive(c.provider, c.suite)).toBe(true);
+  // ensureSuite on the same file (a restart) reuses the suite: nothing deployed, the same addresses.
+  const again = await ensureSuite(c.provider, ANVIL_DEV_KEY, c.file);
+  expect(again.fresh).toBe(false);
+  expect(again.deployment.contracts).toEqual(c.suite.contracts);
+  // An address without code (a fresh chain), or a deployment of another chain, is not live.
+  const [first] = Object.keys(c.suite.contracts) as Array<keyof typeof c.suite.contracts>;
+  expect(await suiteLive(c.provider, { ...c.suite, contracts: { ...c.suite.contracts, [first!]: c.stranger.address } })).toBe(false);
+  expect(await suiteLive(c.provider, { ...c.suite, chainId: c.suite.chainId + 1 })).toBe(false);
 });
 
 describe('StackIdentity', () => {
