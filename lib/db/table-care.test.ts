@@ -91,6 +91,22 @@ for (const engine of ['pglite', 'postgresql'] as const) {
       else expect(r.vacuumed).toContain('care_auto');
     });
 
+    it('analyses a large table once its changes pass its live rows, below the small-table threshold too', async () => {
+      // 10 rows, 30 changes (inserts and two updates of each): past the large-table rule (10), under
+      // autovacuum's (50 + 10%) and the vacuum's; maxVacuumBytes 1 makes every table large.
+      await q('CREATE TABLE care_few (id int PRIMARY KEY, v int NOT NULL)');
+      await q('INSERT INTO care_few SELECT g, 0 FROM generate_series(1, 10) g');
+      for (let i = 0; i < 2; i++) await q('UPDATE care_few SET v = v + 1');
+      const r = await care({ mode: 'on', maxVacuumBytes: 1 }).runOnce();
+      expect(r.sized).toContain('care_few');
+      expect(r.vacuumed).not.toContain('care_few');
+      // PostgreSQL analyses it; PGlite leaves a large table alone (its analyse would hold every writer).
+      if (engine === 'postgresql') {
+        expect(r.analysed).toContain('care_few');
+        expect((await stat('care_few')).analyses).toBe(1);
+      } else expect(r.tooLarge).toContain('care_few');
+    });
+
     if (engine === 'pglite')
       it('on PGlite (no checkpointer), a round checkpoints once enough WAL was written since the last checkpoint', async () => {
         const since = async () =>

@@ -47,7 +47,7 @@ export interface TableCareRound {
   analysed: string[];
   /** Tables left alone for their size (PGlite). */
   tooLarge: string[];
-  /** Tables whose size the round read: only those past a small table's thresholds. */
+  /** Tables whose size the round read: only those a rule may act on, whatever their size. */
   sized: string[];
   /** PGlite: the round made a checkpoint. */
   checkpointed?: boolean;
@@ -69,6 +69,11 @@ const ANALYZE_SCALE = 0.1;
 type TableStat = { name: string; live: number; dead: number; mods: number; bytes: number };
 
 const dueForVacuum = (t: TableStat) => t.dead > VACUUM_BASE + VACUUM_SCALE * t.live;
+/**
+ * Changes since its last analyse above which a table is analysed: autovacuum's threshold, and for a
+ * large table its live rows (analysed once it has doubled).
+ */
+const analyseAbove = (t: TableStat, large: boolean) => (large ? t.live : ANALYZE_BASE + ANALYZE_SCALE * t.live);
 
 const quoteIdent = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
@@ -89,7 +94,7 @@ export function startTableCare(db: Database, log: Logger, opts: TableCareOptions
     db.kind === 'postgres' &&
     !!(await q<{ on: boolean }>(`SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_type = 'autovacuum launcher') AS on`))[0]?.on;
 
-  // The tables past a small table's thresholds, with their sizes (bytes).
+  // The tables a rule may act on, whatever their size, with their sizes (bytes).
   const dueTables = async (): Promise<TableStat[]> => {
     // A backend's counts reach the shared statistics when it next goes idle; PGlite's single backend
     // only when asked (PostgreSQL 15 and later; on an older server the others' counts still arrive).
@@ -102,8 +107,9 @@ export function startTableCare(db: Database, log: Logger, opts: TableCareOptions
     // A size only where a rule may act on it: pg_total_relation_size stats every file of a table and
     // its indexes, and on PGlite each stat is a path lookup through its file system in JavaScript
     // (the 26 tables' sizes 20-45 ms a round, 100-180 ms on a cold cache, the one connection held).
-    // A table under the small-table thresholds is left alone whatever its size.
-    const due = all.filter((t) => dueForVacuum(t) || t.mods > ANALYZE_BASE + ANALYZE_SCALE * t.live);
+    // A table under both analyse thresholds (as a small table and as a large one) and the vacuum's
+    // is left alone whatever its size.
+    const due = all.filter((t) => dueForVacuum(t) || t.mods > Math.min(analyseAbove(t, false), analyseAbove(t, true)));
     if (due.length) {
       const sizes = await db.driver.query<{ name: string; bytes: string | number }>(
         `SELECT relname AS name, pg_total_relation_size(relid) AS bytes FROM pg_stat_user_tables
@@ -143,7 +149,7 @@ export function startTableCare(db: Database, log: Logger, opts: TableCareOptions
       // with every write (the memory nodes, the ledger) crossed the 10% mark every round under load,
       // and each analyse of them (0.3-0.6 s at 150-200 MB) read pages the writes' indexes then had
       // to read back; the plans that go stale are the small tables'.
-      const analyse = t.mods > (large ? t.live : ANALYZE_BASE + ANALYZE_SCALE * t.live);
+      const analyse = t.mods > analyseAbove(t, large);
       if (!vacuum && !analyse) continue;
       // On PGlite a large table is left alone: its vacuum or analyse would hold every writer.
       if (db.kind === 'pglite' && large) {
