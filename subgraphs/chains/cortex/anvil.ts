@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import type { Config } from '../../../lib/config.ts';
-import { jsonRpc } from '../../../lib/json-rpc.ts';
+import { jsonRpc as rpc } from '../../../lib/json-rpc.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -80,7 +80,7 @@ export function anvilBinary(): string {
 
 const WATCHDOG = '"$@" & c=$!; trap \'kill -TERM $c 2>/dev/null\' TERM INT HUP; while read -r _; do :; done; kill -TERM $c 2>/dev/null; wait $c';
 
-export const rpc = <T>(url: string, method: string, params: unknown[] = [], timeoutMs = 2000): Promise<T> => jsonRpc<T>(url, method, params, timeoutMs);
+export { rpc };
 
 /** Polls eth_chainId until the node answers. */
 export async function waitForRpc(url: string, timeoutMs = 20_000): Promise<number> {
