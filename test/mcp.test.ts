@@ -37,8 +37,23 @@ afterAll(async () => {
 
 type Problem = { code: string; status: number; detail?: string; errors?: Array<{ path: string; message: string }> };
 
-const connect = async (kind: 'stdio' | 'http'): Promise<{ client: Client; stderr: () => string }> => {
+type Message = { id?: number | string; method?: string; params?: { progressToken?: number | string; progress?: number; total?: number; message?: string } };
+
+/**
+ * Connects a client, with every message the server sends recorded in arrival order: the SDK's
+ * client hands a notification to its handler a microtask after reading it and a response at once,
+ * so a progress notification read in the same chunk as its call's result is dropped on the
+ * client's side (modelcontextprotocol/typescript-sdk#2580, a race a server cannot avoid). What the
+ * server sent, and in which order, is read from the transport.
+ */
+const connect = async (kind: 'stdio' | 'http'): Promise<{ client: Client; stderr: () => string; received: Message[] }> => {
   const client = new Client({ name: 'cog-test', version: '1.0.0' });
+  const received: Message[] = [];
+  // The protocol calls a transport's onmessage set before connecting, then its own handling.
+  const tap = <T extends { onmessage?: (m: any, extra?: any) => void }>(t: T): T => {
+    t.onmessage = (m: Message) => received.push(m);
+    return t;
+  };
   let err = '';
   if (kind === 'stdio') {
     const transport = new StdioClientTransport({
@@ -49,17 +64,18 @@ const connect = async (kind: 'stdio' | 'http'): Promise<{ client: Client; stderr
       stderr: 'pipe',
     });
     transport.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-    await client.connect(transport);
+    await client.connect(tap(transport));
   } else {
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${cluster.gateway}/mcp`)));
+    await client.connect(tap(new StreamableHTTPClientTransport(new URL(`${cluster.gateway}/mcp`))));
   }
-  return { client, stderr: () => err };
+  return { client, stderr: () => err, received };
 };
 
 for (const kind of ['stdio', 'http'] as const) {
   describe(`MCP over ${kind}`, () => {
     let client: Client;
     let stderr: () => string;
+    let received: Message[];
     let stackId = '';
     let ai = '';
     let human = '';
@@ -77,7 +93,7 @@ for (const kind of ['stdio', 'http'] as const) {
     };
 
     beforeAll(async () => {
-      ({ client, stderr } = await connect(kind));
+      ({ client, stderr, received } = await connect(kind));
     }, 60_000);
     afterAll(async () => {
       await client?.close();
@@ -145,14 +161,27 @@ for (const kind of ['stdio', 'http'] as const) {
 
     it('needlecasts with a progress notification per saga step', async () => {
       const progress: Array<{ progress: number; total?: number; message?: string }> = [];
+      const from = received.length;
       const r = await call('needlecast', { from: ai, to: human }, (p) => progress.push(p));
       if (r.isError) throw new Error((r.content[0] as { text: string }).text);
       const saga = r.structuredContent as { ok: boolean; sagaId: string; status: string };
       expect(saga).toMatchObject({ ok: true, status: 'completed' });
       expect(saga.sagaId).toMatch(/^needle:[0-9a-f]+$/);
-      expect(progress.map((p) => p.progress)).toEqual([1, 2, 3, 4, 5, 6]);
-      expect(progress.every((p) => p.total === 6)).toBe(true);
-      expect(progress.map((p) => p.message)).toEqual(['freeze done', 'shard done', 'pin done', 'anchor done', 'reconstruct done', 'settle done']);
+      // What the server sent: six notifications in step order, every one before the result.
+      const sent = received.slice(from);
+      const notes = sent.filter((m) => m.method === 'notifications/progress');
+      const token = notes[0]?.params?.progressToken;
+      expect(token).toBeDefined();
+      expect(notes.every((m) => m.params?.progressToken === token)).toBe(true);
+      expect(notes.map((m) => m.params?.progress)).toEqual([1, 2, 3, 4, 5, 6]);
+      expect(notes.every((m) => m.params?.total === 6)).toBe(true);
+      expect(notes.map((m) => m.params?.message)).toEqual(['freeze done', 'shard done', 'pin done', 'anchor done', 'reconstruct done', 'settle done']);
+      const result = sent.findIndex((m) => m.id === token && m.method === undefined);
+      expect(result).toBeGreaterThan(sent.indexOf(notes[5]!));
+      // What the client's callback saw: the same notifications in order, less any the SDK's race
+      // dropped at the end (see connect).
+      expect(progress).toEqual(notes.slice(0, progress.length).map((m) => ({ progress: m.params!.progress, total: 6, message: m.params!.message })));
+      expect(progress.length).toBeGreaterThan(0);
       // The source is decommissioned now: writing through it is a 409 with its code.
       expect(problemOf(await call('perceive', { sleeveId: ai, input: 'too late' }))).toMatchObject({ status: 409 });
     });
