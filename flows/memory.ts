@@ -326,12 +326,12 @@ async function commitWrites(p: Platform, batch: ReadonlyArray<KeyBatch<WriteInpu
                 w.branch ? [{ id: w.branch.id, stackId: w.stackId, sleeveId: w.sleeve.id, baseCid: w.branch.baseCid, headCid: w.cid }] : [],
               ),
             ),
-            // Handed to this process's relay on PostgreSQL only: on PGlite (in this thread) the
-            // writes got faster but their tail longer, p99 116-124 -> 153-162 ms with 32 writers on
-            // one stack, as with no events at all (docs/decisions.md, "The write path hands its events").
+            // Handed to this process's relay, on PGlite too since session 40: the relay's reads of
+            // the table were a twentieth of the embedded mixed load's main thread (docs/decisions.md,
+            // "The write path hands its events").
             eventsPart(
               planned.map((w) => writeEvent(w, epoch)),
-              { handTo: p.db.kind === 'postgres' ? p.db : undefined },
+              { handTo: p.db },
             ),
           ].filter((x): x is StatementPart => !!x),
         ),
