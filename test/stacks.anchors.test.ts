@@ -5,10 +5,15 @@ import { testPlatform, type TestPlatform } from './helpers/platform.ts';
 import { startGateway } from '../router/service.ts';
 import type { RunningService } from '../lib/service.ts';
 import { STACK_ANCHORS } from '../subgraphs/chains/anchors.ts';
+import { indexNodesPart } from '../subgraphs/memory/index.ts';
+import { runStatement } from '../lib/db/statement.ts';
 
 let p: TestPlatform;
 let gw: RunningService;
 const hex = (n: number, len = 64) => n.toString(16).padStart(len, '0');
+/** Nodes stored as a write's statement stores them (with their stack's write epochs). */
+const storeNodes = (nodes: Array<{ cid: string; stackId: string; epoch: number }>) =>
+  runStatement(p.db, [indexNodesPart(nodes.map((n) => ({ ...n, links: [], data: 'x' })))!]);
 const json = async (r: Response) => ({ status: r.status, body: (await r.json()) as any });
 const post = (path: string, body: unknown) =>
   fetch(`${gw.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(json);
@@ -27,9 +32,9 @@ describe('stack anchors', () => {
     const a = (await post('/v1/stacks', { name: 'writer' })).body;
     const b = (await post('/v1/stacks', { name: 'quiet' })).body;
     expect(a.anchors).toEqual([]);
-    const node = (epoch: number, i: number) => ({ cid: `cog://${hex(epoch * 100 + i)}@${epoch}`, stackId: a.id, epoch, links: [], size: 1 });
+    const node = (epoch: number, i: number) => ({ cid: `cog://${hex(epoch * 100 + i)}@${epoch}`, stackId: a.id, epoch });
     // Two writes in epoch 3, one in 5, one in 7 (not folded yet); epoch 4 folded without any.
-    await p.db.prisma.memoryNode.createMany({ data: [node(3, 1), node(3, 2), node(5, 1), node(7, 1)] });
+    await storeNodes([node(3, 1), node(3, 2), node(5, 1), node(7, 1)]);
     const anchor = (epoch: number) => ({
       epoch,
       crossRoot: hex(epoch + 1000),
@@ -62,9 +67,7 @@ describe('stack anchors', () => {
   it('keeps the newest when a stack wrote in more epochs than a read lists', async () => {
     const c = (await post('/v1/stacks', { name: 'busy' })).body;
     const n = STACK_ANCHORS + 8;
-    await p.db.prisma.memoryNode.createMany({
-      data: Array.from({ length: n }, (_, i) => ({ cid: `cog://${hex(900_000 + i)}@${100 + i}`, stackId: c.id, epoch: 100 + i, links: [], size: 1 })),
-    });
+    await storeNodes(Array.from({ length: n }, (_, i) => ({ cid: `cog://${hex(900_000 + i)}@${100 + i}`, stackId: c.id, epoch: 100 + i })));
     await p.db.prisma.epochAnchor.createMany({
       data: Array.from({ length: n }, (_, i) => ({
         epoch: 100 + i,

@@ -22,6 +22,7 @@ export const OWNERS: Record<string, Place> = {
   SleeveLeaseEnd: 'ctx:sleeves',
   MemoryNode: 'ctx:memory',
   MemoryBranch: 'ctx:memory',
+  MemoryWriteEpoch: 'ctx:memory',
   LedgerEntry: 'ctx:economy',
   Balance: 'ctx:economy',
   Emission: 'ctx:economy',
