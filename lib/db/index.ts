@@ -26,6 +26,8 @@ export function sqlIdent(name: string): Sql {
   return Prisma.raw(name);
 }
 export type Sql = Prisma.Sql;
+/** A module's own constant SQL text (never a value a client sent) spliced into a `sql` fragment. */
+export const sqlText = (text: string): Sql => Prisma.raw(text);
 export type Db = PrismaClient;
 /** The client handed to a transaction callback. */
 export type Tx = Parameters<Parameters<PrismaClient['$transaction']>[0]>[0];

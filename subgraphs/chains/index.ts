@@ -4,7 +4,7 @@
 // Its gauges at /metrics, registered when the door is first imported (every process imports it through bin/assembly.ts).
 import './metrics.ts';
 import type { Config } from '../../lib/config.ts';
-export { chainIntentsPart, computedIntentsPart, enqueueChainTx, newRecordsIntentPart, type ChainTxKind } from './outbox.ts';
+export { chainIntentsPart, computedIntentsPart, enqueueChainTx, newRecordIntentPart, newRecordsIntentPart, type ChainTxKind } from './outbox.ts';
 export { enqueueFoldedAnchors, pendingAnchorsQuery, ANCHOR_BATCH } from './anchor-intents.ts';
 export { anchorsOfEpochs, anchorsRead, ANCHOR_EPOCHS_WANTED, STACK_ANCHORS, type StackAnchor } from './anchors.ts';
 export { currentEpochInfo, epochCurrentPart, mineBlockNow, blockAtHeight, newestStoredEpoch } from './epochs.ts';

@@ -13,7 +13,7 @@
 // The inputs of the formula are the economy's own (EmissionAccrual): the stack's CPV and binding,
 // copied when the row is opened at stack creation (neither changes after it), and L itself, which
 // the economy owns and markActive moves. The SQL fragments below read them from a row aliased `s`.
-import { sql, type Db, type Tx } from '../../lib/db/index.ts';
+import { sql, sqlText, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { jsonValue, numberedSql, runStatement, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 
 /** Units of each core token emitted per stack per epoch before scaling (spec: Limits). */
@@ -118,6 +118,29 @@ export async function openAccrual(tx: Tx, stackId: string, epoch: number, terms:
     binding.floor,
     binding.decayRate,
   );
+}
+
+const TAIL = sqlText(tailSql);
+
+/**
+ * openAccrual as part of a composed statement (lib/db/statement.ts), for the statement that creates
+ * the stacks: one accrual row for each row of `terms`, a SELECT with the columns "stackId" and the
+ * terms' ("syncCoeff" … "routingCoeff", "bindingFloor", "bindingDecay"), as openAccrual writes it.
+ */
+export function openAccrualPart(terms: Sql, epoch: number, name = 'accrual_new'): StatementPart {
+  return {
+    ctes: [
+      {
+        name,
+        body: sql`INSERT INTO "EmissionAccrual" ("stackId", "syncCoeff", "memoryCoeff", "computeCoeff", "residueCoeff", "routingCoeff", "bindingFloor", "bindingDecay",
+            "lastActiveEpoch", "sinceEpoch", "settledEpoch", "floorEpoch")
+          SELECT s."stackId", s."syncCoeff", s."memoryCoeff", s."computeCoeff", s."residueCoeff", s."routingCoeff", s."bindingFloor", s."bindingDecay",
+            ${epoch}::int, ${epoch}::int + 1, ${epoch}::int, ${epoch}::int + 1 + ${TAIL}
+          FROM (${terms}) s
+          ON CONFLICT ("stackId") DO NOTHING`,
+      },
+    ],
+  };
 }
 
 /** The lastActiveEpoch of a stack without an accrual row (0: the default the stacks' own column had before). */

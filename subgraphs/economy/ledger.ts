@@ -4,7 +4,7 @@
 // same transaction (sum of entries, checked by tests); debits are a conditional UPDATE, so two
 // concurrent spends can never take a balance below zero.
 import { randomUUID } from 'node:crypto';
-import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
+import { sql, sqlIdent, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { joinParts, jsonValue, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 import { insufficientTokens } from '../../lib/errors.ts';
 import { chainIntentsPart, enqueueChainTx } from '../chains/index.ts';
@@ -59,8 +59,7 @@ export async function post(tx: Tx, p: Posting): Promise<string> {
   for (const l of p.legs) sums.set(l.token, (sums.get(l.token) ?? 0n) + l.milli);
   for (const [token, sum] of sums) if (sum !== 0n) throw new Error(`unbalanced posting for ${token}: ${sum}`);
   const txId = p.txId ?? randomUUID();
-  // Debits first, in a stable order, so concurrent postings lock rows in the same order.
-  const legs = [...p.legs].filter((l) => l.milli !== 0n).sort((a, b) => (a.milli < b.milli ? -1 : 1) || a.account.localeCompare(b.account));
+  const legs = orderedLegs(p.legs);
   for (const l of legs) {
     if (l.milli < 0n && !isSystem(l.account)) {
       const need = -l.milli;
@@ -79,6 +78,11 @@ export async function post(tx: Tx, p: Posting): Promise<string> {
     data: legs.map((l) => ({ txId, account: l.account, token: l.token, milli: l.milli, reason: p.reason, ref: p.ref, epoch: p.epoch })),
   });
   return txId;
+}
+
+/** A posting's non-zero legs in the order they are written: debits first, in a stable order, so concurrent postings lock rows in the same order. */
+function orderedLegs(legs: readonly Leg[]): Leg[] {
+  return legs.filter((l) => l.milli !== 0n).sort((a, b) => (a.milli < b.milli ? -1 : 1) || a.account.localeCompare(b.account));
 }
 
 export interface Move {
@@ -103,6 +107,78 @@ export async function mint(tx: Tx, to: string, moves: Move[], meta: { reason: st
   const amounts = moves.filter((m) => m.milli > 0n).map((m) => ({ token: m.token, milli: m.milli.toString() }));
   if (amounts.length) await enqueueChainTx(tx, { kind: 'mint', ref: `ledger:${txId}`, payload: { stackId: meta.stackId, amounts }, epoch: meta.epoch });
   return txId;
+}
+
+/**
+ * `mint` as part of a composed statement (lib/db/statement.ts), for a flow that writes the account
+ * into being in the same statement (a sleeve's spawn): the same posting (its ledger entries in
+ * post()'s order, the account's balances raised, no Balance row for the system account) and its
+ * Cortex intent, in the caller's one round trip. `name` names its CTEs; its output `name` is the
+ * account's balances after it (units per token: balancesFromOutput).
+ */
+export function mintPart(
+  to: string,
+  moves: readonly Move[],
+  meta: { reason: string; ref?: string; epoch: number; stackId: string },
+  name = 'mint',
+): StatementPart {
+  if (isSystem(to)) throw new Error(`mintPart: ${to} is a system account`);
+  const txId = randomUUID();
+  const legs = orderedLegs(
+    moves.flatMap((m) => [
+      { account: SYSTEM.treasury, token: m.token, milli: -m.milli },
+      { account: to, token: m.token, milli: m.milli },
+    ]),
+  );
+  for (const l of legs) if (l.account === to && l.milli < 0n) throw new Error('mintPart: a mint moves no tokens out of its account');
+  // Per token in the order of `moves` (mint's intent lists its amounts so).
+  const credits = new Map<Token, bigint>();
+  for (const m of moves) if (m.milli > 0n) credits.set(m.token, (credits.get(m.token) ?? 0n) + m.milli);
+  const entries = legs.map((l) => ({
+    txId,
+    account: l.account,
+    token: l.token,
+    milli: l.milli.toString(),
+    reason: meta.reason,
+    ref: meta.ref ?? null,
+    epoch: meta.epoch,
+  }));
+  const amounts = [...credits].map(([token, milli]) => ({ token, milli: milli.toString() }));
+  const balances = `${name}_balances`;
+  return joinParts(
+    {
+      ctes: [
+        {
+          name: balances,
+          body: sql`INSERT INTO "Balance" (account, token, milli)
+            SELECT ${to}, v.token, v.milli FROM jsonb_to_recordset(${JSON.stringify(amounts)}::jsonb) AS v(token text, milli bigint)
+            ON CONFLICT (account, token) DO UPDATE SET milli = "Balance".milli + EXCLUDED.milli
+            RETURNING token, milli`,
+        },
+        {
+          name: `${name}_entries`,
+          body: sql`INSERT INTO "LedgerEntry" ("txId", account, token, milli, reason, ref, epoch)
+            SELECT e."txId", e.account, e.token, e.milli, e.reason, e.ref, e.epoch
+            FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(entries)}::jsonb) AS ("txId" text, account text, token text, milli bigint, reason text, ref text, epoch int))
+              WITH ORDINALITY AS e("txId", account, token, milli, reason, ref, epoch, n)
+            ORDER BY e.n`,
+        },
+      ],
+      outputs: [{ name, expr: sql`(SELECT json_object_agg(token, milli::text) FROM ${sqlIdent(balances)})` }],
+    },
+    amounts.length
+      ? chainIntentsPart([{ kind: 'mint', ref: `ledger:${txId}`, payload: { stackId: meta.stackId, amounts }, epoch: meta.epoch }], `${name}_intent`)
+      : null,
+  );
+}
+
+/** The balances a mintPart's output holds (units; zero for the tokens it did not mint). */
+export function balancesFromOutput(v: unknown): TokenAmounts {
+  const out = zeroAmounts();
+  for (const [token, milli] of Object.entries((jsonValue(v) as Record<string, string> | null) ?? {})) {
+    if ((TOKENS as readonly string[]).includes(token)) out[token as Token] = fromMilli(BigInt(milli));
+  }
+  return out;
 }
 
 /**
@@ -295,6 +371,53 @@ export async function balancesOf(db: Db | Tx, accounts: string[]): Promise<Map<s
 
 export async function balanceOf(db: Db | Tx, account: string): Promise<TokenAmounts> {
   return (await balancesOf(db, [account])).get(account)!;
+}
+
+/**
+ * `sweep` as part of a composed statement (lib/db/statement.ts): every positive balance of `from`
+ * moved to `to` in one posting (txId, reason, ref, epoch as transfer writes them; a debit and a
+ * credit a token), reading the balances under their row locks, so a spend that commits meanwhile is
+ * counted before the sweep and nothing is left. `sweptUnitsSql(name)` is what it moved (units, a
+ * jsonb object of every token, 0 for those it did not), for a CTE of the same statement.
+ */
+export function sweepPart(from: string, to: string, meta: { reason: string; ref?: string; epoch: number }, name = 'sweep'): StatementPart {
+  if (isSystem(from) || isSystem(to)) throw new Error(`sweepPart: ${from} and ${to} must not be system accounts`);
+  const held = `${name}_held`;
+  const moved = `${name}_from`;
+  const txId = randomUUID();
+  return {
+    ctes: [
+      {
+        name: held,
+        body: sql`SELECT token, milli FROM "Balance" WHERE account = ${from} AND token = ANY(${[...TOKENS]}::text[]) ORDER BY token FOR UPDATE`,
+      },
+      {
+        name: moved,
+        body: sql`UPDATE "Balance" b SET milli = b.milli - h.milli FROM ${sqlIdent(held)} h
+          WHERE b.account = ${from} AND b.token = h.token AND h.milli > 0 RETURNING b.token, h.milli`,
+      },
+      {
+        name: `${name}_to`,
+        body: sql`INSERT INTO "Balance" (account, token, milli) SELECT ${to}, m.token, m.milli FROM ${sqlIdent(moved)} m
+          ON CONFLICT (account, token) DO UPDATE SET milli = "Balance".milli + EXCLUDED.milli`,
+      },
+      {
+        // The debits first, then the credits (as post() orders a transfer's legs), a token's in token order.
+        name: `${name}_entries`,
+        body: sql`INSERT INTO "LedgerEntry" ("txId", account, token, milli, reason, ref, epoch)
+          SELECT ${txId}, e.account, e.token, e.milli, ${meta.reason}, ${meta.ref ?? null}::text, ${meta.epoch}::int
+          FROM (SELECT 0 AS leg, ${from}::text AS account, token, -milli AS milli FROM ${sqlIdent(moved)}
+                UNION ALL SELECT 1, ${to}::text, token, milli FROM ${sqlIdent(moved)}) e
+          ORDER BY e.leg, e.token`,
+      },
+    ],
+  };
+}
+
+/** What a sweepPart named `name` moved, in units, as a jsonb object of every token (0 for those it did not move). */
+export function sweptUnitsSql(name = 'sweep'): Sql {
+  const moved = sqlIdent(`${name}_from`);
+  return sql`(SELECT jsonb_object_agg(t.token, COALESCE(m.milli, 0)::float8 / 1000) FROM unnest(${[...TOKENS]}::text[]) AS t(token) LEFT JOIN ${moved} m ON m.token = t.token)`;
 }
 
 /** Moves everything an account holds to another (decommission returns a sleeve's tokens to the pool). */

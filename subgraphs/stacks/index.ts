@@ -8,6 +8,7 @@ export {
   markStackActive,
   spendLockPart,
   stackReadSql,
+  stackTokenAndHeadSql,
   stackHeadSql,
   stackCore,
   stackCores,

@@ -5,16 +5,16 @@
 // The master secret (root of per-epoch keys) is random, stored only wrapped under p.masterKey.
 import { randomBytes } from 'node:crypto';
 import * as ed from '@noble/ed25519';
-import { sql, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
-import { joinParts, jsonRows, jsonValue, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
+import { sql, type Database, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
+import { joinParts, jsonRows, jsonValue, runStatement, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { epochKey, generateIdentity, randomSecret, unwrapSecret, wrapSecret } from '../../lib/crypto.ts';
 import { stackAddress } from '../../lib/address.ts';
-import { recordEvent } from '../../lib/events.ts';
-import { enqueueChainTx, type MirroredTable, type StackAnchor, type StackHeads } from '../chains/index.ts';
-import { lastActiveEpochs, markActive, markActivePart, NEVER_ACTIVE, openAccrual, type TokenAmounts } from '../economy/index.ts';
+import { eventsPart } from '../../lib/events.ts';
+import { newRecordIntentPart, type MirroredTable, type StackAnchor, type StackHeads } from '../chains/index.ts';
+import { lastActiveEpochs, markActive, markActivePart, NEVER_ACTIVE, openAccrualPart, type TokenAmounts } from '../economy/index.ts';
 import type { Stack as StackRow } from '../../generated/prisma/client.ts';
 
 export type { StackRow };
@@ -110,9 +110,10 @@ const cpvOf = (r: StackRow): Cpv => ({
   routingCoeff: r.routingCoeff,
 });
 
-async function nextTokenId(tx: Tx): Promise<number> {
-  const rows = await tx.$queryRaw<{ v: bigint }[]>`SELECT nextval(pg_get_serial_sequence('"Stack"', 'tokenId')) AS v`;
-  return Number(rows[0].v);
+/** The next identity token id (a Shape A stack's id carries it), from the Stack.tokenId sequence. */
+async function nextTokenId(db: Database): Promise<number> {
+  const rows = await db.driver.query<{ v: string }>(`SELECT nextval(pg_get_serial_sequence('"Stack"', 'tokenId'))::text AS v`, [], { prepare: true });
+  return Number(rows[0]!.v);
 }
 
 const isUniqueViolation = (e: unknown) => (e as { code?: string })?.code === 'P2002' || /unique/i.test(String((e as Error)?.message));
@@ -144,47 +145,59 @@ export async function createStack(p: Platform, input: CreateStackInput): Promise
     // out of [0, 2] is a 400, not silently dropped), the coefficients it leaves out are 1.
     cpv = parseCpv(input.cpv ?? {}, true);
   }
-  if (shapeB && (await p.db.prisma.stack.findUnique({ where: { pubKey } }))) throw conflict('a stack with this pubkey already exists', 'STACK_EXISTS');
   const epoch = p.epochs.current();
-  let row: StackRow;
+  // The stack row, the economy's accrual row with its terms, the identity NFT's mint intent and
+  // the event, as one statement after the read of its token id (a Shape A id carries it): an
+  // interactive transaction of six statements before (docs/decisions.md, "A spawn is one statement").
+  const tokenId = await nextTokenId(p.db);
+  const owner = stackAddress(pubKey);
+  const id = shapeB ? `stack:${owner}` : `stack:${kind}:${tokenId}:${randomBytes(6).toString('hex')}`;
+  const shape = shapeB ? 'B' : 'A';
+  const exists = () => conflict('a stack with this pubkey already exists', 'STACK_EXISTS');
+  let out: Record<string, unknown>;
   try {
-    row = await p.db.prisma.$transaction(async (tx) => {
-      const tokenId = await nextTokenId(tx);
-      const owner = stackAddress(pubKey);
-      const id = shapeB ? `stack:${owner}` : `stack:${kind}:${tokenId}:${randomBytes(6).toString('hex')}`;
-      const created = await tx.stack.create({
-        data: {
-          id,
-          tokenId,
-          name: name ?? owner,
-          kind,
-          shape: shapeB ? 'B' : 'A',
-          pubKey,
-          ...cpv,
-          masterSecret: wrapSecret(p.masterKey, randomSecret(32), id),
-        },
-      });
+    out = await runStatement(p.db, [
+      {
+        ctes: [
+          {
+            name: 'stack_new',
+            // A pubkey (or a Shape B id, made of it) taken already inserts nothing: the check's 409.
+            body: sql`INSERT INTO "Stack" (id, "tokenId", name, kind, shape, "pubKey", "syncCoeff", "memoryCoeff", "computeCoeff", "residueCoeff", "routingCoeff", "masterSecret")
+              VALUES (${id}, ${tokenId}::int, ${name ?? owner}, ${kind}, ${shape}, ${pubKey}, ${cpv.syncCoeff}::float8, ${cpv.memoryCoeff}::float8,
+                ${cpv.computeCoeff}::float8, ${cpv.residueCoeff}::float8, ${cpv.routingCoeff}::float8, ${wrapSecret(p.masterKey, randomSecret(32), id)})
+              ON CONFLICT DO NOTHING
+              RETURNING *`,
+          },
+        ],
+        checks: [{ holds: sql`(SELECT count(*) FROM stack_new) = 1`, fail: exists }],
+        outputs: [{ name: 'stack_row', expr: sql`(SELECT row_to_json(n) FROM stack_new n)` }],
+      },
       // The economy's copy of the terms its emission formula reads (they never change after this),
       // and its lastActiveEpoch: emission decays from the last epoch the stack was active; creation is activity.
-      await openAccrual(tx, id, epoch, { cpv, binding: { floor: created.bindingFloor, decayRate: created.bindingDecay } });
-      await enqueueChainTx(tx, {
-        kind: 'mintIdentity',
-        ref: id,
-        payload: { stackId: id, tokenId, owner, cpv, agentURI: registrationUrl(p.config.urls.base, id) },
+      openAccrualPart(
+        sql`SELECT id AS "stackId", "syncCoeff", "memoryCoeff", "computeCoeff", "residueCoeff", "routingCoeff", "bindingFloor", "bindingDecay" FROM stack_new`,
         epoch,
-      });
-      await recordEvent(tx, {
-        subject: `cog.stack.created.${id}`,
-        type: 'stack.created',
-        data: { stackId: id, tokenId, kind, pubKey, shape: created.shape },
-        msgId: `stack-created:${id}`,
-      });
-      return created;
-    });
+      ),
+      newRecordIntentPart(
+        { kind: 'mintIdentity', ref: id, payload: { stackId: id, tokenId, owner, cpv, agentURI: registrationUrl(p.config.urls.base, id) }, epoch },
+        'stack_new',
+        'stack_intent',
+      ),
+      eventsPart(
+        [{ subject: `cog.stack.created.${id}`, type: 'stack.created', data: { stackId: id, tokenId, kind, pubKey, shape }, msgId: `stack-created:${id}` }],
+        {
+          handTo: p.db,
+        },
+      )!,
+    ]);
   } catch (e) {
-    if (isUniqueViolation(e)) throw conflict('a stack with this pubkey already exists', 'STACK_EXISTS');
+    // Two creations of one pubkey at once: the later one's insert waits for the first and then
+    // conflicts (ON CONFLICT takes it), or a unique violation comes from another index.
+    if (isUniqueViolation(e)) throw exists();
     throw e;
   }
+  const r = jsonValue(out.stack_row) as Omit<StackRow, 'createdAt'> & { createdAt: string };
+  const row: StackRow = { ...r, createdAt: new Date(r.createdAt) };
   // A new stack has no sleeves and has written no memory, so no anchors and no balances.
   const view: CreatedStack = { ...stackCore(row, epoch), sleeves: [], anchors: [], balances: { compute: 0, memory: 0, sync: 0, routing: 0, residue: 0 } };
   if (identityPriv) view.identityPriv = identityPriv;
@@ -445,6 +458,9 @@ export type StackReadRow = Pick<StackRow, 'id' | 'episodicHead' | 'masterSecret'
 /** A stack's episodic head as an SQL expression over a stack id expression (null for no such stack). */
 export const stackHeadSql = (stackId: Sql): Sql => sql`(SELECT "episodicHead" FROM "Stack" WHERE id = ${stackId})`;
 export const stackReadSql = (stackId: string): Sql => sql`SELECT id, "episodicHead", "masterSecret" FROM "Stack" WHERE id = ${stackId}`;
+
+/** A stack's id, identity token and head as a SELECT (no row when unknown), for a statement that creates on it (a sleeve's spawn). */
+export const stackTokenAndHeadSql = (stackId: string): Sql => sql`SELECT id, "tokenId", "episodicHead" FROM "Stack" WHERE id = ${stackId}`;
 
 /** Which of these ids are stacks. */
 export async function existingStackIds(db: Db | Tx, ids: readonly string[]): Promise<string[]> {
