@@ -161,6 +161,19 @@ export async function readStatement<R extends Record<string, ReadPart<unknown>>>
   return out as never;
 }
 
+const NAME_OF_TABLE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * The next value of a serial column's sequence, read on its own through the driver (prepared): for
+ * an id that carries the number, made before the statement that inserts the row. `table` and
+ * `column` are the caller's constants.
+ */
+export async function nextSerial(db: Database, table: string, column: string): Promise<number> {
+  if (!NAME_OF_TABLE.test(table) || !NAME_OF_TABLE.test(column)) throw new Error(`nextSerial: ${table}.${column} is not a plain name`);
+  const rows = await db.driver.query<{ v: string }>(`SELECT nextval(pg_get_serial_sequence('"${table}"', '${column}'))::text AS v`, [], { prepare: true });
+  return Number(rows[0]!.v);
+}
+
 /**
  * A composed statement through the driver as a prepared statement (parsed and planned once a
  * connection): for the statements that run many times a second, where Prisma's engine cost more

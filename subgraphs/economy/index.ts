@@ -24,7 +24,6 @@ export {
   balancesMilliRead,
   holderTotalsRead,
   BalancesShort,
-  sweep,
   sweepPart,
   sweptUnitsSql,
   balanceOf,

@@ -80,6 +80,18 @@ export async function post(tx: Tx, p: Posting): Promise<string> {
   return txId;
 }
 
+/** A ledger entry as a composed statement's parts insert it (milli as text: a bigint in JSON). */
+type EntryRow = { txId: string; account: string; token: Token; milli: string; reason: string; ref: string | null; epoch: number };
+
+/** The INSERT of ledger entries, in the order given, for a part's CTE (burnManyPart, mintPart). */
+function ledgerEntriesSql(entries: readonly EntryRow[]): Sql {
+  return sql`INSERT INTO "LedgerEntry" ("txId", account, token, milli, reason, ref, epoch)
+    SELECT e."txId", e.account, e.token, e.milli, e.reason, e.ref, e.epoch
+    FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(entries)}::jsonb) AS ("txId" text, account text, token text, milli bigint, reason text, ref text, epoch int))
+      WITH ORDINALITY AS e("txId", account, token, milli, reason, ref, epoch, n)
+    ORDER BY e.n`;
+}
+
 /** A posting's non-zero legs in the order they are written: debits first, in a stable order, so concurrent postings lock rows in the same order. */
 function orderedLegs(legs: readonly Leg[]): Leg[] {
   return legs.filter((l) => l.milli !== 0n).sort((a, b) => (a.milli < b.milli ? -1 : 1) || a.account.localeCompare(b.account));
@@ -134,15 +146,17 @@ export function mintPart(
   // Per token in the order of `moves` (mint's intent lists its amounts so).
   const credits = new Map<Token, bigint>();
   for (const m of moves) if (m.milli > 0n) credits.set(m.token, (credits.get(m.token) ?? 0n) + m.milli);
-  const entries = legs.map((l) => ({
-    txId,
-    account: l.account,
-    token: l.token,
-    milli: l.milli.toString(),
-    reason: meta.reason,
-    ref: meta.ref ?? null,
-    epoch: meta.epoch,
-  }));
+  const entries = legs.map(
+    (l): EntryRow => ({
+      txId,
+      account: l.account,
+      token: l.token,
+      milli: l.milli.toString(),
+      reason: meta.reason,
+      ref: meta.ref ?? null,
+      epoch: meta.epoch,
+    }),
+  );
   const amounts = [...credits].map(([token, milli]) => ({ token, milli: milli.toString() }));
   const balances = `${name}_balances`;
   return joinParts(
@@ -157,11 +171,7 @@ export function mintPart(
         },
         {
           name: `${name}_entries`,
-          body: sql`INSERT INTO "LedgerEntry" ("txId", account, token, milli, reason, ref, epoch)
-            SELECT e."txId", e.account, e.token, e.milli, e.reason, e.ref, e.epoch
-            FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(entries)}::jsonb) AS ("txId" text, account text, token text, milli bigint, reason text, ref text, epoch int))
-              WITH ORDINALITY AS e("txId", account, token, milli, reason, ref, epoch, n)
-            ORDER BY e.n`,
+          body: ledgerEntriesSql(entries),
         },
       ],
       outputs: [{ name, expr: sql`(SELECT json_object_agg(token, milli::text) FROM ${sqlIdent(balances)})` }],
@@ -223,7 +233,7 @@ export class BalancesShort extends Error {
  */
 export function burnManyPart(burns: readonly BurnInput[]): StatementPart | null {
   const need = new Map<string, bigint>();
-  const entries: Array<{ txId: string; account: string; token: Token; milli: string; reason: string; ref: string | null; epoch: number }> = [];
+  const entries: EntryRow[] = [];
   // Per epoch (a group commit has one), per stack in the order it first burns: milli per token.
   const groups = new Map<number, { txIds: string[]; stacks: Map<string, Map<Token, bigint>> }>();
   for (const b of burns) {
@@ -275,11 +285,7 @@ export function burnManyPart(burns: readonly BurnInput[]): StatementPart | null 
         },
         {
           name: 'ledger_entries',
-          body: sql`INSERT INTO "LedgerEntry" ("txId", account, token, milli, reason, ref, epoch)
-            SELECT e."txId", e.account, e.token, e.milli, e.reason, e.ref, e.epoch
-            FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(entries)}::jsonb) AS ("txId" text, account text, token text, milli bigint, reason text, ref text, epoch int))
-              WITH ORDINALITY AS e("txId", account, token, milli, reason, ref, epoch, n)
-            ORDER BY e.n`,
+          body: ledgerEntriesSql(entries),
         },
       ],
       checks: [
@@ -418,14 +424,4 @@ export function sweepPart(from: string, to: string, meta: { reason: string; ref?
 export function sweptUnitsSql(name = 'sweep'): Sql {
   const moved = sqlIdent(`${name}_from`);
   return sql`(SELECT jsonb_object_agg(t.token, COALESCE(m.milli, 0)::float8 / 1000) FROM unnest(${[...TOKENS]}::text[]) AS t(token) LEFT JOIN ${moved} m ON m.token = t.token)`;
-}
-
-/** Moves everything an account holds to another (decommission returns a sleeve's tokens to the pool). */
-export async function sweep(tx: Tx, from: string, to: string, meta: { reason: string; ref?: string; epoch: number }): Promise<TokenAmounts> {
-  const rows = await tx.balance.findMany({ where: { account: from } });
-  const moves = rows.filter((r) => r.milli > 0n && (TOKENS as readonly string[]).includes(r.token)).map((r) => ({ token: r.token as Token, milli: r.milli }));
-  if (moves.length) await transfer(tx, from, to, moves, meta);
-  const moved = zeroAmounts();
-  for (const m of moves) moved[m.token] = fromMilli(m.milli);
-  return moved;
 }

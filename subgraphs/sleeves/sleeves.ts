@@ -4,7 +4,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { sql, type Database, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
-import { jsonRows, jsonValue, readStatement, runStatement, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
+import { jsonRows, jsonValue, nextSerial, readStatement, runStatement, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { Problem, badRequest, conflict, notFound } from '../../lib/errors.ts';
 import { eventsFromRowsPart, eventsPart, recordEvent } from '../../lib/events.ts';
@@ -156,10 +156,7 @@ export async function spawnSleeve(p: Platform, input: SpawnInput): Promise<Sleev
 }
 
 /** The next sleeve number (a Shape A id carries it), from the Sleeve.seq sequence. */
-async function nextSleeveSeq(db: Database): Promise<number> {
-  const rows = await db.driver.query<{ v: string }>(`SELECT nextval(pg_get_serial_sequence('"Sleeve"', 'seq'))::text AS v`, [], { prepare: true });
-  return Number(rows[0]!.v);
-}
+const nextSleeveSeq = (db: Database) => nextSerial(db, 'Sleeve', 'seq');
 
 /** The sleeve row, or a 404 Problem. */
 export async function getSleeveRow(db: Db | Tx, id: string): Promise<SleeveRow> {

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import * as ed from '@noble/ed25519';
 import { sql, type Database, type Db, type Sql, type Tx } from '../../lib/db/index.ts';
-import { joinParts, jsonRows, jsonValue, runStatement, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
+import { joinParts, jsonRows, jsonValue, nextSerial, runStatement, type ReadPart, type StatementPart } from '../../lib/db/statement.ts';
 import { lockFreeRows } from '../../lib/db/lock-free.ts';
 import type { Platform } from '../../lib/platform.ts';
 import { badRequest, conflict, notFound } from '../../lib/errors.ts';
@@ -111,10 +111,7 @@ const cpvOf = (r: StackRow): Cpv => ({
 });
 
 /** The next identity token id (a Shape A stack's id carries it), from the Stack.tokenId sequence. */
-async function nextTokenId(db: Database): Promise<number> {
-  const rows = await db.driver.query<{ v: string }>(`SELECT nextval(pg_get_serial_sequence('"Stack"', 'tokenId'))::text AS v`, [], { prepare: true });
-  return Number(rows[0]!.v);
-}
+const nextTokenId = (db: Database) => nextSerial(db, 'Stack', 'tokenId');
 
 const isUniqueViolation = (e: unknown) => (e as { code?: string })?.code === 'P2002' || /unique/i.test(String((e as Error)?.message));
 
@@ -196,8 +193,7 @@ export async function createStack(p: Platform, input: CreateStackInput): Promise
     if (isUniqueViolation(e)) throw exists();
     throw e;
   }
-  const r = jsonValue(out.stack_row) as Omit<StackRow, 'createdAt'> & { createdAt: string };
-  const row: StackRow = { ...r, createdAt: new Date(r.createdAt) };
+  const row = stackFromJson(jsonValue(out.stack_row) as StackJson);
   // A new stack has no sleeves and has written no memory, so no anchors and no balances.
   const view: CreatedStack = { ...stackCore(row, epoch), sleeves: [], anchors: [], balances: { compute: 0, memory: 0, sync: 0, routing: 0, residue: 0 } };
   if (identityPriv) view.identityPriv = identityPriv;
@@ -371,17 +367,15 @@ export function headMovePart(moves: readonly HeadMove[], epoch: number): Stateme
   );
 }
 
+/** A Stack row as row_to_json gives it: the timestamp as text. */
+type StackJson = Omit<StackRow, 'createdAt'> & { createdAt: string };
+const stackFromJson = (r: StackJson): StackRow => ({ ...r, createdAt: new Date(r.createdAt) });
+
 /** Stack rows by id as one read of a read statement (lib/db/statement.ts readStatement); an unknown id is absent. */
 export function stackRowsRead(ids: readonly string[]): ReadPart<Map<string, StackRow>> {
   return {
     expr: sql`SELECT json_agg(row_to_json(s)) FROM "Stack" s WHERE s.id = ANY(${[...ids]}::text[])`,
-    parse: (v) =>
-      new Map(
-        ((jsonValue(v) as Array<Omit<StackRow, 'createdAt'> & { createdAt: string }> | null) ?? []).map((r) => [
-          r.id,
-          { ...r, createdAt: new Date(r.createdAt) },
-        ]),
-      ),
+    parse: (v) => new Map(((jsonValue(v) as StackJson[] | null) ?? []).map((r) => [r.id, stackFromJson(r)])),
   };
 }
 
