@@ -40,6 +40,9 @@ import {
   hippocampusClient,
   indexNodesPart,
   isShadowWrite,
+  nodePinState,
+  pinNodePart,
+  pinStored,
   newBranchId,
   sealNodeWith,
   shadowBranchesPart,
@@ -54,6 +57,7 @@ import {
   SleevesNotActive,
   sleeveWritesPart,
   spendFromSleeve,
+  spendWithParts,
   stackOfSleeve,
   writeRefusal,
   writeSleevesRead,
@@ -418,18 +422,56 @@ export async function remember(p: Platform, input: { stackId?: string; sleeveId?
   return writeMemory(p, { sleeveId, stackId: input.stackId, text, kind: 'remember', pin: input.pin === true });
 }
 
-/** Pins a node for a sleeve of its stack: 1 memory token (none when already pinned). */
+/** The node was pinned (or pruned) between the pin's read and its statement: read again. */
+class PinRaced extends Error {}
+
+/**
+ * Pins a node for a sleeve of its stack: 1 memory token (none when already pinned). The sleeve and
+ * the node are read first (no lock), then the spend and the pin are one statement (sleeves'
+ * spendWithParts with memory's pinNodePart): no interactive transaction holding PGlite's one
+ * connection, and no network call while the stack's row is locked (the pin went to the
+ * Hippocampus's HTTP API inside the transaction in distributed mode). The interactive transaction
+ * is kept for a spend that declined (its refusal, 402 or 409, said precisely). A node whose payload
+ * is in a Hippocampus node's store (PUT through its API) is pinned there again after the commit, so
+ * that node pushes it to its peers now (its anti-entropy would pull it within an epoch otherwise).
+ */
 export async function pinNode(p: Platform, cid: string, payer: string): Promise<{ cid: string; pinned: true; cost: { memory: number } }> {
-  const hippo = hippocampusClient(p);
   const epoch = p.epochs.current();
-  return p.db.prisma.$transaction(async (tx) => {
-    const sleeve = await requireActiveSleeve(tx, payer);
-    const meta = await hippo.meta(cid, tx);
-    if (!meta) throw notFound('Memory node', cid);
-    requireSleeveOfStack(sleeve, meta.stackId);
-    if (meta.pinned) return { cid, pinned: true as const, cost: { memory: 0 } };
-    await spendFromSleeve(tx, sleeve, [{ token: 'memory', milli: PIN_COST_MILLI }], { reason: 'pin', ref: cid, epoch });
-    await hippo.pin(cid, tx);
-    return { cid, pinned: true as const, cost: { memory: Number(PIN_COST_MILLI) / 1000 } };
-  }, TX);
+  const cost = { token: 'memory' as const, milli: PIN_COST_MILLI };
+  const meta = { reason: 'pin', ref: cid, epoch };
+  const pinned = (charged: boolean, inRow: boolean) => {
+    if (charged && !inRow) {
+      hippocampusClient(p)
+        .pin(cid)
+        .catch((e) => p.log.warn({ cid, err: (e as Error).message }, 'pin: the Hippocampus did not take the replication push (its anti-entropy will)'));
+    }
+    return { cid, pinned: true as const, cost: { memory: charged ? Number(PIN_COST_MILLI) / 1000 : 0 } };
+  };
+  for (let attempt = 1; attempt <= 5; attempt++) {
+    const [sleeve, node] = await Promise.all([requireActiveSleeve(p.db.prisma, payer), nodePinState(p.db.prisma, cid)]);
+    if (!node) throw notFound('Memory node', cid);
+    requireSleeveOfStack(sleeve, node.stackId);
+    if (node.pinned) return pinned(false, node.inRow);
+    try {
+      if (await spendWithParts(p.db, sleeve, cost, meta, [pinNodePart(cid, node.stackId, () => new PinRaced())])) return pinned(true, node.inRow);
+    } catch (e) {
+      if (e instanceof PinRaced) continue;
+      throw e;
+    }
+    // Declined (the balance short, the sleeve frozen or decommissioned meanwhile): the same rules
+    // in a transaction, for the precise refusal; every read and write in it is this database's.
+    // Its answer: whether the node's payload is in its row once it charged, null when it found the node pinned.
+    const inRow = await p.db.prisma.$transaction(async (tx) => {
+      const s = await requireActiveSleeve(tx, payer);
+      const n = await nodePinState(tx, cid);
+      if (!n) throw notFound('Memory node', cid);
+      requireSleeveOfStack(s, n.stackId);
+      if (n.pinned) return null;
+      await spendFromSleeve(tx, s, [cost], meta);
+      await pinStored(tx, cid);
+      return n.inRow;
+    }, TX);
+    return inRow === null ? pinned(false, true) : pinned(true, inRow);
+  }
+  throw conflict(`memory node ${cid} changed during the pin; try again`, 'PIN_RACED');
 }

@@ -33,6 +33,7 @@ export {
   richestMemoryPayer,
   richestPayerSql,
   spendForRead,
+  spendWithParts,
   flagSleeve,
   sleeveChainRecords,
   defaultTickRate,

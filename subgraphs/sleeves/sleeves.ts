@@ -635,6 +635,26 @@ export function spendForRead(
   ]);
 }
 
+/**
+ * A spend of the sleeve's with what it pays for written by the caller's parts (another context's
+ * rows: memory's pin), as one statement (spendInOneStatement); the sleeve must be alive and
+ * unfrozen, a check (its row is not written). False, nothing written, when it declined: the
+ * caller then runs its interactive transaction, which throws the precise refusal. A failing check
+ * of the caller's parts throws that part's error, nothing written either.
+ */
+export function spendWithParts(
+  db: Database,
+  sleeve: Pick<SleeveRow, 'id' | 'stackId'>,
+  cost: Move,
+  meta: { reason: string; ref?: string; epoch: number },
+  parts: readonly StatementPart[],
+): Promise<boolean> {
+  return spendInOneStatement(db, sleeve, cost, meta, (declined) => [
+    { checks: [{ holds: sql`EXISTS (SELECT 1 FROM "Sleeve" WHERE id = ${sleeve.id} AND alive AND NOT frozen)`, fail: declined }] },
+    ...parts,
+  ]);
+}
+
 /** drift-checker: flags an alive sleeve above the drift maximum (sync clears it); true when newly flagged. */
 export async function flagSleeve(tx: Tx, id: string): Promise<boolean> {
   const done = await tx.sleeve.updateMany({ where: { id, alive: true, flagged: false }, data: { flagged: true } });

@@ -328,6 +328,30 @@ export async function nodeMeta(
   return { cid: row.cid, stackId: row.stackId, epoch: row.epoch, links: row.links, pinned: row.pinned, stored };
 }
 
+/**
+ * A node's stack and pin state, and whether its payload is in its row (the platform's own writes)
+ * rather than in a Hippocampus node's store (a payload PUT through the Hippocampus API, which its
+ * node replicates to its peers when pinned); null when the CID is unknown (or not a CID).
+ */
+export async function nodePinState(db: Db | Tx, cid: string): Promise<{ stackId: string; pinned: boolean; inRow: boolean } | null> {
+  if (typeof cid !== 'string' || !parseCid(cid)) return null;
+  const rows = await db.$queryRaw<Array<{ stackId: string; pinned: boolean; inRow: boolean }>>`
+    SELECT "stackId", pinned, payload IS NOT NULL AS "inRow" FROM "MemoryNode" WHERE cid = ${cid}`;
+  return rows[0] ?? null;
+}
+
+/**
+ * The pin as a part of a caller's statement (the pin route: a sleeve's spend and the pin commit
+ * together, lib/db/statement.ts): the node, of `stackId` and not pinned yet, is pinned. `raced`
+ * when there is no such row: pinned (or pruned) since the caller read it, as its next read tells.
+ */
+export function pinNodePart(cid: string, stackId: string, raced: () => Error): StatementPart {
+  return {
+    ctes: [{ name: 'node_pin', body: sql`UPDATE "MemoryNode" SET pinned = true WHERE cid = ${cid} AND "stackId" = ${stackId} AND NOT pinned RETURNING 1` }],
+    checks: [{ holds: sql`(SELECT count(*) FROM node_pin) = 1`, fail: raced }],
+  };
+}
+
 export async function pinStored(db: Db | Tx, cid: string): Promise<{ cid: string; pinned: true; already: boolean }> {
   const row = parseCid(cid) ? await db.memoryNode.findUnique({ where: { cid } }) : null;
   if (!row) throw notFound('Memory node', cid);
