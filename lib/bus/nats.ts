@@ -119,7 +119,10 @@ export class NatsBus implements Bus {
       .filter(Boolean);
     let nc: NatsConnection;
     try {
-      nc = await connect({ servers, name: opts.name ?? 'cog', maxReconnectAttempts: -1, reconnectTimeWait: 1000 });
+      // noAsyncTraces: the client otherwise builds two Errors (their stack traces) for every
+      // request, a JetStream publish included, to say where a timeout began; the bus's own errors
+      // name the subject and the reason.
+      nc = await connect({ servers, name: opts.name ?? 'cog', maxReconnectAttempts: -1, reconnectTimeWait: 1000, noAsyncTraces: true });
     } catch (err) {
       throw new Error(`cannot connect to NATS at ${servers.join(',')}: ${errText(err)}`);
     }
