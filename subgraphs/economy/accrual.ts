@@ -101,23 +101,14 @@ export interface AccrualTerms {
  */
 export async function openAccrual(tx: Tx, stackId: string, epoch: number, terms: AccrualTerms): Promise<void> {
   const { cpv, binding } = terms;
-  await tx.$executeRawUnsafe(
-    `INSERT INTO "EmissionAccrual" ("stackId", "syncCoeff", "memoryCoeff", "computeCoeff", "residueCoeff", "routingCoeff", "bindingFloor", "bindingDecay",
-       "lastActiveEpoch", "sinceEpoch", "settledEpoch", "floorEpoch")
-     SELECT s.*, $2::int, $2::int + 1, $2::int, $2::int + 1 + ${tailSql}
-     FROM (SELECT $1::text AS "stackId", $3::float8 AS "syncCoeff", $4::float8 AS "memoryCoeff", $5::float8 AS "computeCoeff", $6::float8 AS "residueCoeff",
-       $7::float8 AS "routingCoeff", $8::float8 AS "bindingFloor", $9::float8 AS "bindingDecay") s
-     ON CONFLICT ("stackId") DO NOTHING`,
-    stackId,
-    epoch,
-    cpv.syncCoeff,
-    cpv.memoryCoeff,
-    cpv.computeCoeff,
-    cpv.residueCoeff,
-    cpv.routingCoeff,
-    binding.floor,
-    binding.decayRate,
-  );
+  await runStatement(tx, [
+    openAccrualPart(
+      sql`SELECT ${stackId}::text AS "stackId", ${cpv.syncCoeff}::float8 AS "syncCoeff", ${cpv.memoryCoeff}::float8 AS "memoryCoeff",
+        ${cpv.computeCoeff}::float8 AS "computeCoeff", ${cpv.residueCoeff}::float8 AS "residueCoeff", ${cpv.routingCoeff}::float8 AS "routingCoeff",
+        ${binding.floor}::float8 AS "bindingFloor", ${binding.decayRate}::float8 AS "bindingDecay"`,
+      epoch,
+    ),
+  ]);
 }
 
 const TAIL = sqlText(tailSql);

@@ -438,11 +438,16 @@ function decommissionParts(sleeveId: string, stackId: string, epoch: number, rea
   ];
 }
 
-/** Decommission inside the caller's transaction (a needlecast's step, a pass): decommissionParts as one statement of it. */
-export async function decommissionInTx(tx: Tx, epoch: number, sleeveId: string, reason: string): Promise<SleeveRow> {
-  const stackId = await stackOfSleeve(tx, sleeveId);
-  const out = await runStatement(tx, decommissionParts(sleeveId, stackId, epoch, reason));
+/** decommissionParts as one statement on `on` (the driver, or a caller's transaction), the sleeve's stack read through `reader`; the row after it. */
+async function decommissionOn(on: Database | Tx, reader: Db | Tx, epoch: number, sleeveId: string, reason: string): Promise<SleeveRow> {
+  const stackId = await stackOfSleeve(reader, sleeveId);
+  const out = await runStatement(on, decommissionParts(sleeveId, stackId, epoch, reason));
   return sleeveFromJson(jsonValue(out.sleeve_gone_row) as SleeveJson);
+}
+
+/** Decommission inside the caller's transaction (a needlecast's step, a pass): decommissionParts as one statement of it. */
+export function decommissionInTx(tx: Tx, epoch: number, sleeveId: string, reason: string): Promise<SleeveRow> {
+  return decommissionOn(tx, tx, epoch, sleeveId, reason);
 }
 
 /**
@@ -451,9 +456,7 @@ export async function decommissionInTx(tx: Tx, epoch: number, sleeveId: string, 
  * interactive transaction of ten statements before.
  */
 export async function decommissionSleeve(p: Platform, sleeveId: string, reason: string): Promise<SleeveView> {
-  const stackId = await stackOfSleeve(p.db.prisma, sleeveId);
-  const out = await runStatement(p.db, decommissionParts(sleeveId, stackId, p.epochs.current(), reason));
-  return sleeveView(sleeveFromJson(jsonValue(out.sleeve_gone_row) as SleeveJson), zeroAmounts());
+  return sleeveView(await decommissionOn(p.db, p.db.prisma, p.epochs.current(), sleeveId, reason), zeroAmounts());
 }
 
 /**
