@@ -10,7 +10,7 @@ import { createStack } from '../../stacks/stacks.ts';
 import { decommissionSleeve, getSleeveView, spawnSleeve } from '../sleeves.ts';
 import { sql } from '../../../lib/db/index.ts';
 import { fairShare, fencedTicks, fencedTicksQuery, survey, type Holder } from './leases.ts';
-import { startRuntime, type SleeveRuntime } from './runtime.ts';
+import { MAX_TICK_QUANTUM_MS, TICK_QUANTUM_MS, startRuntime, tickQuantum, type SleeveRuntime } from './runtime.ts';
 import { DueHeap, timerWheel } from './wheel.ts';
 
 const LEASE_MS = 800;
@@ -94,6 +94,32 @@ describe('fair shares and the due heap', () => {
     // d, due in the next quantum, not before it is due (at that quantum's end, unless this one's
     // timer went off more than 25 ms late, as a loaded machine may).
     expect(t.d!).toBeGreaterThanOrEqual(end + 25);
+  });
+
+  it("an entry with a quantum of its own fires at that quantum's end, ordered among the others by when each fires", async () => {
+    const fired: Array<{ id: string; t: number }> = [];
+    const w = timerWheel({ quantumMs: 25, current: () => true, fire: (d) => void fired.push({ id: d.id, t: Date.now() }) });
+    // A 200 ms boundary at least 120 ms ahead: `slow` (quantum 200) is due first but fires at that
+    // boundary; `fast` (the wheel's 25 ms) is due after it and fires at its own 25 ms boundary, well before.
+    const end = Math.ceil((Date.now() + 120) / 200) * 200;
+    w.add({ at: end - 190, id: 'slow', gen: 0, quantumMs: 200 });
+    w.add({ at: end - 120, id: 'fast', gen: 0 });
+    w.add({ at: end - 5, id: 'slow2', gen: 0, quantumMs: 200 });
+    await until(() => fired.length === 3, 3000);
+    w.stop();
+    expect(fired.map((f) => f.id)).toEqual(['fast', 'slow', 'slow2']);
+    const t = Object.fromEntries(fired.map((f) => [f.id, f.t]));
+    expect(t.fast!).toBeGreaterThanOrEqual(end - 120 - 2);
+    expect(t.fast!).toBeLessThan(end - 20); // its own quantum's end (end - 100), not the slow ones'
+    expect(t.slow!).toBeGreaterThanOrEqual(end - 2); // not at its due time: at its quantum's end
+    expect(t.slow2! - t.slow!).toBeLessThanOrEqual(5); // in the same go
+  });
+
+  it("a sleeve's tick quantum: a 64th of its period, from 25 ms to 125 ms", () => {
+    expect(tickQuantum(300)).toBe(TICK_QUANTUM_MS);
+    expect(tickQuantum(2000)).toBe(31);
+    expect(tickQuantum(8000)).toBe(MAX_TICK_QUANTUM_MS);
+    expect(tickQuantum(60_000)).toBe(MAX_TICK_QUANTUM_MS);
   });
 
   it('pops in due order', () => {

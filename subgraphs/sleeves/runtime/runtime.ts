@@ -134,6 +134,17 @@ export function tickPhase(sleeveId: string, rate: number): number {
  * milliseconds, and a fifth of its CPU went to socket writes (bench/scale.ts 1000000 --profile).
  */
 export const TICK_QUANTUM_MS = 25;
+/**
+ * The longest quantum: a slow sleeve's ticks batch over a 64th of its period, up to this. With every
+ * sleeve on 25 ms, a few hundred human sleeves (8 s) made a batch of two or three every 25-40 ms:
+ * an idle embedded platform with 400 of them ran the fence statement 25 times a second (1.2 ms
+ * each on PGlite, two thirds of what its database calls grew by over an idle platform with none).
+ * A human sleeve's tick is then at most 125 ms late, 1.6% of its period; an ai sleeve's (2 s) 31 ms.
+ */
+export const MAX_TICK_QUANTUM_MS = 125;
+
+/** The quantum a sleeve's ticks are batched over: a 64th of its period, within [TICK_QUANTUM_MS, MAX_TICK_QUANTUM_MS]. */
+export const tickQuantum = (tickRate: number): number => Math.min(MAX_TICK_QUANTUM_MS, Math.max(TICK_QUANTUM_MS, Math.floor(tickRate / 64)));
 
 let started = 0;
 /** Most leases one round claims (a runtime fills a share of 50,000 in five rounds, 2.5 leases). */
@@ -330,7 +341,7 @@ export async function startRuntime(p: Platform, opts: RuntimeOptions = {}): Prom
     const now = Date.now();
     const next = from !== undefined || inst.dueAt === undefined ? (from ?? now) + tickRate : inst.dueAt + tickRate;
     inst.dueAt = Math.max(next, now);
-    wheel.add({ at: inst.dueAt, id: inst.row.id, gen: inst.gen } satisfies Due);
+    wheel.add({ at: inst.dueAt, id: inst.row.id, gen: inst.gen, quantumMs: tickQuantum(tickRate) } satisfies Due);
   }
 
   /**

@@ -6,33 +6,41 @@ export interface Due {
   at: number;
   id: string;
   gen: number;
+  /** This entry's quantum (ms), when it is not the wheel's: it fires at the end of its own. */
+  quantumMs?: number;
 }
 
-/** Binary min-heap on `at`. */
-export class DueHeap {
-  private readonly a: Due[] = [];
+/** Binary min-heap on `at`, ties in the order `tie` gives (none by default). */
+export class DueHeap<T extends { at: number } = Due> {
+  private readonly a: T[] = [];
+
+  constructor(private readonly tie: (x: T, y: T) => number = () => 0) {}
+
+  private less(x: T, y: T): boolean {
+    return x.at < y.at || (x.at === y.at && this.tie(x, y) < 0);
+  }
 
   get size(): number {
     return this.a.length;
   }
 
-  peek(): Due | undefined {
+  peek(): T | undefined {
     return this.a[0];
   }
 
-  push(d: Due): void {
+  push(d: T): void {
     const a = this.a;
     a.push(d);
     let i = a.length - 1;
     while (i > 0) {
       const up = (i - 1) >> 1;
-      if (a[up]!.at <= a[i]!.at) break;
+      if (!this.less(a[i]!, a[up]!)) break;
       [a[up], a[i]] = [a[i]!, a[up]!];
       i = up;
     }
   }
 
-  pop(): Due | undefined {
+  pop(): T | undefined {
     const a = this.a;
     const top = a[0];
     const last = a.pop();
@@ -43,8 +51,8 @@ export class DueHeap {
         const l = 2 * i + 1;
         const r = l + 1;
         let m = i;
-        if (l < a.length && a[l]!.at < a[m]!.at) m = l;
-        if (r < a.length && a[r]!.at < a[m]!.at) m = r;
+        if (l < a.length && this.less(a[l]!, a[m]!)) m = l;
+        if (r < a.length && this.less(a[r]!, a[m]!)) m = r;
         if (m === i) break;
         [a[m], a[i]] = [a[i]!, a[m]!];
         i = m;
@@ -64,20 +72,26 @@ export class DueHeap {
  * `current(id, gen)` tells whether an entry is still the sleeve's schedule. With `quantumMs`, the
  * timer goes off only at multiples of it: the entries due within one quantum fire together, at its
  * end (each at most a quantum late), so a runtime's ticks come in batches of a quantum's worth
- * rather than one timer, and one batch, for every few due in the same millisecond.
+ * rather than one timer, and one batch, for every few due in the same millisecond. An entry with a
+ * quantum of its own (`Due.quantumMs`) fires at the end of its own quantum instead: the heap is
+ * ordered by when each entry fires, then by when it was due.
  */
 export function timerWheel(opts: { fire: (d: Due, lateMs: number) => void; current: (d: Due) => boolean; quantumMs?: number }) {
-  const q = Math.max(1, Math.floor(opts.quantumMs ?? 1));
-  /** When the timer goes off for an entry due at `at`: the end of its quantum. */
-  const slot = (at: number) => Math.ceil(at / q) * q;
-  const heap = new DueHeap();
+  const wheelQ = Math.max(1, Math.floor(opts.quantumMs ?? 1));
+  /** When the timer goes off for an entry: the end of its quantum. */
+  const slot = (d: Due) => {
+    const q = d.quantumMs === undefined ? wheelQ : Math.max(1, Math.floor(d.quantumMs));
+    return Math.ceil(d.at / q) * q;
+  };
+  type Entry = { at: number; due: Due };
+  const heap = new DueHeap<Entry>((x, y) => x.due.at - y.due.at);
   let timer: NodeJS.Timeout | undefined;
   let armedAt = Number.POSITIVE_INFINITY;
   let stopped = false;
 
   function arm(): void {
     // Drop stale entries at the top, so the timer is armed for a live one.
-    while (heap.size && !opts.current(heap.peek()!)) heap.pop();
+    while (heap.size && !opts.current(heap.peek()!.due)) heap.pop();
     const top = heap.peek();
     if (stopped || !top) {
       clearTimeout(timer);
@@ -85,11 +99,10 @@ export function timerWheel(opts: { fire: (d: Due, lateMs: number) => void; curre
       armedAt = Number.POSITIVE_INFINITY;
       return;
     }
-    const at = slot(top.at);
-    if (timer && armedAt <= at) return;
+    if (timer && armedAt <= top.at) return;
     clearTimeout(timer);
-    armedAt = at;
-    timer = setTimeout(run, Math.max(0, at - Date.now()));
+    armedAt = top.at;
+    timer = setTimeout(run, Math.max(0, top.at - Date.now()));
     timer.unref();
   }
 
@@ -98,8 +111,8 @@ export function timerWheel(opts: { fire: (d: Due, lateMs: number) => void; curre
     armedAt = Number.POSITIVE_INFINITY;
     const now = Date.now();
     while (heap.size && heap.peek()!.at <= now) {
-      const d = heap.pop()!;
-      if (opts.current(d)) opts.fire(d, now - d.at);
+      const { due } = heap.pop()!;
+      if (opts.current(due)) opts.fire(due, now - due.at);
     }
     arm();
   }
@@ -107,8 +120,9 @@ export function timerWheel(opts: { fire: (d: Due, lateMs: number) => void; curre
   return {
     add(d: Due): void {
       if (stopped) return;
-      heap.push(d);
-      if (slot(d.at) < armedAt) arm();
+      const e = { at: slot(d), due: d };
+      heap.push(e);
+      if (e.at < armedAt) arm();
     },
     /** Entries in the heap, stale ones included (tests). */
     size: () => heap.size,
