@@ -213,6 +213,46 @@ describe('cortex submitter', () => {
     expect(await status()).toBe('confirmed');
   });
 
+  it('idle rounds back the poll off, doubling up to idlePollMaxMs; a round with work brings it back', async () => {
+    // The submitter's rounds, counted by their read of the pending rows (every round's first read of the outbox).
+    const rounds: number[] = [];
+    const db = {
+      ...p.db,
+      driver: {
+        ...p.db.driver,
+        query: ((text, params, o) => {
+          if (text.includes('FROM "ChainOutbox" WHERE status = \'pending\' ORDER BY id')) rounds.push(Date.now());
+          return p.db.driver.query(text, params, o);
+        }) as typeof p.db.driver.query,
+      },
+    };
+    const s = startSubmitter(db, c, p.log, { pollMs: 20, idlePollMaxMs: 320, firstRound: Promise.resolve() });
+    running.push(s);
+    await new Promise((r) => setTimeout(r, 1500));
+    // Polled every 20 ms that was 27 rounds here (a round is a node call and three statements);
+    // backing off (20, 40, 80, 160, 320, 320, ...) about 8.
+    const idle = rounds.length;
+    expect(idle).toBeGreaterThanOrEqual(4);
+    expect(idle).toBeLessThanOrEqual(14);
+    const gaps = rounds.slice(1).map((t, i) => t - rounds[i]!);
+    expect(Math.max(...gaps.slice(-2))).toBeGreaterThanOrEqual(300); // at the cap by now
+    expect(Math.max(...gaps)).toBeLessThan(800); // never past it (with a loaded machine's slack)
+    // Work: picked up within one capped poll, and the rounds that follow come every 20 ms again
+    // while it is pending or in flight (its block takes about a second).
+    const t = 151;
+    await insertStack(t);
+    const at = Date.now();
+    await enqueue('mintIdentity', stackId(t), { stackId: stackId(t), tokenId: t, owner: null, cpv: CPV }, 1);
+    const status = () => p.db.prisma.chainOutbox.findFirstOrThrow({ where: { ref: stackId(t) } }).then((r) => r.status);
+    for (let i = 0; i < 100 && (await status()) === 'pending'; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(Date.now() - at).toBeLessThan(1000);
+    const from = rounds.length;
+    await new Promise((r) => setTimeout(r, 500));
+    if ((await status()) !== 'confirmed') expect(rounds.length - from).toBeGreaterThanOrEqual(8);
+    for (let i = 0; i < 100 && (await status()) !== 'confirmed'; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(await status()).toBe('confirmed');
+  });
+
   it('fails a reverting or invalid intent with its reason and keeps the queue moving', async () => {
     const t = 200;
     await enqueue('mintIdentity', stackId(t), { stackId: stackId(t), tokenId: t, cpv: CPV });

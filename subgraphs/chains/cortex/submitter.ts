@@ -33,8 +33,14 @@ export interface CortexChain {
 }
 
 export interface SubmitterOptions {
-  /** Idle poll for new intents (ms). */
+  /** Poll for new intents (ms). */
   pollMs?: number;
+  /**
+   * The longest poll after a run of idle rounds (nothing pending, nothing sent and unconfirmed, no
+   * ledger row to settle): each idle round doubles the wait, from pollMs up to this; a round with
+   * work brings it back. Default 5 x pollMs.
+   */
+  idlePollMaxMs?: number;
   /** The first round waits for this (the process's start: lib/service.ts started); later ones follow the poll timer and kicks. */
   firstRound?: Promise<unknown>;
   /** Rows signed and sent per round. */
@@ -159,6 +165,10 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
     }));
   const count = async (q: Sql) => Number((await read<{ n: number | string }>(q))[0]?.n ?? 0);
   const pollMs = opts.pollMs ?? 200;
+  const idlePollMaxMs = Math.max(pollMs, opts.idlePollMaxMs ?? pollMs * 5);
+  /** Whether the rounds since the last poll found work; idle rounds in a row back the poll off. */
+  let roundsBusy = false;
+  let idleRounds = 0;
   const batchSize = opts.batchSize ?? 100;
   const maxInFlight = opts.maxInFlight ?? 1000;
   const droppedAfterMs = opts.droppedAfterMs ?? 12_000;
@@ -288,6 +298,7 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
     lastFullConfirm = Date.now();
     // Sent rows only: a ledger row is 'submitted' while its settlement is, with no transaction of its own.
     const rows = await db.chainOutbox.findMany({ where: { status: 'submitted', nonce: { not: null } }, orderBy: { nonce: 'asc' } });
+    if (rows.length) roundsBusy = true;
     if (!rows.length) {
       scannedTo = head;
       firstPass = false;
@@ -418,6 +429,7 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
       SELECT id, kind, payload, epoch, "createdAt" FROM "ChainLedgerIntent"
       WHERE status = 'pending' AND kind <> 'burns' AND ${which}
       ORDER BY id LIMIT 20000`);
+    if (rows.length) roundsBusy = true;
     const holding = whole ? new Set<number>() : held!.stacks;
     const hold = (tokenIds: Iterable<number>) => {
       for (const t of tokenIds) holding.add(t);
@@ -585,6 +597,7 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
     // not also the count of what is in flight.
     const pending = await outboxRows(sql`SELECT * FROM "ChainOutbox" WHERE status = 'pending' ORDER BY id LIMIT ${batchSize}::int`);
     if (!pending.length) return;
+    roundsBusy = true;
     // Sent transactions that may still land and change a stack's balance on chain: not yet
     // (re)broadcast, or broadcast recently. After a restart that lost blocks, the lost ones are
     // re-sent; a stack's later rows wait for them instead of failing against the rewound state.
@@ -740,7 +753,10 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
     steps = {};
     caughtUp = 0;
     catchUpMore = false;
-    if (recordsBusy.length) await retryRecords();
+    if (recordsBusy.length) {
+      roundsBusy = true;
+      await retryRecords();
+    }
     await epochWork();
     const t1 = performance.now();
     const more = closed ? false : await submit();
@@ -770,8 +786,13 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
     onError: (e) => log.warn({ err: revertReason(e) }, 'cortex submitter: round failed, will retry'),
     after: () => {
       if (closed) return;
+      // Idle rounds back off (200, 400, 800, 1000 ms by default): an idle platform polled five
+      // times a second, three statements and a node call each round.
+      idleRounds = roundsBusy ? 0 : idleRounds + 1;
+      roundsBusy = false;
+      const wait = idleRounds === 0 ? pollMs : Math.min(idlePollMaxMs, pollMs * 2 ** Math.min(idleRounds - 1, 16));
       clearTimeout(timer);
-      timer = setTimeout(run, pollMs);
+      timer = setTimeout(run, wait);
       timer.unref();
     },
   });
