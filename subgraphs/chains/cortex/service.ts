@@ -86,6 +86,9 @@ export async function startCortexWith(
     const submitter = startSubmitter(own ?? p.db, chain, p.log, {
       currentEpoch: () => p.epochs.current(),
       settleAfterMs: Math.round(1.5 * p.config.epochIntervalMs),
+      // An idle poll at most a quarter epoch (1 s at the default 4 s epochs): a row written while
+      // the submitter idles waits at most that for its round (the outbox's target is in epochs).
+      idlePollMaxMs: Math.min(1000, Math.round(p.config.epochIntervalMs / 4)),
       firstRound: started(p),
       ...opts.submitter,
     });

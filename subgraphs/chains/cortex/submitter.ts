@@ -38,7 +38,7 @@ export interface SubmitterOptions {
   /**
    * The longest poll after a run of idle rounds (nothing pending, nothing sent and unconfirmed, no
    * ledger row to settle): each idle round doubles the wait, from pollMs up to this; a round with
-   * work brings it back. Default 5 x pollMs.
+   * work brings it back. Default 5 x pollMs (the Cortex service gives a quarter epoch, at most 1 s).
    */
   idlePollMaxMs?: number;
   /** The first round waits for this (the process's start: lib/service.ts started); later ones follow the poll timer and kicks. */
