@@ -11,8 +11,9 @@
 //   npx tsx bench/recall.ts [--profile=DIR]
 // ratio = recall p50 / raw decrypt p50: what the walk (index reads, payload reads, ledger, drift,
 // HTTP, JSON) costs over decryption alone. A recall is timed from its request to its reply's last
-// byte; the bench's JSON.parse of the reply (the client runtime's work: 2.3 ms for Shape A's
-// 516 kB at depth 1000) is timed apart, and the last column gives the ratio with it. --profile runs the platform under `node --cpu-prof`
+// byte; the bench's JSON.parse of the reply (the client runtime's work: 2.4-3.3 ms for Shape A's
+// 516 kB at depth 1000) is timed apart, and the last column gives the ratio with it.
+// --profile runs the platform under `node --cpu-prof`
 // and writes its .cpuprofile into DIR when the platform stops, and beside it the time windows of
 // the timed recalls of each depth (recall-windows-<depth>.json): summarise the recalls only, not
 // the writes, the sleeve spawns or the stop, with `npx tsx bench/profile-summary.ts

@@ -213,44 +213,40 @@ describe('cortex submitter', () => {
     expect(await status()).toBe('confirmed');
   });
 
-  it('idle rounds back the poll off, doubling up to idlePollMaxMs; a round with work brings it back', async () => {
-    // The submitter's rounds, counted by their read of the pending rows (every round's first read of the outbox).
-    const rounds: number[] = [];
-    const db = {
-      ...p.db,
-      driver: {
-        ...p.db.driver,
-        query: ((text, params, o) => {
-          if (text.includes('FROM "ChainOutbox" WHERE status = \'pending\' ORDER BY id')) rounds.push(Date.now());
-          return p.db.driver.query(text, params, o);
-        }) as typeof p.db.driver.query,
-      },
-    };
-    const s = startSubmitter(db, c, p.log, { pollMs: 20, idlePollMaxMs: 320, firstRound: Promise.resolve() });
-    running.push(s);
-    await new Promise((r) => setTimeout(r, 1500));
-    // Polled every 20 ms that was 27 rounds here (a round is a node call and three statements);
-    // backing off (20, 40, 80, 160, 320, 320, ...) about 8.
-    const idle = rounds.length;
-    expect(idle).toBeGreaterThanOrEqual(4);
-    expect(idle).toBeLessThanOrEqual(14);
-    const gaps = rounds.slice(1).map((t, i) => t - rounds[i]!);
-    expect(Math.max(...gaps.slice(-2))).toBeGreaterThanOrEqual(300); // at the cap by now
-    expect(Math.max(...gaps)).toBeLessThan(800); // never past it (with a loaded machine's slack)
-    // Work: picked up within one capped poll, and the rounds that follow come every 20 ms again
-    // while it is pending or in flight (its block takes about a second).
+  it('idle rounds back the poll off, doubling up to idlePollMaxMs; a round with work, or waiting for its block, brings it back', async () => {
+    // Rounds driven by tick(): the timer's polls are seconds apart, so the waits the rounds chose are read as they were set.
+    // droppedAfterMs 60 s: the sent rows are read again on a new block only (2 s at most), not every 200 ms.
+    const s = start({ pollMs: 1000, idlePollMaxMs: 8000, droppedAfterMs: 60_000, firstRound: Promise.resolve() });
+    const waits: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      await s.tick();
+      waits.push(s.pollWaitMs());
+    }
+    // Each idle round doubles the wait (the start's own round may come first), up to the cap.
+    expect(waits[0]).toBeLessThanOrEqual(2000);
+    for (let i = 1; i < waits.length; i++) expect(waits[i]).toBe(Math.min(8000, waits[i - 1]! * 2));
+    expect(waits.at(-1)).toBe(8000);
+    // Work: the round that finds a pending row, and every round while its transaction waits for a
+    // block, polls at pollMs again.
     const t = 151;
     await insertStack(t);
-    const at = Date.now();
     await enqueue('mintIdentity', stackId(t), { stackId: stackId(t), tokenId: t, owner: null, cpv: CPV }, 1);
+    await s.tick();
+    expect(s.pollWaitMs()).toBe(1000);
     const status = () => p.db.prisma.chainOutbox.findFirstOrThrow({ where: { ref: stackId(t) } }).then((r) => r.status);
-    for (let i = 0; i < 100 && (await status()) === 'pending'; i++) await new Promise((r) => setTimeout(r, 10));
-    expect(Date.now() - at).toBeLessThan(1000);
-    const from = rounds.length;
-    await new Promise((r) => setTimeout(r, 500));
-    if ((await status()) !== 'confirmed') expect(rounds.length - from).toBeGreaterThanOrEqual(8);
-    for (let i = 0; i < 100 && (await status()) !== 'confirmed'; i++) await new Promise((r) => setTimeout(r, 100));
+    let waited = 0;
+    while ((await status()) !== 'confirmed' && waited++ < 100) {
+      await s.tick();
+      expect(s.pollWaitMs()).toBe(1000);
+      await new Promise((r) => setTimeout(r, 100));
+    }
     expect(await status()).toBe('confirmed');
+    // Nothing left: idle again, the wait grows.
+    for (let i = 0; i < 100 && s.pollWaitMs() === 1000; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      await s.tick();
+    }
+    expect(s.pollWaitMs()).toBeGreaterThan(1000);
   });
 
   it('fails a reverting or invalid intent with its reason and keeps the queue moving', async () => {

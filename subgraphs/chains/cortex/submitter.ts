@@ -68,6 +68,8 @@ export interface Submitter {
   /** Runs one round now (confirm, then submit). */
   tick(): Promise<void>;
   kick(): void;
+  /** The wait before the next polled round (ms): pollMs, or longer after idle rounds (up to idlePollMaxMs). */
+  pollWaitMs(): number;
   /**
    * Holds rounds until resume() (the node is being replaced: a round against a chain that lost
    * blocks would settle ledger rows against rewound balances). Resolves once the round in flight
@@ -169,6 +171,9 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
   /** Whether the rounds since the last poll found work; idle rounds in a row back the poll off. */
   let roundsBusy = false;
   let idleRounds = 0;
+  let pollWait = pollMs;
+  /** Whether the last read of the sent rows found some unconfirmed (a round waiting for their block is not idle). */
+  let sentUnconfirmed = false;
   const batchSize = opts.batchSize ?? 100;
   const maxInFlight = opts.maxInFlight ?? 1000;
   const droppedAfterMs = opts.droppedAfterMs ?? 12_000;
@@ -294,11 +299,15 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
     // No block since the last scan and no re-send check due: nothing can have changed (a round runs
     // every poll and at every kick; reading every submitted row each time cost most of a round).
     const head = await provider.getBlockNumber();
-    if (!firstPass && scannedTo !== undefined && head === scannedTo && Date.now() - lastFullConfirm < dropCheckEveryMs) return;
+    if (!firstPass && scannedTo !== undefined && head === scannedTo && Date.now() - lastFullConfirm < dropCheckEveryMs) {
+      if (sentUnconfirmed) roundsBusy = true; // waiting for their block: polled at pollMs
+      return;
+    }
     lastFullConfirm = Date.now();
     // Sent rows only: a ledger row is 'submitted' while its settlement is, with no transaction of its own.
     const rows = await db.chainOutbox.findMany({ where: { status: 'submitted', nonce: { not: null } }, orderBy: { nonce: 'asc' } });
-    if (rows.length) roundsBusy = true;
+    sentUnconfirmed = rows.length > 0;
+    if (sentUnconfirmed) roundsBusy = true;
     if (!rows.length) {
       scannedTo = head;
       firstPass = false;
@@ -598,6 +607,7 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
     const pending = await outboxRows(sql`SELECT * FROM "ChainOutbox" WHERE status = 'pending' ORDER BY id LIMIT ${batchSize}::int`);
     if (!pending.length) return;
     roundsBusy = true;
+    sentUnconfirmed = true; // what this round sends waits for a block (the next full read of the sent rows says)
     // Sent transactions that may still land and change a stack's balance on chain: not yet
     // (re)broadcast, or broadcast recently. After a restart that lost blocks, the lost ones are
     // re-sent; a stack's later rows wait for them instead of failing against the rewound state.
@@ -790,9 +800,9 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
       // times a second, three statements and a node call each round.
       idleRounds = roundsBusy ? 0 : idleRounds + 1;
       roundsBusy = false;
-      const wait = idleRounds === 0 ? pollMs : Math.min(idlePollMaxMs, pollMs * 2 ** Math.min(idleRounds - 1, 16));
+      pollWait = idleRounds === 0 ? pollMs : Math.min(idlePollMaxMs, pollMs * 2 ** Math.min(idleRounds - 1, 16));
       clearTimeout(timer);
-      timer = setTimeout(run, wait);
+      timer = setTimeout(run, pollWait);
       timer.unref();
     },
   });
@@ -809,6 +819,7 @@ export function startSubmitter(database: Database, chain: CortexChain, log: Logg
   return {
     tick: run,
     kick: () => void (holding || run()),
+    pollWaitMs: () => pollWait,
     pause() {
       paused++;
       return loop.settled();
