@@ -161,30 +161,26 @@ export async function runRecallBench(
     log(`written in ${Date.now() - t0} ms`);
 
     type Fragments = Array<{ text?: string; epoch: number }>;
+    /** A REST shape's fragments, once its reply holds `depth` of them at fidelity 1. */
+    const whole = <F>(shape: 'A' | 'B', depth: number, b: { fragments: F[]; fidelity: number }): F[] => {
+      if (b.fragments.length !== depth || b.fidelity !== 1)
+        throw new Error(`Shape ${shape} depth ${depth}: ${b.fragments.length} fragments, fidelity ${b.fidelity}`);
+      return b.fragments;
+    };
     /** Each shape's request (timed to its reply's last byte) and the check of its parsed reply. */
     const calls = new Map<RecallShape, { send: (depth: number) => Promise<Reply>; check: (depth: number, reply: Reply) => Fragments }>([
       [
         'A',
         {
           send: (depth) => received(fetch(`${g}/v1/stacks/${stack.id}/recall?depth=${depth}`)),
-          check: (depth, reply) => {
-            const b = parsed<{ fragments: Array<{ epoch: number; ciphertext: unknown }>; fidelity: number }>(reply);
-            if (b.fragments.length !== depth || b.fidelity !== 1)
-              throw new Error(`Shape A depth ${depth}: ${b.fragments.length} fragments, fidelity ${b.fidelity}`);
-            return b.fragments;
-          },
+          check: (depth, reply) => whole('A', depth, parsed<{ fragments: Array<{ epoch: number; ciphertext: unknown }>; fidelity: number }>(reply)),
         },
       ],
       [
         'B',
         {
           send: (depth) => received(post(`${g}/v1/recall`, { stackId: stack.id, depth })),
-          check: (depth, reply) => {
-            const b = parsed<{ fragments: Array<{ text: string; epoch: number }>; fidelity: number }>(reply);
-            if (b.fragments.length !== depth || b.fidelity !== 1)
-              throw new Error(`Shape B depth ${depth}: ${b.fragments.length} fragments, fidelity ${b.fidelity}`);
-            return b.fragments;
-          },
+          check: (depth, reply) => whole('B', depth, parsed<{ fragments: Array<{ text: string; epoch: number }>; fidelity: number }>(reply)),
         },
       ],
       [
